@@ -1,0 +1,84 @@
+//! Typed errors of the device layer. Every message names the problem and, where there is one,
+//! the fix.
+
+use std::path::PathBuf;
+
+/// Result alias for the device layer.
+pub type Result<T, E = DeviceError> = std::result::Result<T, E>;
+
+/// Everything that can go wrong below the engine.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum DeviceError {
+    /// A buffer whose length is not a whole number of sectors, or whose address is not aligned
+    /// where the device needs it (O_DIRECT).
+    #[error("misaligned I/O: {what}; use buffers that are a multiple of {sector_size} bytes{extra}")]
+    Misaligned {
+        what: String,
+        sector_size: usize,
+        extra: &'static str,
+    },
+    /// An address range that does not fit in the device.
+    #[error(
+        "out of range: sectors {start}..{end} but the device has {capacity_sectors} sectors \
+         of 4 KiB; address inside the device or give it a larger capacity"
+    )]
+    OutOfRange {
+        start: u64,
+        end: u64,
+        capacity_sectors: u64,
+    },
+    /// An atomic write the device cannot honour (misaligned, too large, or no atomic support).
+    #[error("atomic write rejected: {0}")]
+    AtomicRejected(String),
+    /// A stream id beyond the device's stream count.
+    #[error("stream {stream} does not exist: the device has {streams} stream(s); set streams=N")]
+    BadStream { stream: u16, streams: u16 },
+    /// Bad configuration: geometry, preset keys, option values.
+    #[error("bad device configuration: {0}")]
+    Config(String),
+    /// A trace file line that cannot be parsed.
+    #[error("trace {path}:{line}: {msg}")]
+    Trace {
+        path: String,
+        line: usize,
+        msg: String,
+    },
+    /// The emulated device ran out of free flash blocks (over-provisioning too small for the
+    /// workload and GC could not reclaim space).
+    #[error("device full: {0}")]
+    Full(String),
+    /// A read or write shorter than asked (a short file or block device).
+    #[error("short {op} on {path}: {done} of {wanted} bytes; the file or device is smaller than expected")]
+    Short {
+        op: &'static str,
+        path: PathBuf,
+        done: usize,
+        wanted: usize,
+    },
+    /// An operation the device does not support (e.g. power_cut on a real file).
+    #[error("unsupported: {0}")]
+    Unsupported(String),
+    /// An OS error with the path it happened on.
+    #[error("I/O error on {path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl DeviceError {
+    /// Convenience constructor for configuration errors.
+    pub fn config(msg: impl Into<String>) -> Self {
+        Self::Config(msg.into())
+    }
+
+    /// Wraps an OS error with the path it concerns.
+    pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        Self::Io {
+            path: path.into(),
+            source,
+        }
+    }
+}

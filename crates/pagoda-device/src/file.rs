@@ -1,0 +1,1 @@
+//! Real files and block devices (`file:PATH`). Built in the foundation issue.

@@ -1,0 +1,1 @@
+//! Emulated hard disk (`hdd-15k`). Built in the foundation issue.

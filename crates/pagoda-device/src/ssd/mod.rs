@@ -1,0 +1,1 @@
+//! Emulated flash SSD: NAND geometry, page-mapping FTL, GC, streams, atomic writes, power cut + SPOR.
