@@ -1,0 +1,1 @@
+//! pagoda's transactional engine (built in the engine issue).
