@@ -6,6 +6,7 @@
 //! ([`ssd`]), emulated disks ([`hdd`], [`raid`]); wrappers add an I/O queue ([`sched`]) or
 //! capture a trace ([`trace`]). [`spec`] turns a CLI device string into a device.
 
+pub mod clock;
 pub mod error;
 pub mod file;
 pub mod hdd;
