@@ -1,1 +1,43 @@
-//! pagoda's transactional engine (built in the engine issue).
+//! pagoda's transactional engine: named B+tree tables of ordered byte-string keys, snapshot
+//! isolation with MVCC, a buffer pool with a hot/cold LRU and a sorted-batch page cleaner, a
+//! redo write-ahead log with group commit through a consolidation array, fuzzy checkpoints,
+//! crash recovery, and torn-write protection (double-write area, atomic writes, or none),
+//! all on top of any [`pagoda_device::BlockDevice`].
+//!
+//! Start at [`Db`]. The on-disk format is described in `docs/format.md`.
+//!
+//! ```
+//! use pagoda_engine::{Db, DbOptions};
+//! # fn main() -> pagoda_engine::Result<()> {
+//! let dir = tempfile::tempdir().expect("tempdir");
+//! let db = Db::open(DbOptions::in_dir(dir.path()).buffer_bytes(4 << 20))?;
+//! db.create_table("users")?;
+//! let mut tx = db.begin()?;
+//! tx.put("users", b"alice", b"engineer")?;
+//! tx.commit()?;
+//! let tx = db.begin_read()?;
+//! assert_eq!(tx.get("users", b"alice")?.as_deref(), Some(&b"engineer"[..]));
+//! db.close()?;
+//! # Ok(()) }
+//! ```
+
+pub mod btree;
+pub mod crashtest;
+mod db;
+mod error;
+pub mod filedev;
+pub mod format;
+pub mod inspect;
+pub mod mvcc;
+mod options;
+pub mod pool;
+pub mod wal;
+
+pub use btree::MAX_KEY_LEN;
+pub use db::{BufferStats, CheckpointInfo, CommitInfo, Db, DbStats, RecoveryStats, Scan, Txn};
+pub use error::{Error, Result};
+pub use options::{CommitMode, DbOptions, TornMode};
+
+/// Largest value in bytes (values above a quarter page go to overflow pages); a value must
+/// also fit in a quarter of the log.
+pub const MAX_VALUE_LEN: usize = 16 << 20;

@@ -1,0 +1,630 @@
+//! B+trees over the buffer pool.
+//!
+//! Concurrency: commits are applied by one writer at a time (the commit critical section), so
+//! the tree has a single writer and many readers. Readers descend with latch coupling (shared
+//! latch on the child before releasing the parent). The writer changes a leaf in place under
+//! its exclusive latch when the change fits; a split or merge latches the whole root-to-leaf
+//! path exclusively top-down first, so no reader can be between a parent and a child being
+//! restructured. The root page of a tree never moves (a root split moves its contents into two
+//! new children), so table roots in the catalog are stable.
+//!
+//! Redo: every page the writer changes is recorded in `touched` (stamped with the commit LSN);
+//! pages changed structurally (split, merge, allocation, overflow, meta) are also recorded in
+//! `imaged` and their final images go into the commit record.
+
+use crate::error::{Error, Result};
+use crate::format::{internal_entry_len, leaf_entry_len, Meta, Node, Page, Val, PAGE_HEADER};
+use crate::pool::{Pool, WritePage};
+use std::collections::BTreeSet;
+use std::ops::Bound;
+
+/// Longest key in bytes.
+pub const MAX_KEY_LEN: usize = 1024;
+
+/// Largest payload of a page of `page_size` bytes.
+pub fn payload_max(page_size: usize) -> usize {
+    page_size - PAGE_HEADER
+}
+
+/// Largest value stored inline in a leaf: a quarter page, or less for 4 KiB pages so that two
+/// maximal entries always fit in a leaf. Longer values go to overflow pages.
+pub fn inline_max(page_size: usize) -> usize {
+    (page_size / 4).min((payload_max(page_size) - 4) / 2 - (2 + MAX_KEY_LEN + 5))
+}
+
+fn child_index(keys: &[Vec<u8>], key: &[u8]) -> usize {
+    keys.partition_point(|s| s.as_slice() <= key)
+}
+
+fn corrupt_kind(pid: u64, want: &str) -> Error {
+    Error::corrupt(pid, format!("expected a {want} page in the tree"))
+}
+
+/// Finds `key`'s leaf entry (latch coupling).
+pub fn get(pool: &Pool, root: u64, key: &[u8]) -> Result<Option<Val>> {
+    let mut page = pool.read(root)?;
+    loop {
+        let next = match &page.node {
+            Node::Internal { keys, children } => children[child_index(keys, key)],
+            Node::Leaf(es) => {
+                return Ok(es
+                    .binary_search_by(|(k, _)| k.as_slice().cmp(key))
+                    .ok()
+                    .map(|i| es[i].1.clone()))
+            }
+            _ => return Err(corrupt_kind(page.id, "tree")),
+        };
+        let child = pool.read(next)?;
+        page = child;
+    }
+}
+
+/// Reads a value (following overflow pages).
+pub fn load_value(pool: &Pool, val: &Val) -> Result<Vec<u8>> {
+    match val {
+        Val::Inline(v) => Ok(v.clone()),
+        Val::Overflow { first, len } => {
+            let mut out = Vec::with_capacity(*len as usize);
+            let mut pid = *first;
+            while pid != 0 && (out.len() as u64) < *len {
+                let p = pool.read(pid)?;
+                let Node::Overflow { next, data } = &p.node else {
+                    return Err(corrupt_kind(pid, "overflow"));
+                };
+                out.extend_from_slice(data);
+                pid = *next;
+            }
+            if out.len() as u64 != *len {
+                return Err(Error::corrupt(
+                    *first,
+                    format!("overflow chain holds {} of {len} bytes", out.len()),
+                ));
+            }
+            Ok(out)
+        }
+    }
+}
+
+/// One batch of a range scan: the entries of one leaf inside the cursor bound, and the
+/// interval of keys the batch covers completely.
+#[derive(Debug)]
+pub struct Batch {
+    /// Entries in key order.
+    pub entries: Vec<(Vec<u8>, Val)>,
+    /// Forward: the leaf's upper fence (next cursor, inclusive); reverse: lower fence (next
+    /// cursor, exclusive). `None` = no more leaves.
+    pub fence: Option<Vec<u8>>,
+}
+
+/// Collects the leaf for a scan step. Forward: keys `>= / >` the cursor; reverse: keys
+/// `<= / <` the cursor.
+pub fn batch(pool: &Pool, root: u64, cursor: &Bound<Vec<u8>>, reverse: bool) -> Result<Batch> {
+    let mut page = pool.read(root)?;
+    let mut fence: Option<Vec<u8>> = None;
+    loop {
+        let next = match &page.node {
+            Node::Internal { keys, children } => {
+                let i = match (cursor, reverse) {
+                    (Bound::Unbounded, false) => 0,
+                    (Bound::Unbounded, true) => keys.len(),
+                    (Bound::Included(k), _) => child_index(keys, k),
+                    (Bound::Excluded(k), false) => child_index(keys, k),
+                    (Bound::Excluded(k), true) => {
+                        keys.partition_point(|s| s.as_slice() < k.as_slice())
+                    }
+                };
+                if reverse {
+                    if i > 0 {
+                        fence = Some(keys[i - 1].clone());
+                    }
+                } else if i < keys.len() {
+                    fence = Some(keys[i].clone());
+                }
+                children[i]
+            }
+            Node::Leaf(es) => {
+                let entries = es
+                    .iter()
+                    .filter(|(k, _)| match (cursor, reverse) {
+                        (Bound::Unbounded, _) => true,
+                        (Bound::Included(c), false) => k >= c,
+                        (Bound::Excluded(c), false) => k > c,
+                        (Bound::Included(c), true) => k <= c,
+                        (Bound::Excluded(c), true) => k < c,
+                    })
+                    .cloned()
+                    .collect();
+                return Ok(Batch { entries, fence });
+            }
+            _ => return Err(corrupt_kind(page.id, "tree")),
+        };
+        let child = pool.read(next)?;
+        page = child;
+    }
+}
+
+/// The writer's view of the trees during one commit (or one recovery step).
+#[derive(Debug)]
+pub struct Apply<'a> {
+    /// The pool.
+    pub pool: &'a Pool,
+    /// The meta page id.
+    pub meta: u64,
+    /// Pages changed.
+    pub touched: BTreeSet<u64>,
+    /// Pages changed structurally (their images go to the log).
+    pub imaged: BTreeSet<u64>,
+    /// Pages freed.
+    pub freed: BTreeSet<u64>,
+    /// Recovery: mark pages with this LSN instead of "in progress".
+    pub recovery_lsn: Option<u64>,
+}
+
+impl<'a> Apply<'a> {
+    /// A fresh apply context.
+    pub fn new(pool: &'a Pool, meta: u64) -> Self {
+        Self {
+            pool,
+            meta,
+            touched: BTreeSet::new(),
+            imaged: BTreeSet::new(),
+            freed: BTreeSet::new(),
+            recovery_lsn: None,
+        }
+    }
+
+    fn mark(&mut self, p: &mut WritePage<'_>, image: bool) {
+        match self.recovery_lsn {
+            Some(l) => {
+                p.lsn = p.lsn.max(l);
+                p.modified_at(l);
+            }
+            None => p.modified(),
+        }
+        self.touched.insert(p.id);
+        if image {
+            self.imaged.insert(p.id);
+        }
+    }
+
+    fn payload_max(&self) -> usize {
+        payload_max(self.pool.page_size())
+    }
+
+    /// Allocates a page holding `node`.
+    pub fn alloc(&mut self, node: Node) -> Result<u64> {
+        let mut meta = self.pool.write(self.meta)?;
+        let Node::Meta(m) = &mut meta.node else {
+            return Err(corrupt_kind(self.meta, "meta"));
+        };
+        let pid = match m.free.pop() {
+            Some(p) => p,
+            None => {
+                let p = m.next_page;
+                if p >= self.pool.capacity_pages() {
+                    return Err(Error::Full {
+                        page: p,
+                        capacity_pages: self.pool.capacity_pages(),
+                    });
+                }
+                m.next_page += 1;
+                p
+            }
+        };
+        self.mark(&mut meta, true);
+        drop(meta);
+        self.freed.remove(&pid);
+        let mut page = self.pool.install(Page {
+            id: pid,
+            lsn: 0,
+            node,
+        })?;
+        self.mark(&mut page, true);
+        Ok(pid)
+    }
+
+    /// Returns a page to the free list (leaked when the list is full).
+    pub fn free(&mut self, pid: u64) -> Result<()> {
+        let cap = (self.payload_max() - 16) / 8;
+        let mut meta = self.pool.write(self.meta)?;
+        let Node::Meta(m) = &mut meta.node else {
+            return Err(corrupt_kind(self.meta, "meta"));
+        };
+        if m.free.len() < cap {
+            m.free.push(pid);
+        }
+        self.mark(&mut meta, true);
+        self.freed.insert(pid);
+        self.imaged.remove(&pid);
+        Ok(())
+    }
+
+    /// Reads the meta page.
+    pub fn meta(&self) -> Result<Meta> {
+        let p = self.pool.read(self.meta)?;
+        match &p.node {
+            Node::Meta(m) => Ok(m.clone()),
+            _ => Err(corrupt_kind(self.meta, "meta")),
+        }
+    }
+
+    /// Allocates a table id.
+    pub fn next_table_id(&mut self) -> Result<u32> {
+        let mut meta = self.pool.write(self.meta)?;
+        let Node::Meta(m) = &mut meta.node else {
+            return Err(corrupt_kind(self.meta, "meta"));
+        };
+        let id = m.next_table;
+        m.next_table += 1;
+        self.mark(&mut meta, true);
+        Ok(id)
+    }
+
+    /// Stores a large value in a chain of overflow pages.
+    pub fn write_overflow(&mut self, data: &[u8]) -> Result<Val> {
+        let cap = self.payload_max() - 12;
+        let chunks: Vec<&[u8]> = data.chunks(cap).collect();
+        let mut pids = Vec::with_capacity(chunks.len());
+        for _ in &chunks {
+            pids.push(self.alloc(Node::Overflow {
+                next: 0,
+                data: Vec::new(),
+            })?);
+        }
+        for (i, c) in chunks.iter().enumerate() {
+            let mut p = self.pool.write(pids[i])?;
+            p.node = Node::Overflow {
+                next: pids.get(i + 1).copied().unwrap_or(0),
+                data: c.to_vec(),
+            };
+            self.mark(&mut p, true);
+        }
+        Ok(Val::Overflow {
+            first: pids[0],
+            len: data.len() as u64,
+        })
+    }
+
+    /// Frees the overflow pages of a value.
+    pub fn free_value(&mut self, val: &Val) -> Result<()> {
+        if let Val::Overflow { first, .. } = val {
+            let mut pid = *first;
+            let mut guard = 0u64;
+            while pid != 0 && guard < self.pool.capacity_pages() {
+                let next = match &self.pool.read(pid)?.node {
+                    Node::Overflow { next, .. } => *next,
+                    _ => return Err(corrupt_kind(pid, "overflow")),
+                };
+                self.free(pid)?;
+                pid = next;
+                guard += 1;
+            }
+        }
+        Ok(())
+    }
+
+    fn leaf_path(&self, root: u64, key: &[u8]) -> Result<Vec<(u64, usize)>> {
+        let mut path = Vec::new();
+        let mut pid = root;
+        loop {
+            let p = self.pool.read(pid)?;
+            match &p.node {
+                Node::Internal { keys, children } => {
+                    let i = child_index(keys, key);
+                    path.push((pid, i));
+                    pid = children[i];
+                }
+                Node::Leaf(_) => {
+                    path.push((pid, usize::MAX));
+                    return Ok(path);
+                }
+                _ => return Err(corrupt_kind(pid, "tree")),
+            }
+        }
+    }
+
+    /// Sets `key` to `val`; returns the previous value.
+    pub fn put(&mut self, root: u64, key: &[u8], val: Val) -> Result<Option<Val>> {
+        let path = self.leaf_path(root, key)?;
+        let leaf = path[path.len() - 1].0;
+        let max = self.payload_max();
+        {
+            let mut p = self.pool.write(leaf)?;
+            let Node::Leaf(es) = &mut p.node else {
+                return Err(corrupt_kind(leaf, "leaf"));
+            };
+            let pos = es.binary_search_by(|(k, _)| k.as_slice().cmp(key));
+            let old_len = pos.map_or(0, |i| leaf_entry_len(&es[i].0, &es[i].1));
+            let size = p.node.payload_len() - old_len + leaf_entry_len(key, &val);
+            if size <= max {
+                let Node::Leaf(es) = &mut p.node else {
+                    return Err(corrupt_kind(leaf, "leaf"));
+                };
+                let old = match pos {
+                    Ok(i) => Some(std::mem::replace(&mut es[i].1, val)),
+                    Err(i) => {
+                        es.insert(i, (key.to_vec(), val));
+                        None
+                    }
+                };
+                self.mark(&mut p, false);
+                return Ok(old);
+            }
+        }
+        // Split: latch the whole path top-down.
+        let mut pages = Vec::with_capacity(path.len());
+        for (pid, _) in &path {
+            pages.push(self.pool.write(*pid)?);
+        }
+        let last = pages.len() - 1;
+        let old = {
+            let Node::Leaf(es) = &mut pages[last].node else {
+                return Err(corrupt_kind(leaf, "leaf"));
+            };
+            match es.binary_search_by(|(k, _)| k.as_slice().cmp(key)) {
+                Ok(i) => Some(std::mem::replace(&mut es[i].1, val)),
+                Err(i) => {
+                    es.insert(i, (key.to_vec(), val));
+                    None
+                }
+            }
+        };
+        self.mark(&mut pages[last], true);
+        let mut level = last;
+        loop {
+            if pages[level].node.payload_len() <= max {
+                break;
+            }
+            let (sep, right) = split_node(&mut pages[level].node);
+            if level == 0 {
+                // Root split: the root keeps its page id.
+                let left = std::mem::replace(&mut pages[0].node, Node::Leaf(Vec::new()));
+                let l = self.alloc(left)?;
+                let r = self.alloc(right)?;
+                pages[0].node = Node::Internal {
+                    keys: vec![sep],
+                    children: vec![l, r],
+                };
+                self.mark(&mut pages[0], true);
+                // The new children may still be over-full only if entries were huge; checked.
+                for c in [l, r] {
+                    if self.pool.read(c)?.node.payload_len() > max {
+                        return Err(Error::Failed(format!(
+                            "page {c} over-full after a root split"
+                        )));
+                    }
+                }
+                break;
+            }
+            let r = self.alloc(right)?;
+            self.mark(&mut pages[level], true);
+            let ci = path[level - 1].1;
+            let Node::Internal { keys, children } = &mut pages[level - 1].node else {
+                return Err(corrupt_kind(path[level - 1].0, "internal"));
+            };
+            keys.insert(ci, sep);
+            children.insert(ci + 1, r);
+            self.mark(&mut pages[level - 1], true);
+            level -= 1;
+        }
+        Ok(old)
+    }
+
+    /// Redo of one logical operation at `lsn`: applied only when the target leaf is older.
+    pub fn redo(&mut self, root: u64, key: &[u8], val: Option<Val>, lsn: u64) -> Result<()> {
+        let path = self.leaf_path(root, key)?;
+        let leaf = path[path.len() - 1].0;
+        if self.pool.read(leaf)?.lsn >= lsn {
+            return Ok(());
+        }
+        match val {
+            Some(v) => self.put(root, key, v).map(|_| ()),
+            None => self.delete(root, key).map(|_| ()),
+        }
+    }
+
+    /// Removes `key`; returns the previous value. Under-full leaves merge with a sibling.
+    pub fn delete(&mut self, root: u64, key: &[u8]) -> Result<Option<Val>> {
+        let path = self.leaf_path(root, key)?;
+        let leaf = path[path.len() - 1].0;
+        let max = self.payload_max();
+        let underfull = {
+            let mut p = self.pool.write(leaf)?;
+            let Node::Leaf(es) = &mut p.node else {
+                return Err(corrupt_kind(leaf, "leaf"));
+            };
+            let Ok(i) = es.binary_search_by(|(k, _)| k.as_slice().cmp(key)) else {
+                return Ok(None);
+            };
+            let old = es.remove(i).1;
+            let under =
+                p.node.payload_len() < max / 4 && path.len() > 1 && self.recovery_lsn.is_none();
+            self.mark(&mut p, false);
+            if !under {
+                return Ok(Some(old));
+            }
+            old
+        };
+        self.merge_path(&path)?;
+        Ok(Some(underfull))
+    }
+
+    /// Merges under-full nodes along `path` with a sibling when their contents fit one page;
+    /// collapses a root with a single child.
+    fn merge_path(&mut self, path: &[(u64, usize)]) -> Result<()> {
+        let max = self.payload_max();
+        let mut pages = Vec::with_capacity(path.len());
+        for (pid, _) in path {
+            pages.push(self.pool.write(*pid)?);
+        }
+        let mut level = pages.len() - 1;
+        while level > 0 {
+            if pages[level].node.payload_len() >= max / 4 {
+                break;
+            }
+            let ci = path[level - 1].1;
+            let (nkeys, left_i) = match &pages[level - 1].node {
+                Node::Internal { keys, .. } => (
+                    keys.len(),
+                    if ci < keys.len() {
+                        ci
+                    } else {
+                        ci.saturating_sub(1)
+                    },
+                ),
+                _ => return Err(corrupt_kind(path[level - 1].0, "internal")),
+            };
+            if nkeys == 0 {
+                break;
+            }
+            // Merge children left_i and left_i + 1 of the parent.
+            let (lpid, rpid, sep) = match &pages[level - 1].node {
+                Node::Internal { keys, children } => {
+                    (children[left_i], children[left_i + 1], keys[left_i].clone())
+                }
+                _ => return Err(corrupt_kind(path[level - 1].0, "internal")),
+            };
+            let this = path[level].0;
+            let other_pid = if this == lpid { rpid } else { lpid };
+            let mut other = self.pool.write(other_pid)?;
+            let (left, right): (&mut WritePage<'_>, &mut WritePage<'_>) = if this == lpid {
+                (&mut pages[level], &mut other)
+            } else {
+                (&mut other, &mut pages[level])
+            };
+            let merged_len = left.node.payload_len()
+                + right.node.payload_len()
+                + if matches!(left.node, Node::Internal { .. }) {
+                    internal_entry_len(&sep)
+                } else {
+                    0
+                };
+            if merged_len > max {
+                break;
+            }
+            let rnode = std::mem::replace(&mut right.node, Node::Leaf(Vec::new()));
+            match (&mut left.node, rnode) {
+                (Node::Leaf(l), Node::Leaf(r)) => l.extend(r),
+                (
+                    Node::Internal { keys, children },
+                    Node::Internal {
+                        keys: rk,
+                        children: rc,
+                    },
+                ) => {
+                    keys.push(sep);
+                    keys.extend(rk);
+                    children.extend(rc);
+                }
+                _ => return Err(corrupt_kind(rpid, "sibling of the same kind")),
+            }
+            self.mark(left, true);
+            drop(other);
+            if let Node::Internal { keys, children } = &mut pages[level - 1].node {
+                keys.remove(left_i);
+                children.remove(left_i + 1);
+            }
+            self.mark(&mut pages[level - 1], true);
+            self.free(rpid)?;
+            level -= 1;
+        }
+        // Collapse a root with one child.
+        if let Node::Internal { keys, children } = &pages[0].node {
+            if keys.is_empty() {
+                let child = children[0];
+                let node = if pages.len() > 1 && pages[1].id == child {
+                    std::mem::replace(&mut pages[1].node, Node::Leaf(Vec::new()))
+                } else {
+                    let mut c = self.pool.write(child)?;
+                    std::mem::replace(&mut c.node, Node::Leaf(Vec::new()))
+                };
+                pages[0].node = node;
+                self.mark(&mut pages[0], true);
+                self.free(child)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Frees every page of a tree (drop table).
+    pub fn drop_tree(&mut self, root: u64) -> Result<()> {
+        let mut stack = vec![root];
+        while let Some(pid) = stack.pop() {
+            let node = self.pool.read(pid)?.node.clone();
+            match node {
+                Node::Internal { children, .. } => stack.extend(children),
+                Node::Leaf(es) => {
+                    for (_, v) in &es {
+                        self.free_value(v)?;
+                    }
+                }
+                _ => return Err(corrupt_kind(pid, "tree")),
+            }
+            self.free(pid)?;
+        }
+        Ok(())
+    }
+
+    /// Images of the structurally changed pages (for the commit record).
+    pub fn images(&self) -> Result<Vec<(u64, Node)>> {
+        let mut out = Vec::with_capacity(self.imaged.len());
+        for &pid in &self.imaged {
+            if self.freed.contains(&pid) {
+                continue;
+            }
+            out.push((pid, self.pool.read(pid)?.node.clone()));
+        }
+        Ok(out)
+    }
+}
+
+/// Splits an over-full node in two halves of about equal size; returns the separator and the
+/// right half (the node keeps the left half).
+fn split_node(node: &mut Node) -> (Vec<u8>, Node) {
+    match node {
+        Node::Leaf(es) => {
+            let sizes: Vec<usize> = es.iter().map(|(k, v)| leaf_entry_len(k, v)).collect();
+            let m = best_split(&sizes, 0);
+            let right: Vec<_> = es.split_off(m);
+            (right[0].0.clone(), Node::Leaf(right))
+        }
+        Node::Internal { keys, children } => {
+            let sizes: Vec<usize> = keys.iter().map(|k| internal_entry_len(k)).collect();
+            let m = best_split(&sizes, 1).min(keys.len() - 1);
+            let rkeys = keys.split_off(m + 1);
+            let sep = keys.pop().unwrap_or_default();
+            let rchildren = children.split_off(m + 1);
+            (
+                sep,
+                Node::Internal {
+                    keys: rkeys,
+                    children: rchildren,
+                },
+            )
+        }
+        _ => (Vec::new(), Node::Leaf(Vec::new())),
+    }
+}
+
+/// Index `m` (1..len) minimising the larger half when items `[..m]` stay left.
+fn best_split(sizes: &[usize], min_right: usize) -> usize {
+    let total: usize = sizes.iter().sum();
+    let mut left = 0;
+    let mut best = (usize::MAX, 1);
+    for (i, s) in sizes
+        .iter()
+        .enumerate()
+        .take(sizes.len().saturating_sub(min_right))
+    {
+        left += s;
+        let m = i + 1;
+        if m >= sizes.len() {
+            break;
+        }
+        let worse = left.max(total - left);
+        if worse < best.0 {
+            best = (worse, m);
+        }
+    }
+    best.1.max(1)
+}

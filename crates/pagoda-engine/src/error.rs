@@ -1,0 +1,118 @@
+//! Typed errors of the engine. Every message names the problem and, where there is one, the fix.
+
+use pagoda_device::DeviceError;
+
+/// Result alias for the engine.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything that can go wrong in the engine.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A write-write conflict under snapshot isolation: another transaction committed a newer
+    /// version of a key this transaction wrote. The transaction is aborted; retry it.
+    #[error("write-write conflict on table {table} key {key:?}: another transaction committed it first; retry the transaction")]
+    Conflict {
+        /// Table of the conflicting key.
+        table: String,
+        /// The key (lossy UTF-8 for display).
+        key: String,
+    },
+    /// A page (or the superblock) failed its checksum or identity check.
+    #[error(
+        "corruption in page {page_id}: {detail}; restore from a backup (pages: {all_pages:?})"
+    )]
+    Corruption {
+        /// The first corrupt page id.
+        page_id: u64,
+        /// All corrupt page ids found by the operation.
+        all_pages: Vec<u64>,
+        /// What was wrong.
+        detail: String,
+    },
+    /// The write-ahead log is damaged before its end (not a torn tail).
+    #[error("log corruption at LSN {lsn}: {detail}; committed transactions after it cannot be recovered")]
+    LogCorruption {
+        /// LSN (log byte offset) of the damaged group.
+        lsn: u64,
+        /// What was wrong.
+        detail: String,
+    },
+    /// A device error.
+    #[error("device error: {0}")]
+    Device(#[from] DeviceError),
+    /// A key longer than [`crate::MAX_KEY_LEN`].
+    #[error("key of {len} bytes is too large: keys are at most {max} bytes")]
+    KeyTooLarge {
+        /// Length given.
+        len: usize,
+        /// Limit.
+        max: usize,
+    },
+    /// A value longer than the documented limit.
+    #[error("value of {len} bytes is too large: values are at most {max} bytes (a quarter of the log capacity, at most 16 MiB); store large blobs elsewhere")]
+    ValueTooLarge {
+        /// Length given.
+        len: usize,
+        /// Limit.
+        max: usize,
+    },
+    /// No table by this name.
+    #[error("no table named '{0}': create it with Db::create_table")]
+    NoSuchTable(String),
+    /// A table by this name exists already.
+    #[error("table '{0}' exists already")]
+    TableExists(String),
+    /// Bad configuration or options.
+    #[error("bad configuration: {0}")]
+    Config(String),
+    /// A write on a read-only transaction.
+    #[error("transaction is read-only: use Db::begin for writes")]
+    ReadOnly,
+    /// The database refuses writes after an earlier I/O failure.
+    #[error("database failed earlier and refuses writes: {0}; close and reopen it to recover")]
+    Failed(String),
+    /// The database was closed.
+    #[error("database is closed")]
+    Closed,
+    /// The buffer pool has no page that can be evicted.
+    #[error("buffer pool exhausted: every frame is pinned or dirty by the running commit; increase the buffer size")]
+    BufferFull,
+    /// The log has no room for a record even after a checkpoint.
+    #[error("log full: a record of {need} bytes does not fit in the log of {capacity} bytes; use a larger log device or smaller transactions")]
+    LogFull {
+        /// Bytes needed.
+        need: u64,
+        /// Log capacity.
+        capacity: u64,
+    },
+    /// The data device is full.
+    #[error("data device full: page {page} is beyond its {capacity_pages} pages; use a larger data device")]
+    Full {
+        /// Page that did not fit.
+        page: u64,
+        /// Pages the device holds.
+        capacity_pages: u64,
+    },
+}
+
+impl Error {
+    /// A corruption error for one page.
+    pub fn corrupt(page_id: u64, detail: impl Into<String>) -> Self {
+        Self::Corruption {
+            page_id,
+            all_pages: vec![page_id],
+            detail: detail.into(),
+        }
+    }
+
+    /// A configuration error.
+    pub fn config(msg: impl Into<String>) -> Self {
+        Self::Config(msg.into())
+    }
+
+    /// Whether this error says the data on disk is damaged.
+    pub fn is_corruption(&self) -> bool {
+        matches!(self, Self::Corruption { .. } | Self::LogCorruption { .. })
+    }
+}

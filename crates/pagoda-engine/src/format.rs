@@ -1,0 +1,807 @@
+//! The on-disk format (see `docs/format.md`): superblocks, page header and node payloads, log
+//! groups and records. Everything is little-endian; every structure carries a CRC32C.
+
+use crate::error::{Error, Result};
+
+/// Bytes of the page header.
+pub const PAGE_HEADER: usize = 32;
+/// Magic at byte 4 of every page.
+pub const PAGE_MAGIC: [u8; 4] = *b"PGDP";
+/// Magic of the superblock.
+pub const SB_MAGIC: [u8; 8] = *b"PAGODASB";
+/// Magic of a log group header.
+pub const GROUP_MAGIC: [u8; 4] = *b"PGLG";
+/// Magic of the log device header.
+pub const LOG_MAGIC: [u8; 8] = *b"PAGODALG";
+/// Bytes of a log group header.
+pub const GROUP_HEADER: usize = 32;
+/// Bytes of a log record header.
+pub const RECORD_HEADER: usize = 17;
+/// Format version.
+pub const FORMAT_VERSION: u32 = 1;
+/// Bytes reserved at the start of the data device for the two superblocks (sectors 0 and 1)
+/// and future use; page ids below `HEADER_BYTES / page_size` are never allocated.
+pub const HEADER_BYTES: u64 = 64 * 1024;
+/// Sector size.
+pub const SECTOR: usize = pagoda_device::SECTOR_SIZE;
+
+/// Page kinds (byte 24 of the header).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Kind {
+    /// Allocation state: next page id, next table id, free list.
+    Meta = 1,
+    /// B+tree leaf.
+    Leaf = 2,
+    /// B+tree internal node.
+    Internal = 3,
+    /// A piece of a large value.
+    Overflow = 4,
+}
+
+/// A leaf value: inline bytes or a chain of overflow pages.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Val {
+    /// Stored in the leaf.
+    Inline(Vec<u8>),
+    /// Stored in overflow pages starting at `first`; `len` bytes in all.
+    Overflow {
+        /// First overflow page.
+        first: u64,
+        /// Total value length.
+        len: u64,
+    },
+}
+
+impl Val {
+    /// Encoded size in a leaf entry (tag + body).
+    pub fn encoded_len(&self) -> usize {
+        match self {
+            Val::Inline(v) => 1 + 4 + v.len(),
+            Val::Overflow { .. } => 1 + 16,
+        }
+    }
+}
+
+/// Allocation state, in the meta page.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Meta {
+    /// The next never-used page id.
+    pub next_page: u64,
+    /// The next table id.
+    pub next_table: u32,
+    /// Freed pages available for reuse.
+    pub free: Vec<u64>,
+}
+
+/// A decoded node.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Node {
+    /// Allocation state.
+    Meta(Meta),
+    /// Sorted `(key, value)` entries.
+    Leaf(Vec<(Vec<u8>, Val)>),
+    /// `keys.len() + 1` children; a key `k` goes to child `#{keys <= k}`.
+    Internal {
+        /// Separators.
+        keys: Vec<Vec<u8>>,
+        /// Child page ids.
+        children: Vec<u64>,
+    },
+    /// A piece of a large value and the next page (0 = last).
+    Overflow {
+        /// Next page of the chain, 0 at the end.
+        next: u64,
+        /// Bytes of this piece.
+        data: Vec<u8>,
+    },
+}
+
+impl Node {
+    /// The kind byte.
+    pub fn kind(&self) -> Kind {
+        match self {
+            Node::Meta(_) => Kind::Meta,
+            Node::Leaf(_) => Kind::Leaf,
+            Node::Internal { .. } => Kind::Internal,
+            Node::Overflow { .. } => Kind::Overflow,
+        }
+    }
+
+    /// Payload bytes when encoded.
+    pub fn payload_len(&self) -> usize {
+        match self {
+            Node::Meta(m) => 8 + 4 + 4 + 8 * m.free.len(),
+            Node::Leaf(es) => 4 + es.iter().map(|(k, v)| leaf_entry_len(k, v)).sum::<usize>(),
+            Node::Internal { keys, .. } => {
+                4 + 8 + keys.iter().map(|k| internal_entry_len(k)).sum::<usize>()
+            }
+            Node::Overflow { data, .. } => 8 + 4 + data.len(),
+        }
+    }
+}
+
+/// Bytes a leaf entry takes.
+pub fn leaf_entry_len(key: &[u8], v: &Val) -> usize {
+    2 + key.len() + v.encoded_len()
+}
+
+/// Bytes an internal entry (separator + right child) takes.
+pub fn internal_entry_len(key: &[u8]) -> usize {
+    2 + key.len() + 8
+}
+
+/// A page in memory.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Page {
+    /// Page id (= byte offset / page size on the data device).
+    pub id: u64,
+    /// LSN of the last commit record whose effects the page holds.
+    pub lsn: u64,
+    /// Contents.
+    pub node: Node,
+}
+
+fn put_u16(b: &mut Vec<u8>, v: u16) {
+    b.extend_from_slice(&v.to_le_bytes());
+}
+fn put_u32(b: &mut Vec<u8>, v: u32) {
+    b.extend_from_slice(&v.to_le_bytes());
+}
+fn put_u64(b: &mut Vec<u8>, v: u64) {
+    b.extend_from_slice(&v.to_le_bytes());
+}
+
+/// A bounds-checked little-endian reader; every read failure is a typed `what` error.
+#[derive(Debug)]
+pub struct Reader<'a> {
+    buf: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Reader<'a> {
+    /// Reads from `buf`.
+    pub fn new(buf: &'a [u8]) -> Self {
+        Self { buf, pos: 0 }
+    }
+    /// Bytes left.
+    pub fn remaining(&self) -> usize {
+        self.buf.len() - self.pos
+    }
+    /// Next `n` bytes.
+    pub fn bytes(&mut self, n: usize) -> Option<&'a [u8]> {
+        let end = self.pos.checked_add(n)?;
+        let s = self.buf.get(self.pos..end)?;
+        self.pos = end;
+        Some(s)
+    }
+    /// u8.
+    pub fn u8(&mut self) -> Option<u8> {
+        self.bytes(1).map(|b| b[0])
+    }
+    /// u16.
+    pub fn u16(&mut self) -> Option<u16> {
+        self.bytes(2).map(|b| u16::from_le_bytes([b[0], b[1]]))
+    }
+    /// u32.
+    pub fn u32(&mut self) -> Option<u32> {
+        self.bytes(4)
+            .and_then(|b| b.try_into().ok())
+            .map(u32::from_le_bytes)
+    }
+    /// u64.
+    pub fn u64(&mut self) -> Option<u64> {
+        self.bytes(8)
+            .and_then(|b| b.try_into().ok())
+            .map(u64::from_le_bytes)
+    }
+}
+
+/// Encodes a page into `out` (exactly `page_size` bytes), computing the CRC.
+pub fn encode_page(page: &Page, page_size: usize, out: &mut Vec<u8>) {
+    out.clear();
+    out.extend_from_slice(&[0; 4]);
+    out.extend_from_slice(&PAGE_MAGIC);
+    put_u64(out, page.id);
+    put_u64(out, page.lsn);
+    out.push(page.node.kind() as u8);
+    out.extend_from_slice(&[0; 3]);
+    put_u32(out, page.node.payload_len() as u32);
+    debug_assert_eq!(out.len(), PAGE_HEADER);
+    encode_node(&page.node, out);
+    debug_assert!(
+        out.len() <= page_size,
+        "page {} overfull: {} bytes",
+        page.id,
+        out.len()
+    );
+    out.resize(page_size, 0);
+    let crc = crc32c::crc32c(&out[4..]);
+    out[0..4].copy_from_slice(&crc.to_le_bytes());
+}
+
+/// Encodes a node payload.
+pub fn encode_node(node: &Node, out: &mut Vec<u8>) {
+    match node {
+        Node::Meta(m) => {
+            put_u64(out, m.next_page);
+            put_u32(out, m.next_table);
+            put_u32(out, m.free.len() as u32);
+            for f in &m.free {
+                put_u64(out, *f);
+            }
+        }
+        Node::Leaf(es) => {
+            put_u32(out, es.len() as u32);
+            for (k, v) in es {
+                put_u16(out, k.len() as u16);
+                out.extend_from_slice(k);
+                match v {
+                    Val::Inline(b) => {
+                        out.push(0);
+                        put_u32(out, b.len() as u32);
+                        out.extend_from_slice(b);
+                    }
+                    Val::Overflow { first, len } => {
+                        out.push(1);
+                        put_u64(out, *first);
+                        put_u64(out, *len);
+                    }
+                }
+            }
+        }
+        Node::Internal { keys, children } => {
+            put_u32(out, keys.len() as u32);
+            put_u64(out, children[0]);
+            for (k, c) in keys.iter().zip(&children[1..]) {
+                put_u16(out, k.len() as u16);
+                out.extend_from_slice(k);
+                put_u64(out, *c);
+            }
+        }
+        Node::Overflow { next, data } => {
+            put_u64(out, *next);
+            put_u32(out, data.len() as u32);
+            out.extend_from_slice(data);
+        }
+    }
+}
+
+/// Whether a page image is all zeros (never written).
+pub fn is_zero(buf: &[u8]) -> bool {
+    buf.iter().all(|&b| b == 0)
+}
+
+/// Checks the CRC and identity of a page image without decoding the payload. Returns the LSN.
+pub fn check_page(buf: &[u8], expect_id: u64) -> std::result::Result<u64, String> {
+    if buf.len() < PAGE_HEADER {
+        return Err("short page".into());
+    }
+    let stored = u32::from_le_bytes([buf[0], buf[1], buf[2], buf[3]]);
+    let crc = crc32c::crc32c(&buf[4..]);
+    if stored != crc {
+        return Err(format!(
+            "checksum mismatch (stored {stored:#010x}, computed {crc:#010x}): torn write or bit flip"
+        ));
+    }
+    if buf[4..8] != PAGE_MAGIC {
+        return Err("bad page magic".into());
+    }
+    let mut r = Reader::new(&buf[8..]);
+    let id = r.u64().unwrap_or(u64::MAX);
+    if id != expect_id {
+        return Err(format!("page header names page {id}: misdirected write"));
+    }
+    Ok(r.u64().unwrap_or(0))
+}
+
+/// Decodes a full page image read from `expect_id`.
+pub fn decode_page(buf: &[u8], expect_id: u64) -> Result<Page> {
+    let lsn = check_page(buf, expect_id).map_err(|d| Error::corrupt(expect_id, d))?;
+    let bad = |what: &str| Error::corrupt(expect_id, format!("undecodable payload: {what}"));
+    let kind = buf[24];
+    let len = u32::from_le_bytes([buf[28], buf[29], buf[30], buf[31]]) as usize;
+    let payload = buf
+        .get(PAGE_HEADER..PAGE_HEADER + len)
+        .ok_or_else(|| bad("payload length beyond page"))?;
+    let node = decode_node(kind, payload).ok_or_else(|| bad("truncated"))?;
+    Ok(Page {
+        id: expect_id,
+        lsn,
+        node,
+    })
+}
+
+/// Decodes a node payload of kind `kind`.
+pub fn decode_node(kind: u8, payload: &[u8]) -> Option<Node> {
+    let mut r = Reader::new(payload);
+    let node = match kind {
+        1 => {
+            let next_page = r.u64()?;
+            let next_table = r.u32()?;
+            let n = r.u32()? as usize;
+            let mut free = Vec::with_capacity(n.min(r.remaining() / 8));
+            for _ in 0..n {
+                free.push(r.u64()?);
+            }
+            Node::Meta(Meta {
+                next_page,
+                next_table,
+                free,
+            })
+        }
+        2 => {
+            let n = r.u32()? as usize;
+            let mut es = Vec::with_capacity(n.min(r.remaining() / 7));
+            for _ in 0..n {
+                let kl = r.u16()? as usize;
+                let k = r.bytes(kl)?.to_vec();
+                let v = match r.u8()? {
+                    0 => {
+                        let vl = r.u32()? as usize;
+                        Val::Inline(r.bytes(vl)?.to_vec())
+                    }
+                    1 => Val::Overflow {
+                        first: r.u64()?,
+                        len: r.u64()?,
+                    },
+                    _ => return None,
+                };
+                es.push((k, v));
+            }
+            Node::Leaf(es)
+        }
+        3 => {
+            let n = r.u32()? as usize;
+            let mut keys = Vec::with_capacity(n.min(r.remaining() / 10));
+            let mut children = vec![r.u64()?];
+            for _ in 0..n {
+                let kl = r.u16()? as usize;
+                keys.push(r.bytes(kl)?.to_vec());
+                children.push(r.u64()?);
+            }
+            Node::Internal { keys, children }
+        }
+        4 => {
+            let next = r.u64()?;
+            let n = r.u32()? as usize;
+            Node::Overflow {
+                next,
+                data: r.bytes(n)?.to_vec(),
+            }
+        }
+        _ => return None,
+    };
+    if r.remaining() != 0 {
+        return None;
+    }
+    Some(node)
+}
+
+/// The superblock (two copies, sectors 0 and 1 of the data device; the valid copy with the
+/// higher generation wins).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Superblock {
+    /// Bumped on every write.
+    pub generation: u64,
+    /// Page size in bytes.
+    pub page_size: u32,
+    /// Redo starts here (a log group boundary); everything before is in the data pages.
+    pub checkpoint_lsn: u64,
+    /// Highest commit timestamp at the checkpoint.
+    pub checkpoint_cts: u64,
+    /// Log capacity in bytes (ring size).
+    pub log_capacity: u64,
+    /// First page of the double-write area.
+    pub dw_start: u64,
+    /// Pages in the double-write area.
+    pub dw_pages: u32,
+    /// The meta page (the catalog root follows it).
+    pub meta_page: u64,
+    /// Random id tying the log to the data device.
+    pub db_id: u64,
+}
+
+impl Superblock {
+    /// Encodes into one 4 KiB sector.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut b = Vec::with_capacity(SECTOR);
+        b.extend_from_slice(&SB_MAGIC);
+        put_u32(&mut b, FORMAT_VERSION);
+        put_u32(&mut b, self.page_size);
+        put_u64(&mut b, self.generation);
+        put_u64(&mut b, self.checkpoint_lsn);
+        put_u64(&mut b, self.checkpoint_cts);
+        put_u64(&mut b, self.log_capacity);
+        put_u64(&mut b, self.dw_start);
+        put_u32(&mut b, self.dw_pages);
+        put_u64(&mut b, self.meta_page);
+        put_u64(&mut b, self.db_id);
+        let crc = crc32c::crc32c(&b);
+        put_u32(&mut b, crc);
+        b.resize(SECTOR, 0);
+        b
+    }
+
+    /// Decodes a sector; `Err` says why it is not a valid superblock.
+    pub fn decode(buf: &[u8]) -> std::result::Result<Self, String> {
+        if buf[..8] != SB_MAGIC {
+            return Err("no superblock magic".into());
+        }
+        let body = 8 + 4 + 4 + 8 * 5 + 4 + 8 + 8;
+        let stored = u32::from_le_bytes([buf[body], buf[body + 1], buf[body + 2], buf[body + 3]]);
+        if crc32c::crc32c(&buf[..body]) != stored {
+            return Err("superblock checksum mismatch".into());
+        }
+        let mut r = Reader::new(&buf[8..body]);
+        let version = r.u32().unwrap_or(0);
+        if version != FORMAT_VERSION {
+            return Err(format!(
+                "format version {version}, this build reads {FORMAT_VERSION}"
+            ));
+        }
+        let page_size = r.u32().unwrap_or(0);
+        let sb = Superblock {
+            page_size,
+            generation: r.u64().unwrap_or(0),
+            checkpoint_lsn: r.u64().unwrap_or(0),
+            checkpoint_cts: r.u64().unwrap_or(0),
+            log_capacity: r.u64().unwrap_or(0),
+            dw_start: r.u64().unwrap_or(0),
+            dw_pages: r.u32().unwrap_or(0),
+            meta_page: r.u64().unwrap_or(0),
+            db_id: r.u64().unwrap_or(0),
+        };
+        Ok(sb)
+    }
+}
+
+/// Log device header (sector 0 of the log device).
+pub fn encode_log_header(db_id: u64, capacity: u64) -> Vec<u8> {
+    let mut b = Vec::with_capacity(SECTOR);
+    b.extend_from_slice(&LOG_MAGIC);
+    put_u32(&mut b, FORMAT_VERSION);
+    put_u64(&mut b, db_id);
+    put_u64(&mut b, capacity);
+    let crc = crc32c::crc32c(&b);
+    put_u32(&mut b, crc);
+    b.resize(SECTOR, 0);
+    b
+}
+
+/// Decodes the log header: `(db_id, capacity)`.
+pub fn decode_log_header(buf: &[u8]) -> std::result::Result<(u64, u64), String> {
+    if buf[..8] != LOG_MAGIC {
+        return Err("no log header magic".into());
+    }
+    let body = 8 + 4 + 16;
+    let stored = u32::from_le_bytes([buf[body], buf[body + 1], buf[body + 2], buf[body + 3]]);
+    if crc32c::crc32c(&buf[..body]) != stored {
+        return Err("log header checksum mismatch".into());
+    }
+    let mut r = Reader::new(&buf[12..body]);
+    Ok((r.u64().unwrap_or(0), r.u64().unwrap_or(0)))
+}
+
+/// A group header: written at a sector boundary, followed by the group's records.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GroupHeader {
+    /// LSN of the group (its own position).
+    pub lsn: u64,
+    /// Bytes of the group including this header (unpadded).
+    pub len: u32,
+    /// Records in the group.
+    pub records: u32,
+    /// CRC32C of the bytes after the header.
+    pub body_crc: u32,
+}
+
+impl GroupHeader {
+    /// Encodes into `GROUP_HEADER` bytes.
+    pub fn encode(&self, out: &mut [u8]) {
+        out[0..4].copy_from_slice(&GROUP_MAGIC);
+        out[4..12].copy_from_slice(&self.lsn.to_le_bytes());
+        out[12..16].copy_from_slice(&self.len.to_le_bytes());
+        out[16..20].copy_from_slice(&self.records.to_le_bytes());
+        out[20..24].copy_from_slice(&self.body_crc.to_le_bytes());
+        let crc = crc32c::crc32c(&out[0..24]);
+        out[24..28].copy_from_slice(&crc.to_le_bytes());
+        out[28..32].fill(0);
+    }
+
+    /// Decodes; `None` when magic or header CRC do not match.
+    pub fn decode(buf: &[u8]) -> Option<Self> {
+        if buf[0..4] != GROUP_MAGIC {
+            return None;
+        }
+        let stored = u32::from_le_bytes(buf[24..28].try_into().ok()?);
+        if crc32c::crc32c(&buf[0..24]) != stored {
+            return None;
+        }
+        Some(Self {
+            lsn: u64::from_le_bytes(buf[4..12].try_into().ok()?),
+            len: u32::from_le_bytes(buf[12..16].try_into().ok()?),
+            records: u32::from_le_bytes(buf[16..20].try_into().ok()?),
+            body_crc: u32::from_le_bytes(buf[20..24].try_into().ok()?),
+        })
+    }
+}
+
+/// One redo operation of a commit record.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RedoOp {
+    /// Set `key` to `val` in table `table`.
+    Put {
+        /// Table id (0 = catalog).
+        table: u32,
+        /// Key.
+        key: Vec<u8>,
+        /// Value as stored in the leaf.
+        val: Val,
+    },
+    /// Remove `key` from table `table`.
+    Delete {
+        /// Table id.
+        table: u32,
+        /// Key.
+        key: Vec<u8>,
+    },
+    /// Table `table` was dropped: later redo skips it.
+    DropTable {
+        /// Table id.
+        table: u32,
+    },
+}
+
+/// A commit record: the logical operations of one transaction plus full images of every page
+/// it changed structurally (splits, merges, allocations, overflow pages, the meta page).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CommitRecord {
+    /// Commit timestamp.
+    pub cts: u64,
+    /// Logical redo.
+    pub ops: Vec<RedoOp>,
+    /// Page images: `(page id, node)`.
+    pub images: Vec<(u64, Node)>,
+}
+
+/// Record kind byte of a commit record.
+pub const REC_COMMIT: u8 = 1;
+
+impl CommitRecord {
+    /// Encodes a full record with header; the LSN and CRC are patched by [`seal_record`].
+    pub fn encode(&self) -> Vec<u8> {
+        let mut b = vec![0u8; RECORD_HEADER];
+        put_u64(&mut b, self.cts);
+        put_u32(&mut b, self.ops.len() as u32);
+        for op in &self.ops {
+            match op {
+                RedoOp::Put { table, key, val } => {
+                    b.push(1);
+                    put_u32(&mut b, *table);
+                    put_u16(&mut b, key.len() as u16);
+                    b.extend_from_slice(key);
+                    match val {
+                        Val::Inline(v) => {
+                            b.push(0);
+                            put_u32(&mut b, v.len() as u32);
+                            b.extend_from_slice(v);
+                        }
+                        Val::Overflow { first, len } => {
+                            b.push(1);
+                            put_u64(&mut b, *first);
+                            put_u64(&mut b, *len);
+                        }
+                    }
+                }
+                RedoOp::Delete { table, key } => {
+                    b.push(2);
+                    put_u32(&mut b, *table);
+                    put_u16(&mut b, key.len() as u16);
+                    b.extend_from_slice(key);
+                }
+                RedoOp::DropTable { table } => {
+                    b.push(3);
+                    put_u32(&mut b, *table);
+                }
+            }
+        }
+        put_u32(&mut b, self.images.len() as u32);
+        for (id, node) in &self.images {
+            put_u64(&mut b, *id);
+            b.push(node.kind() as u8);
+            put_u32(&mut b, node.payload_len() as u32);
+            encode_node(node, &mut b);
+        }
+        let len = b.len() as u32;
+        b[0..4].copy_from_slice(&len.to_le_bytes());
+        b[16] = REC_COMMIT;
+        b
+    }
+
+    /// Decodes a record body (after the header).
+    pub fn decode(body: &[u8]) -> Option<Self> {
+        let mut r = Reader::new(body);
+        let cts = r.u64()?;
+        let n = r.u32()? as usize;
+        let mut ops = Vec::with_capacity(n.min(body.len()));
+        for _ in 0..n {
+            let op = match r.u8()? {
+                1 => {
+                    let table = r.u32()?;
+                    let kl = r.u16()? as usize;
+                    let key = r.bytes(kl)?.to_vec();
+                    let val = match r.u8()? {
+                        0 => {
+                            let vl = r.u32()? as usize;
+                            Val::Inline(r.bytes(vl)?.to_vec())
+                        }
+                        1 => Val::Overflow {
+                            first: r.u64()?,
+                            len: r.u64()?,
+                        },
+                        _ => return None,
+                    };
+                    RedoOp::Put { table, key, val }
+                }
+                2 => {
+                    let table = r.u32()?;
+                    let kl = r.u16()? as usize;
+                    RedoOp::Delete {
+                        table,
+                        key: r.bytes(kl)?.to_vec(),
+                    }
+                }
+                3 => RedoOp::DropTable { table: r.u32()? },
+                _ => return None,
+            };
+            ops.push(op);
+        }
+        let n = r.u32()? as usize;
+        let mut images = Vec::with_capacity(n.min(body.len()));
+        for _ in 0..n {
+            let id = r.u64()?;
+            let kind = r.u8()?;
+            let len = r.u32()? as usize;
+            let node = decode_node(kind, r.bytes(len)?)?;
+            images.push((id, node));
+        }
+        if r.remaining() != 0 {
+            return None;
+        }
+        Some(Self { cts, ops, images })
+    }
+}
+
+/// Writes the LSN and CRC into an encoded record: `[len u32][crc u32][lsn u64][kind u8]body`.
+pub fn seal_record(rec: &mut [u8], lsn: u64) {
+    rec[8..16].copy_from_slice(&lsn.to_le_bytes());
+    let crc = crc32c::crc32c(&rec[8..]);
+    rec[4..8].copy_from_slice(&crc.to_le_bytes());
+}
+
+/// Parses the records of a group body; `Err` names the problem.
+pub fn parse_records(
+    body: &[u8],
+    first_lsn: u64,
+) -> std::result::Result<Vec<(u64, CommitRecord)>, String> {
+    let mut out = Vec::new();
+    let mut pos = 0usize;
+    while pos < body.len() {
+        let lsn = first_lsn + pos as u64;
+        let rest = &body[pos..];
+        if rest.len() < RECORD_HEADER {
+            return Err(format!("record at LSN {lsn} truncated"));
+        }
+        let len = u32::from_le_bytes([rest[0], rest[1], rest[2], rest[3]]) as usize;
+        if len < RECORD_HEADER || len > rest.len() {
+            return Err(format!("record at LSN {lsn} has bad length {len}"));
+        }
+        let rec = &rest[..len];
+        let crc = u32::from_le_bytes([rec[4], rec[5], rec[6], rec[7]]);
+        if crc32c::crc32c(&rec[8..]) != crc {
+            return Err(format!("record at LSN {lsn} fails its checksum"));
+        }
+        let stored_lsn = u64::from_le_bytes(rec[8..16].try_into().map_err(|_| "lsn")?);
+        if stored_lsn != lsn {
+            return Err(format!("record at LSN {lsn} says LSN {stored_lsn}"));
+        }
+        if rec[16] != REC_COMMIT {
+            return Err(format!("record at LSN {lsn} has unknown kind {}", rec[16]));
+        }
+        let cr = CommitRecord::decode(&rec[RECORD_HEADER..])
+            .ok_or_else(|| format!("record at LSN {lsn} does not decode"))?;
+        out.push((lsn, cr));
+        pos += len;
+    }
+    Ok(out)
+}
+
+/// Rounds up to a sector multiple.
+pub fn align_up(x: u64) -> u64 {
+    x.div_ceil(SECTOR as u64) * SECTOR as u64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn page_roundtrip_and_crc() {
+        let p = Page {
+            id: 7,
+            lsn: 99,
+            node: Node::Leaf(vec![
+                (b"a".to_vec(), Val::Inline(b"x".to_vec())),
+                (
+                    b"b".to_vec(),
+                    Val::Overflow {
+                        first: 3,
+                        len: 100000,
+                    },
+                ),
+            ]),
+        };
+        let mut buf = Vec::new();
+        encode_page(&p, 4096, &mut buf);
+        assert_eq!(decode_page(&buf, 7).unwrap(), p);
+        assert!(decode_page(&buf, 8).is_err());
+        buf[100] ^= 1;
+        assert!(matches!(
+            decode_page(&buf, 7),
+            Err(Error::Corruption { page_id: 7, .. })
+        ));
+    }
+
+    #[test]
+    fn record_roundtrip() {
+        let r = CommitRecord {
+            cts: 5,
+            ops: vec![
+                RedoOp::Put {
+                    table: 1,
+                    key: b"k".to_vec(),
+                    val: Val::Inline(b"v".to_vec()),
+                },
+                RedoOp::Delete {
+                    table: 2,
+                    key: b"z".to_vec(),
+                },
+                RedoOp::DropTable { table: 3 },
+            ],
+            images: vec![(
+                9,
+                Node::Internal {
+                    keys: vec![b"m".to_vec()],
+                    children: vec![1, 2],
+                },
+            )],
+        };
+        let mut b = r.encode();
+        seal_record(&mut b, 4096 + 32);
+        let got = parse_records(&b, 4096 + 32).unwrap();
+        assert_eq!(got, vec![(4096 + 32, r)]);
+        b[30] ^= 0x40;
+        assert!(parse_records(&b, 4096 + 32).is_err());
+    }
+
+    #[test]
+    fn superblock_roundtrip() {
+        let sb = Superblock {
+            generation: 3,
+            page_size: 16384,
+            checkpoint_lsn: 8192,
+            checkpoint_cts: 4,
+            log_capacity: 1 << 20,
+            dw_start: 4,
+            dw_pages: 64,
+            meta_page: 68,
+            db_id: 42,
+        };
+        let b = sb.encode();
+        assert_eq!(Superblock::decode(&b).unwrap(), sb);
+        let mut c = b.clone();
+        c[20] ^= 1;
+        assert!(Superblock::decode(&c).is_err());
+    }
+}

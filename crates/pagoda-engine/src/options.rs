@@ -1,0 +1,255 @@
+//! Options of [`crate::Db::open`].
+
+use crate::error::{Error, Result};
+use pagoda_device::DeviceRef;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+use std::time::Duration;
+
+/// Torn-write protection of data pages (seed 003).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TornMode {
+    /// Each batch of pages goes to the double-write area first, is synced, then written in
+    /// place; recovery repairs torn pages from the area.
+    #[default]
+    Doublewrite,
+    /// One atomic device write per page; refused at open unless the device's atomic unit
+    /// equals the page size.
+    Atomic,
+    /// No protection (unsafe): torn pages are detected by checksum and reported as corruption.
+    None,
+}
+
+impl FromStr for TornMode {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "doublewrite" => Ok(Self::Doublewrite),
+            "atomic" => Ok(Self::Atomic),
+            "none" => Ok(Self::None),
+            _ => Err(Error::config(format!(
+                "torn mode '{s}': use doublewrite, atomic or none"
+            ))),
+        }
+    }
+}
+
+impl fmt::Display for TornMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Doublewrite => "doublewrite",
+            Self::Atomic => "atomic",
+            Self::None => "none",
+        })
+    }
+}
+
+/// When `commit` returns.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CommitMode {
+    /// After the commit record is durable (group commit: one sync serves every commit that
+    /// joined the same log slot).
+    #[default]
+    Sync,
+}
+
+impl FromStr for CommitMode {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "sync" => Ok(Self::Sync),
+            "pipelined" => Err(Error::config(
+                "commit mode 'pipelined' is not built yet; use sync",
+            )),
+            _ => Err(Error::config(format!("commit mode '{s}': use sync"))),
+        }
+    }
+}
+
+impl fmt::Display for CommitMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("sync")
+    }
+}
+
+/// Options of [`crate::Db::open`]. Build with [`DbOptions::in_dir`] (real files) or
+/// [`DbOptions::with_devices`] (any block devices), then chain setters.
+#[derive(Clone)]
+pub struct DbOptions {
+    /// Directory for `data.pagoda` and `log.pagoda` when devices are not given.
+    pub dir: Option<PathBuf>,
+    /// Data device (pages, superblocks, double-write area).
+    pub data: Option<DeviceRef>,
+    /// Log device.
+    pub log: Option<DeviceRef>,
+    /// Page size in bytes: a power of two from 4 KiB to 64 KiB. Default 16 KiB. An existing
+    /// database keeps the page size it was created with.
+    pub page_size: usize,
+    /// Buffer pool size in bytes (at least 16 pages). Default 64 MiB.
+    pub buffer_bytes: usize,
+    /// Torn-write protection. Default doublewrite.
+    pub torn: TornMode,
+    /// Commit mode. Default sync.
+    pub commit: CommitMode,
+    /// Log ring size in bytes (default: the log device less its header, at most 256 MiB for
+    /// files).
+    pub log_capacity: Option<u64>,
+    /// Pages in the double-write area (also the cleaner batch size). Default 32.
+    pub dw_pages: u32,
+    /// Size of a new data file in bytes (sparse). Default 64 GiB.
+    pub data_file_bytes: u64,
+    /// Size of a new log file in bytes. Default 256 MiB.
+    pub log_file_bytes: u64,
+    /// Periodic checkpoint interval (also triggered when half the log is in use).
+    pub checkpoint_interval: Option<Duration>,
+    /// Verify every page's checksum at open (slow on large databases).
+    pub verify_on_open: bool,
+    /// Open even when recovery finds corrupt pages (they are listed in the stats and every
+    /// access to them fails with [`Error::Corruption`]).
+    pub allow_corrupt: bool,
+    /// Run the background thread (checkpoints by log use, page cleaning). Default on.
+    pub background: bool,
+}
+
+impl fmt::Debug for DbOptions {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DbOptions")
+            .field("dir", &self.dir)
+            .field("data", &self.data.as_ref().map(|d| d.describe()))
+            .field("log", &self.log.as_ref().map(|d| d.describe()))
+            .field("page_size", &self.page_size)
+            .field("buffer_bytes", &self.buffer_bytes)
+            .field("torn", &self.torn)
+            .field("commit", &self.commit)
+            .field("log_capacity", &self.log_capacity)
+            .field("dw_pages", &self.dw_pages)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for DbOptions {
+    fn default() -> Self {
+        Self {
+            dir: None,
+            data: None,
+            log: None,
+            page_size: 16 * 1024,
+            buffer_bytes: 64 << 20,
+            torn: TornMode::Doublewrite,
+            commit: CommitMode::Sync,
+            log_capacity: None,
+            dw_pages: 32,
+            data_file_bytes: 64 << 30,
+            log_file_bytes: 256 << 20,
+            checkpoint_interval: None,
+            verify_on_open: false,
+            allow_corrupt: false,
+            background: true,
+        }
+    }
+}
+
+impl DbOptions {
+    /// Real files `data.pagoda` and `log.pagoda` in `dir` (created if missing).
+    pub fn in_dir(dir: impl AsRef<Path>) -> Self {
+        Self {
+            dir: Some(dir.as_ref().to_path_buf()),
+            ..Self::default()
+        }
+    }
+
+    /// Any block devices for data and log (e.g. emulated SSDs); they must be distinct.
+    pub fn with_devices(data: DeviceRef, log: DeviceRef) -> Self {
+        Self {
+            data: Some(data),
+            log: Some(log),
+            ..Self::default()
+        }
+    }
+
+    /// Sets the page size.
+    pub fn page_size(mut self, bytes: usize) -> Self {
+        self.page_size = bytes;
+        self
+    }
+
+    /// Sets the buffer pool size.
+    pub fn buffer_bytes(mut self, bytes: usize) -> Self {
+        self.buffer_bytes = bytes;
+        self
+    }
+
+    /// Sets the torn-write protection.
+    pub fn torn(mut self, torn: TornMode) -> Self {
+        self.torn = torn;
+        self
+    }
+
+    /// Sets the commit mode.
+    pub fn commit(mut self, commit: CommitMode) -> Self {
+        self.commit = commit;
+        self
+    }
+
+    /// Sets the log ring size.
+    pub fn log_capacity(mut self, bytes: u64) -> Self {
+        self.log_capacity = Some(bytes);
+        self
+    }
+
+    /// Sets the periodic checkpoint interval.
+    pub fn checkpoint_interval(mut self, every: Duration) -> Self {
+        self.checkpoint_interval = Some(every);
+        self
+    }
+
+    /// Verifies all pages at open.
+    pub fn verify_on_open(mut self, on: bool) -> Self {
+        self.verify_on_open = on;
+        self
+    }
+
+    /// Opens despite corrupt pages found by recovery.
+    pub fn allow_corrupt(mut self, on: bool) -> Self {
+        self.allow_corrupt = on;
+        self
+    }
+
+    /// Turns the background thread on or off.
+    pub fn background(mut self, on: bool) -> Self {
+        self.background = on;
+        self
+    }
+
+    pub(crate) fn validate(&self) -> Result<()> {
+        if !self.page_size.is_power_of_two() || !(4096..=65536).contains(&self.page_size) {
+            return Err(Error::config(format!(
+                "page size {} is not a power of two from 4 KiB to 64 KiB",
+                self.page_size
+            )));
+        }
+        if self.buffer_bytes / self.page_size < 16 {
+            return Err(Error::config(format!(
+                "buffer of {} bytes holds fewer than 16 pages of {} bytes; give a larger buffer",
+                self.buffer_bytes, self.page_size
+            )));
+        }
+        if !(4..=1024).contains(&self.dw_pages) {
+            return Err(Error::config("dw_pages must be 4..=1024"));
+        }
+        if self.data.is_none() != self.log.is_none() {
+            return Err(Error::config(
+                "give both a data and a log device, or neither",
+            ));
+        }
+        if self.data.is_none() && self.dir.is_none() {
+            return Err(Error::config(
+                "give a directory (DbOptions::in_dir) or devices (DbOptions::with_devices)",
+            ));
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,102 @@
+use pagoda_device::mem::{MemConfig, MemDevice};
+use pagoda_device::DeviceRef;
+use pagoda_engine::{Db, DbOptions, Error, TornMode};
+use std::ops::Bound;
+use std::sync::Arc;
+
+fn devs() -> (DeviceRef, DeviceRef) {
+    let d: DeviceRef = Arc::new(MemDevice::with_capacity(256 << 20).unwrap());
+    let l: DeviceRef = Arc::new(MemDevice::with_capacity(8 << 20).unwrap());
+    (d, l)
+}
+
+fn opts(d: &DeviceRef, l: &DeviceRef) -> DbOptions {
+    DbOptions::with_devices(d.clone(), l.clone())
+        .page_size(4096)
+        .buffer_bytes(64 * 4096)
+        .background(false)
+}
+
+#[test]
+fn put_get_reopen_scan() {
+    let (d, l) = devs();
+    let db = Db::open(opts(&d, &l)).unwrap();
+    db.create_table("t").unwrap();
+    for i in 0..2000u32 {
+        let mut tx = db.begin().unwrap();
+        tx.put(
+            "t",
+            format!("key{i:05}").as_bytes(),
+            format!("value{i}").repeat(5).as_bytes(),
+        )
+        .unwrap();
+        tx.commit().unwrap();
+    }
+    let big = vec![7u8; 100_000];
+    let mut tx = db.begin().unwrap();
+    tx.put("t", b"big", &big).unwrap();
+    tx.commit().unwrap();
+    let r = db.begin_read().unwrap();
+    assert_eq!(
+        r.get("t", b"key00042").unwrap().unwrap(),
+        "value42".repeat(5).as_bytes()
+    );
+    assert_eq!(r.get("t", b"big").unwrap().unwrap(), big);
+    let n = r.range("t", ..).unwrap().count();
+    assert_eq!(n, 2001);
+    let first: Vec<_> = r
+        .range_rev(
+            "t",
+            (
+                Bound::Included(&b"key00010"[..]),
+                Bound::Excluded(&b"key00020"[..]),
+            ),
+        )
+        .unwrap()
+        .map(|x| x.unwrap().0)
+        .collect();
+    assert_eq!(first.len(), 10);
+    assert_eq!(first[0], b"key00019");
+    drop(r);
+    db.abandon();
+    // Crash-free reopen without checkpoint: recovery replays the log.
+    let db = Db::open(opts(&d, &l)).unwrap();
+    let r = db.begin_read().unwrap();
+    assert_eq!(
+        r.get("t", b"key01999").unwrap().unwrap(),
+        "value1999".repeat(5).as_bytes()
+    );
+    assert_eq!(r.get("t", b"big").unwrap().unwrap(), big);
+    assert_eq!(r.range("t", ..).unwrap().count(), 2001);
+    drop(r);
+    // Delete most keys: merges.
+    for i in 0..1900u32 {
+        let mut tx = db.begin().unwrap();
+        tx.delete("t", format!("key{i:05}").as_bytes()).unwrap();
+        tx.commit().unwrap();
+    }
+    let r = db.begin_read().unwrap();
+    assert_eq!(r.range("t", ..).unwrap().count(), 101);
+    drop(r);
+    db.close().unwrap();
+    let db = Db::open(opts(&d, &l)).unwrap();
+    let r = db.begin_read().unwrap();
+    assert_eq!(r.range("t", ..).unwrap().count(), 101);
+    assert!(matches!(r.get("nope", b"x"), Err(Error::NoSuchTable(_))));
+}
+
+#[test]
+fn atomic_refused_when_unit_too_small() {
+    let d: DeviceRef = Arc::new(
+        MemDevice::new(MemConfig {
+            capacity_bytes: 64 << 20,
+            atomic_write_unit: Some(4096),
+            streams: 4,
+        })
+        .unwrap(),
+    );
+    let l: DeviceRef = Arc::new(MemDevice::with_capacity(8 << 20).unwrap());
+    let e = Db::open(DbOptions::with_devices(d, l).torn(TornMode::Atomic)).unwrap_err();
+    assert!(matches!(e, Error::Config(_)), "{e}");
+    assert!(e.to_string().contains("atomic"), "{e}");
+}
