@@ -410,13 +410,15 @@ impl<'a> Apply<'a> {
         Ok(old)
     }
 
-    /// Redo of one logical operation at `lsn`: applied only when the target leaf is older.
-    pub fn redo(&mut self, root: u64, key: &[u8], val: Option<Val>, lsn: u64) -> Result<()> {
+    /// The LSN of the leaf `key` routes to (redo decides with it, before a record's
+    /// operations change any leaf).
+    pub fn leaf_lsn(&self, root: u64, key: &[u8]) -> Result<u64> {
         let path = self.leaf_path(root, key)?;
-        let leaf = path[path.len() - 1].0;
-        if self.pool.read(leaf)?.lsn >= lsn {
-            return Ok(());
-        }
+        Ok(self.pool.read(path[path.len() - 1].0)?.lsn)
+    }
+
+    /// Applies one logical redo operation.
+    pub fn redo_apply(&mut self, root: u64, key: &[u8], val: Option<Val>) -> Result<()> {
         match val {
             Some(v) => self.put(root, key, v).map(|_| ()),
             None => self.delete(root, key).map(|_| ()),

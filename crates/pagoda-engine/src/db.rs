@@ -832,7 +832,7 @@ fn repair_from_doublewrite(
             continue;
         }
         if let Ok(lsn) = check_page(&buf, id) {
-            if best.get(&id).is_none_or_lower(lsn) {
+            if best.get(&id).is_none_or(|(l, _)| *l < lsn) {
                 best.insert(id, (lsn, buf));
             }
         }
@@ -854,16 +854,6 @@ fn repair_from_doublewrite(
         data.flush()?;
     }
     Ok(repaired)
-}
-
-trait LowerLsn {
-    fn is_none_or_lower(&self, lsn: u64) -> bool;
-}
-
-impl LowerLsn for Option<&(u64, Vec<u8>)> {
-    fn is_none_or_lower(&self, lsn: u64) -> bool {
-        self.map_or(true, |(l, _)| *l < lsn)
-    }
 }
 
 /// Checks the checksum of every allocated page (except those recovery will overwrite).
@@ -945,6 +935,9 @@ fn redo(
                   corrupt: &mut BTreeSet<u64>|
      -> Result<()> {
         for (lsn, r) in records {
+            // Decide per operation before the record changes any leaf: a leaf whose LSN is
+            // at least the record's already holds all of the record's effects.
+            let mut todo = Vec::with_capacity(r.ops.len());
             for op in &r.ops {
                 let (table, key, val) = match op {
                     RedoOp::Put { table, key, val } => (*table, key, Some(val.clone())),
@@ -954,9 +947,18 @@ fn redo(
                 let Some(root) = table_filter(table) else {
                     continue;
                 };
+                let ap = Apply::new(pool, meta);
+                match ap.leaf_lsn(root, key) {
+                    Ok(l) if l >= *lsn => {}
+                    Ok(_) => todo.push((root, key, val)),
+                    Err(Error::Corruption { all_pages, .. }) if none => corrupt.extend(all_pages),
+                    Err(e) => return Err(e),
+                }
+            }
+            for (root, key, val) in todo {
                 let mut ap = Apply::new(pool, meta);
                 ap.recovery_lsn = Some(*lsn);
-                match ap.redo(root, key, val, *lsn) {
+                match ap.redo_apply(root, key, val) {
                     Ok(()) => {}
                     Err(Error::Corruption { all_pages, .. }) if none => corrupt.extend(all_pages),
                     Err(e) => return Err(e),
@@ -1232,7 +1234,7 @@ impl Txn {
         db.ensure_log_space(estimate)?;
         let mut cs = db.inner.commit.lock();
         let mvcc = &db.inner.mvcc;
-        for (wk, _) in &self.writes {
+        for wk in self.writes.keys() {
             if mvcc.newest(wk).is_some_and(|c| c > self.snapshot) {
                 let name = db
                     .inner
@@ -1251,7 +1253,7 @@ impl Txn {
         let mut roots = Vec::with_capacity(self.writes.len());
         {
             let r = db.inner.roots.read();
-            for (wk, _) in &self.writes {
+            for wk in self.writes.keys() {
                 match r.get(&wk.0) {
                     Some(&root) => roots.push(root),
                     None => {
@@ -1322,7 +1324,7 @@ impl Txn {
         drop(cs);
         db.wait(end)?;
         let n = db.inner.counters.commits.fetch_add(1, Ordering::Relaxed);
-        if n % 64 == 0 {
+        if n.is_multiple_of(64) {
             mvcc.gc();
         }
         Ok(CommitInfo { cts, lsn: end })

@@ -547,7 +547,7 @@ impl Pool {
                 }
                 let f = &self.frames[i as usize];
                 let st = f.state.lock();
-                if st.dirty && !st.in_progress && rec_below.map_or(true, |b| st.rec_lsn < b) {
+                if st.dirty && !st.in_progress && rec_below.is_none_or(|b| st.rec_lsn < b) {
                     f.pin.fetch_add(1, Ordering::Acquire);
                     pins.push(Pin { pool: self, idx: i });
                 }
@@ -667,7 +667,7 @@ impl Pool {
                 .iter()
                 .filter(|f| {
                     let st = f.state.lock();
-                    st.dirty && below.map_or(true, |b| st.rec_lsn < b)
+                    st.dirty && below.is_none_or(|b| st.rec_lsn < b)
                 })
                 .count();
             if remaining == 0 {

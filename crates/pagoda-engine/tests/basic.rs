@@ -1,3 +1,4 @@
+#![allow(clippy::unwrap_used)]
 use pagoda_device::mem::{MemConfig, MemDevice};
 use pagoda_device::DeviceRef;
 use pagoda_engine::{Db, DbOptions, Error, TornMode};
