@@ -1,5 +1,7 @@
 //! Tests of `FileDevice` on temporary files.
 
+#![allow(clippy::unwrap_used)] // tests fail loudly on purpose
+
 use pagoda_device::file::{FileDevice, FileOptions, DEFAULT_FILE_CAPACITY};
 use pagoda_device::{BlockDevice, DeviceError, WriteHints, SECTOR_SIZE};
 use std::sync::Arc;

@@ -1,6 +1,8 @@
 //! Tests of the emulated disk: calibration against the hdd-15k datasheet, queueing, data,
 //! power cut, configuration errors.
 
+#![allow(clippy::unwrap_used)] // tests fail loudly on purpose
+
 use pagoda_device::hdd::{Hdd, HddConfig, LatencyMode};
 use pagoda_device::{BlockDevice, DeviceError, WriteHints, SECTOR_SIZE};
 use rand::{Rng, SeedableRng};
@@ -23,7 +25,7 @@ fn random_seek_averages_the_datasheet_figure() {
     let total: u64 = (0..n)
         .map(|_| d.seek_time_ns(rng.gen_range(0..cap), rng.gen_range(0..cap)))
         .sum();
-    let avg_ms = total as f64 / n as f64 / 1e6;
+    let avg_ms = total as f64 / f64::from(n) / 1e6;
     assert!(
         (avg_ms - 3.4).abs() < 0.05,
         "average seek {avg_ms} ms, want 3.4"

@@ -1,6 +1,8 @@
 //! Tests of RAID-0 striping: data placement against a reference device, capabilities,
 //! fan-out of flush / trim / power cut, the preset and its keys, parallel member I/O.
 
+#![allow(clippy::unwrap_used)] // tests fail loudly on purpose
+
 use pagoda_device::mem::{MemConfig, MemDevice};
 use pagoda_device::raid::{raid0_preset, Raid0};
 use pagoda_device::{BlockDevice, DeviceError, DeviceRef, WriteHints, SECTOR_SIZE};

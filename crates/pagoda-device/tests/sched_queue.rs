@@ -1,6 +1,8 @@
 //! Tests of the merging I/O queue: merge counts, the atomic rule of seed 003, streams, size
 //! limits, and equivalence with issuing each write alone.
 
+#![allow(clippy::unwrap_used)] // tests fail loudly on purpose
+
 use pagoda_device::mem::{MemConfig, MemDevice};
 use pagoda_device::sched::{IoQueue, QueueOptions, WriteRequest};
 use pagoda_device::{BlockDevice, DeviceError, DeviceRef, WriteHints, SECTOR_SIZE};

@@ -1,6 +1,8 @@
 //! Tests of traces: the v1 format, parser errors, MSR CSV, capture with `TracingDevice`,
 //! replay, and property tests of the parser.
 
+#![allow(clippy::unwrap_used)] // tests fail loudly on purpose
+
 use pagoda_device::mem::MemDevice;
 use pagoda_device::trace::{
     parse_trace, replay, replay_iter, synthetic_data, write_trace, ReplayOptions, ReplayTiming,
@@ -49,7 +51,7 @@ fn parses_the_documented_example() {
 #[test]
 fn errors_name_the_line_and_the_problem() {
     let h = "# pagoda-trace v1\n";
-    assert_eq!(err_line("").1.contains("empty"), true);
+    assert!(err_line("").1.contains("empty"));
     assert!(err_line("0 W 1 1 - 0\n").1.contains("first line"));
     assert!(err_line("# pagoda-trace v9\n").1.contains("v9"));
     let (line, msg) = err_line(&format!("{h}0 W 1 1 - 0\n5 X 1 1 - 0\n"));
@@ -180,7 +182,7 @@ fn replay_errors_wrap_and_timestamps() {
     let recs = parse("# pagoda-trace v1\n0 W 1000 2 - 0\n").unwrap();
     match replay(&recs, &small, &ReplayOptions::default()) {
         Err(DeviceError::Trace { line: 1, msg, .. }) => {
-            assert!(msg.contains("out of range"), "{msg}")
+            assert!(msg.contains("out of range"), "{msg}");
         }
         other => panic!("{other:?}"),
     }
