@@ -4,9 +4,15 @@
 //! A request is split at chunk boundaries; because a request is contiguous, the pieces that land
 //! on one member are contiguous on that member too, so each member gets **one** I/O per request
 //! (gathered/scattered through a bounce buffer when it spans several chunks). When a request
-//! touches several members, the member I/Os run **in parallel** on scoped threads; a request
-//! inside one chunk is issued directly on the caller's thread. No lock is held across member
-//! I/O.
+//! touches several members, the member I/Os run **in parallel**: the caller does one itself and
+//! hands the others to a small pool of worker threads owned by the array (2 × members, started
+//! on first use). A request inside one chunk is issued directly on the caller's thread. No lock
+//! is held across member I/O.
+//!
+//! Why a pool: spawning a scoped thread per member per request measured ≈ 2 ms of overhead per
+//! 1 MiB request on a loaded 2-core machine (8 spawns), more than the modeled media time of the
+//! request; handing a job to a parked worker costs microseconds. The price is one copy of the
+//! data of each member run.
 //!
 //! Capabilities: capacity = N × the smallest member capacity rounded down to whole chunks;
 //! streams = the minimum over members; atomic writes only when every member has an atomic unit,
@@ -26,7 +32,8 @@ use crate::{
     PowerCutReport, WriteHints, SECTOR_SIZE,
 };
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
+use std::thread::JoinHandle;
 
 /// Default stripe chunk of the `raid0-*` presets: 64 KiB.
 pub const DEFAULT_CHUNK_BYTES: u64 = 64 << 10;
@@ -38,6 +45,65 @@ pub struct Raid0 {
     chunk_sectors: u64,
     caps: Capabilities,
     host: HostCounters,
+    pool: OnceLock<Pool>,
+}
+
+type Job = Box<dyn FnOnce() + Send + 'static>;
+
+/// Worker threads that run member I/O for multi-member requests.
+struct Pool {
+    tx: Option<crossbeam::channel::Sender<Job>>,
+    handles: Vec<JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for Pool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Pool({} workers)", self.handles.len())
+    }
+}
+
+impl Pool {
+    fn new(workers: usize) -> Pool {
+        let (tx, rx) = crossbeam::channel::unbounded::<Job>();
+        let handles = (0..workers)
+            .filter_map(|i| {
+                let rx = rx.clone();
+                std::thread::Builder::new()
+                    .name(format!("raid0-io-{i}"))
+                    .spawn(move || {
+                        for job in rx {
+                            job();
+                        }
+                    })
+                    .ok()
+            })
+            .collect();
+        Pool {
+            tx: Some(tx),
+            handles,
+        }
+    }
+
+    /// Runs `job` on a worker, or on the calling thread when there is none.
+    fn submit(&self, job: Job) {
+        match &self.tx {
+            Some(tx) if !self.handles.is_empty() => {
+                if let Err(e) = tx.send(job) {
+                    (e.into_inner())();
+                }
+            }
+            _ => job(),
+        }
+    }
+}
+
+impl Drop for Pool {
+    fn drop(&mut self) {
+        self.tx = None;
+        for h in self.handles.drain(..) {
+            let _ = h.join();
+        }
+    }
 }
 
 #[derive(Debug, Default)]
@@ -111,6 +177,7 @@ impl Raid0 {
             chunk_sectors,
             caps,
             host: HostCounters::default(),
+            pool: OnceLock::new(),
         })
     }
 
@@ -185,35 +252,47 @@ impl Raid0 {
         dev.write(run.member_sector, &tmp, hints)
     }
 
-    /// Runs `f` once per member index, in parallel when there is more than one.
-    fn fan_out<T: Send>(
+    fn pool(&self) -> &Pool {
+        self.pool.get_or_init(|| Pool::new(2 * self.members.len()))
+    }
+
+    /// Runs `job(k)` for every `k` in `0..count` in parallel: `0` on the calling thread, the
+    /// others on the pool. Returns the results in order.
+    fn fan_out<T: Send + 'static>(
         &self,
-        idx: impl Iterator<Item = usize>,
-        f: impl Fn(usize) -> Result<T> + Sync,
+        count: usize,
+        job: impl Fn(usize) -> Result<T> + Send + Sync + 'static,
     ) -> Result<Vec<T>> {
-        let idx: Vec<usize> = idx.collect();
-        if idx.len() == 1 {
-            return Ok(vec![f(idx[0])?]);
+        if count == 1 {
+            return Ok(vec![job(0)?]);
         }
-        std::thread::scope(|s| {
-            let handles: Vec<_> = idx
-                .iter()
-                .map(|&i| {
-                    let f = &f;
-                    s.spawn(move || f(i))
+        let job = Arc::new(job);
+        let (rtx, rrx) = crossbeam::channel::bounded::<(usize, Result<T>)>(count);
+        for k in 1..count {
+            let (job, rtx) = (job.clone(), rtx.clone());
+            self.pool().submit(Box::new(move || {
+                let _ = rtx.send((k, job(k)));
+            }));
+        }
+        drop(rtx);
+        let mut results: Vec<Option<Result<T>>> = (0..count).map(|_| None).collect();
+        results[0] = Some(job(0));
+        for _ in 1..count {
+            let (k, r) = rrx.recv().map_err(|_| {
+                DeviceError::Unsupported("a raid0 member I/O worker died (panicked)".into())
+            })?;
+            results[k] = Some(r);
+        }
+        results
+            .into_iter()
+            .map(|r| {
+                r.unwrap_or_else(|| {
+                    Err(DeviceError::Unsupported(
+                        "raid0: lost a member result".into(),
+                    ))
                 })
-                .collect();
-            handles
-                .into_iter()
-                .map(|h| {
-                    h.join().unwrap_or_else(|_| {
-                        Err(DeviceError::Unsupported(
-                            "a raid0 member I/O thread panicked".into(),
-                        ))
-                    })
-                })
-                .collect()
-        })
+            })
+            .collect()
     }
 }
 
@@ -238,10 +317,17 @@ impl BlockDevice for Raid0 {
             self.read_run(&runs[0], buf)?;
         } else {
             // Each run reads into its own buffer in parallel; the pieces are then scattered.
-            let parts = self.fan_out(0..runs.len(), |i| {
-                let r = &runs[i];
-                let mut tmp = vec![0u8; (r.sectors * SECTOR_SIZE as u64) as usize];
-                self.members[r.member].read(r.member_sector, &mut tmp)?;
+            let jobs: Vec<(DeviceRef, u64, usize)> = runs
+                .iter()
+                .map(|r| {
+                    let bytes = (r.sectors * SECTOR_SIZE as u64) as usize;
+                    (self.members[r.member].clone(), r.member_sector, bytes)
+                })
+                .collect();
+            let parts = self.fan_out(jobs.len(), move |k| {
+                let (dev, at, bytes) = &jobs[k];
+                let mut tmp = vec![0u8; *bytes];
+                dev.read(*at, &mut tmp)?;
                 Ok(tmp)
             })?;
             for (r, tmp) in runs.iter().zip(parts) {
@@ -264,7 +350,20 @@ impl BlockDevice for Raid0 {
         if runs.len() == 1 {
             self.write_run(&runs[0], buf, hints)?;
         } else {
-            self.fan_out(0..runs.len(), |i| self.write_run(&runs[i], buf, hints))?;
+            let jobs: Vec<(DeviceRef, u64, Vec<u8>)> = runs
+                .iter()
+                .map(|r| {
+                    let mut data = Vec::with_capacity((r.sectors * SECTOR_SIZE as u64) as usize);
+                    for &(off, len) in &r.pieces {
+                        data.extend_from_slice(&buf[off..off + len]);
+                    }
+                    (self.members[r.member].clone(), r.member_sector, data)
+                })
+                .collect();
+            self.fan_out(jobs.len(), move |k| {
+                let (dev, at, data) = &jobs[k];
+                dev.write(*at, data, hints)
+            })?;
         }
         self.host.write_pages.fetch_add(n, Relaxed);
         self.host.write_requests.fetch_add(1, Relaxed);
@@ -272,7 +371,8 @@ impl BlockDevice for Raid0 {
     }
 
     fn flush(&self) -> Result<()> {
-        self.fan_out(0..self.members.len(), |i| self.members[i].flush())?;
+        let members = self.members.clone();
+        self.fan_out(members.len(), move |k| members[k].flush())?;
         self.host.flushes.fetch_add(1, Relaxed);
         Ok(())
     }
