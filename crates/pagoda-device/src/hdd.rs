@@ -30,7 +30,9 @@
 //!   drive's read-ahead buffer without seek or rotational wait (the drive kept reading while
 //!   idle), at media rate.
 //! * **Write cache** (`cache=on`): a write is acknowledged at once while its mechanical time
-//!   is still reserved on the actuator; a flush waits until the actuator is idle. Unflushed
+//!   is still reserved on the actuator; a flush waits until the actuator is idle. In emulate
+//!   mode the cache holds at most `cache_size` bytes (16 MiB) of writes not yet on the platter: a
+//!   write that does not fit waits until enough earlier writes have reached the platter. Unflushed
 //!   writes are lost or torn by a power cut. With `cache=off` (the default, as databases run
 //!   enterprise disks) a write returns when it is on the platter and is durable at once.
 //!
@@ -66,7 +68,7 @@ pub enum LatencyMode {
 const ZONES: u64 = 16;
 
 /// Keys [`HddConfig::set`] accepts.
-pub const HDD_KEYS: [&str; 11] = [
+pub const HDD_KEYS: [&str; 12] = [
     "capacity",
     "latency",
     "time_scale",
@@ -78,6 +80,7 @@ pub const HDD_KEYS: [&str; 11] = [
     "transfer_mb_s",
     "transfer_inner_mb_s",
     "cache",
+    "cache_size",
 ];
 
 /// Configuration of an emulated disk.
@@ -105,6 +108,8 @@ pub struct HddConfig {
     pub transfer_inner_mb_s: f64,
     /// Volatile write-back cache on.
     pub cache: bool,
+    /// Write-cache size in bytes.
+    pub cache_bytes: u64,
 }
 
 impl HddConfig {
@@ -123,6 +128,7 @@ impl HddConfig {
                 transfer_mb_s: 204.0,
                 transfer_inner_mb_s: 122.0,
                 cache: false,
+                cache_bytes: 16 << 20,
             }),
             _ => Err(DeviceError::config(format!(
                 "unknown disk preset '{name}'; the disk preset is hdd-15k"
@@ -187,6 +193,14 @@ impl HddConfig {
                             "cache={value}: expected on or off"
                         )))
                     }
+                }
+            }
+            "cache_size" => {
+                self.cache_bytes = crate::units::parse_size(value)?;
+                if self.cache_bytes < SECTOR_SIZE as u64 {
+                    return Err(DeviceError::config(format!(
+                        "cache_size={value}: give at least 4KiB, e.g. cache_size=16MiB"
+                    )));
                 }
             }
             _ => {
@@ -313,6 +327,9 @@ struct Actuator {
     /// End of the last read (read-ahead continues from there).
     read_ahead_from: Option<u64>,
     busy_ns: u64,
+    /// Cached writes not yet on the platter: (modeled completion, bytes), oldest first.
+    cached: std::collections::VecDeque<(u64, u64)>,
+    cached_bytes: u64,
     reads: u64,
     writes: u64,
     read_pages: u64,
@@ -373,8 +390,9 @@ impl Hdd {
         self.act.lock().free_at
     }
 
-    /// Reserves actuator time for a request; returns its modeled completion.
-    fn reserve(&self, sector: u64, sectors: u64, write: bool) -> u64 {
+    /// Reserves actuator time for a request; returns its modeled completion and, for a cached
+    /// write in emulate mode, the time until which it must wait for room in the cache.
+    fn reserve(&self, sector: u64, sectors: u64, write: bool) -> (u64, u64) {
         let emulate = self.config.latency == LatencyMode::Emulate;
         let now = if emulate { self.clock.now_ns() } else { 0 };
         let mut a = self.act.lock();
@@ -401,7 +419,30 @@ impl Hdd {
             a.reads += 1;
             a.read_pages += sectors;
         }
-        end
+        let mut room_at = 0;
+        if write && self.config.cache && emulate {
+            while a.cached.front().is_some_and(|&(e, _)| e <= now) {
+                if let Some((_, b)) = a.cached.pop_front() {
+                    a.cached_bytes -= b;
+                }
+            }
+            let bytes = sectors * SECTOR_SIZE as u64;
+            let mut excess = (a.cached_bytes + bytes).saturating_sub(self.config.cache_bytes);
+            for &(e, b) in &a.cached {
+                if excess == 0 {
+                    break;
+                }
+                room_at = e;
+                excess = excess.saturating_sub(b);
+            }
+            if excess > 0 {
+                // Larger than the whole cache: wait for the write itself.
+                room_at = end;
+            }
+            a.cached.push_back((end, bytes));
+            a.cached_bytes += bytes;
+        }
+        (end, room_at)
     }
 
     fn wait(&self, until: u64) {
@@ -419,7 +460,7 @@ impl BlockDevice for Hdd {
     fn read(&self, sector: u64, buf: &mut [u8]) -> Result<()> {
         let n = check_io(&self.caps, sector, buf.len())?;
         self.data.read(sector, buf)?;
-        let end = self.reserve(sector, n, false);
+        let (end, _) = self.reserve(sector, n, false);
         self.wait(end);
         Ok(())
     }
@@ -428,8 +469,10 @@ impl BlockDevice for Hdd {
         let n = check_io(&self.caps, sector, buf.len())?;
         check_hints(&self.caps, sector, buf.len(), hints)?;
         self.data.write(sector, buf, hints)?;
-        let end = self.reserve(sector, n, true);
-        if !self.config.cache {
+        let (end, room_at) = self.reserve(sector, n, true);
+        if self.config.cache {
+            self.wait(room_at);
+        } else {
             // Write-through: on the platter, hence durable, when acknowledged.
             self.data.flush()?;
             self.wait(end);
@@ -479,13 +522,13 @@ impl BlockDevice for Hdd {
 
     fn reset_stats(&self) {
         let mut a = self.act.lock();
-        let (free_at, head, ra) = (a.free_at, a.head, a.read_ahead_from);
-        *a = Actuator {
-            free_at,
-            head,
-            read_ahead_from: ra,
-            ..Actuator::default()
-        };
+        a.busy_ns = 0;
+        a.reads = 0;
+        a.writes = 0;
+        a.read_pages = 0;
+        a.write_pages = 0;
+        a.flushes = 0;
+        a.trimmed = 0;
     }
 
     fn describe(&self) -> String {
@@ -515,6 +558,8 @@ impl PowerCut for Hdd {
         let r = self.data.power_cut(seed)?;
         let mut a = self.act.lock();
         a.read_ahead_from = None;
+        a.cached.clear();
+        a.cached_bytes = 0;
         Ok(r)
     }
 }

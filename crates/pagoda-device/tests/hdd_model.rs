@@ -149,6 +149,43 @@ fn write_cache_loses_unflushed_writes_on_power_cut() {
 }
 
 #[test]
+fn write_cache_absorbs_writes_up_to_its_size() {
+    let run = |cache_size: &str| {
+        let d = disk(&[
+            ("latency", "emulate"),
+            ("time_scale", "0.05"),
+            ("cache", "on"),
+            ("cache_size", cache_size),
+        ]);
+        let cap = d.caps().capacity_sectors;
+        let mut rng = rand::rngs::SmallRng::seed_from_u64(9);
+        let t0 = Instant::now();
+        for _ in 0..32 {
+            d.write(
+                rng.gen_range(0..cap),
+                &vec![3; SECTOR_SIZE],
+                WriteHints::NORMAL,
+            )
+            .unwrap();
+        }
+        let acked = t0.elapsed().as_secs_f64();
+        d.flush().unwrap();
+        (acked, d.stats().busy_time_us as f64 / 1e6 * 0.05)
+    };
+    let (big_acked, big_busy) = run("16MiB");
+    assert!(
+        big_acked < big_busy * 0.3,
+        "a big cache acknowledges at once: {big_acked} vs {big_busy}"
+    );
+    let (small_acked, small_busy) = run("64KiB");
+    // 16 writes fit; the other 16 wait for earlier ones to reach the platter.
+    assert!(
+        small_acked > small_busy * 0.3,
+        "a full cache must stall writes: {small_acked} vs {small_busy}"
+    );
+}
+
+#[test]
 fn configuration_errors_name_the_fix() {
     assert!(HddConfig::preset("hdd-7k").is_err());
     let mut c = HddConfig::preset("hdd-15k").unwrap();
@@ -158,6 +195,7 @@ fn configuration_errors_name_the_fix() {
     assert!(c.set("rpm", "0").is_err());
     assert!(c.set("time_scale", "-1").is_err());
     assert!(c.set("cache", "maybe").is_err());
+    assert!(c.set("cache_size", "1").is_err());
     c.set("seek_avg_ms", "9").unwrap();
     assert!(matches!(Hdd::new(c.clone()), Err(DeviceError::Config(_))));
     c.set("seek_avg_ms", "3.4").unwrap();
