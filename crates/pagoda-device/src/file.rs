@@ -391,9 +391,9 @@ impl Aligned {
     }
 }
 
-/// `(unit_min, unit_max)` of atomic writes from `statx(STATX_WRITE_ATOMIC)`, or `None` when the
-/// kernel, libc or filesystem does not report one.
-fn atomic_write_limits(file: &File) -> Option<(usize, usize)> {
+/// `statx(2)` on an open file with `mask`, through the raw system call (so it works whatever
+/// the C library's version). `None` when the call fails.
+fn statx_fd(file: &File, mask: u32) -> Option<libc::statx> {
     // SAFETY: `statx` is plain old data; all-zero is a valid value.
     let mut stx: libc::statx = unsafe { std::mem::zeroed() };
     let empty = c"";
@@ -405,11 +405,18 @@ fn atomic_write_limits(file: &File) -> Option<(usize, usize)> {
             file.as_raw_fd(),
             empty.as_ptr(),
             libc::AT_EMPTY_PATH,
-            libc::STATX_WRITE_ATOMIC,
+            mask,
             &mut stx as *mut libc::statx,
         )
     };
-    if rc != 0 || stx.stx_mask & libc::STATX_WRITE_ATOMIC == 0 {
+    (rc == 0).then_some(stx)
+}
+
+/// `(unit_min, unit_max)` of atomic writes from `statx(STATX_WRITE_ATOMIC)`, or `None` when the
+/// kernel, libc or filesystem does not report one.
+fn atomic_write_limits(file: &File) -> Option<(usize, usize)> {
+    let stx = statx_fd(file, libc::STATX_WRITE_ATOMIC)?;
+    if stx.stx_mask & libc::STATX_WRITE_ATOMIC == 0 {
         return None;
     }
     let (min, max) = (
@@ -560,5 +567,25 @@ impl BlockDevice for FileDevice {
                 "regular file"
             }
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn statx_syscall_is_called_correctly() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = File::create(dir.path().join("s")).unwrap();
+        f.set_len(12345).unwrap();
+        let stx = statx_fd(&f, libc::STATX_SIZE).expect("statx works on Linux ≥ 4.11");
+        assert!(stx.stx_mask & libc::STATX_SIZE != 0);
+        assert_eq!(stx.stx_size, 12345);
+        // Whatever the filesystem, the answer is well-formed.
+        if let Some((min, max)) = atomic_write_limits(&f) {
+            assert!(min <= max);
+        }
     }
 }
