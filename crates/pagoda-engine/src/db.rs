@@ -2,7 +2,6 @@
 
 use crate::btree::{self, inline_max, Apply, MAX_KEY_LEN};
 use crate::error::{Error, Result};
-use crate::filedev::EngineFile;
 use crate::format::{
     check_page, decode_log_header, encode_log_header, encode_page, is_zero, CommitRecord, Meta,
     Node, Page, RedoOp, Superblock, Val, HEADER_BYTES, SECTOR,
@@ -12,6 +11,7 @@ use crate::options::{DbOptions, TornMode};
 use crate::pool::{Pool, Streams};
 use crate::wal::{self, Wal};
 use crate::MAX_VALUE_LEN;
+use pagoda_device::file::{FileDevice, FileOptions};
 use pagoda_device::{DeviceRef, WriteHints};
 use parking_lot::{Condvar, Mutex, RwLock};
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
@@ -203,9 +203,21 @@ struct Inner {
 /// assert_eq!(all, vec![(b"k".to_vec(), b"from a".to_vec())]);
 /// # Ok(()) }
 /// ```
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct Db {
     inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Db {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Db")
+            .field("data", &self.inner.data.describe())
+            .field("page_size", &self.inner.pool.page_size())
+            .field("frames", &self.inner.pool.frames())
+            .field("torn", &self.inner.opts.torn)
+            .field("failed", &*self.inner.failed.lock())
+            .finish_non_exhaustive()
+    }
 }
 
 fn clamp_stream(want: u16, streams: u16) -> u16 {
@@ -254,12 +266,22 @@ pub(crate) fn devices(opts: &DbOptions, read_only: bool) -> Result<(DeviceRef, D
             dir.display()
         )));
     }
-    let d: DeviceRef = Arc::new(EngineFile::open(&data, opts.data_file_bytes, read_only)?);
-    let l: DeviceRef = Arc::new(EngineFile::open(
-        &log,
-        opts.log_file_bytes + SECTOR as u64,
-        read_only,
-    )?);
+    let open = |path: &std::path::Path, default: u64| -> Result<DeviceRef> {
+        let existing = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
+        let cap = if read_only {
+            existing
+        } else {
+            existing.max(default)
+        };
+        let fo = FileOptions {
+            direct: false,
+            capacity_bytes: Some(cap / SECTOR as u64 * SECTOR as u64),
+            streams: 4,
+        };
+        Ok(Arc::new(FileDevice::open(path, fo)?))
+    };
+    let d = open(&data, opts.data_file_bytes)?;
+    let l = open(&log, opts.log_file_bytes + SECTOR as u64)?;
     Ok((d, l))
 }
 
@@ -345,7 +367,7 @@ impl Db {
             .flat_map(|(_, r)| r.images.iter().map(|(p, _)| *p))
             .collect();
         if opts.verify_on_open {
-            let bad = verify_pages(&pool, &sb, &imaged)?;
+            let bad = verify_pages(&pool, &data, &sb, &imaged)?;
             if let Some(&first) = bad.first() {
                 return Err(Error::Corruption {
                     page_id: first,
@@ -857,10 +879,22 @@ fn repair_from_doublewrite(
 }
 
 /// Checks the checksum of every allocated page (except those recovery will overwrite).
-fn verify_pages(pool: &Pool, sb: &Superblock, skip: &BTreeSet<u64>) -> Result<Vec<u64>> {
+fn verify_pages(
+    pool: &Pool,
+    data: &DeviceRef,
+    sb: &Superblock,
+    skip: &BTreeSet<u64>,
+) -> Result<Vec<u64>> {
+    let ps = pool.page_size();
+    let per_page = (ps / SECTOR) as u64;
+    let read = |pid: u64| -> Result<Vec<u8>> {
+        let mut b = vec![0u8; ps];
+        data.read(pid * per_page, &mut b)?;
+        Ok(b)
+    };
     let mut bad = Vec::new();
     let mut limit = sb.meta_page + 2;
-    let mbuf = pool.read_raw(sb.meta_page)?;
+    let mbuf = read(sb.meta_page)?;
     match crate::format::decode_page(&mbuf, sb.meta_page) {
         Ok(Page {
             node: Node::Meta(m),
@@ -876,8 +910,8 @@ fn verify_pages(pool: &Pool, sb: &Superblock, skip: &BTreeSet<u64>) -> Result<Ve
         if skip.contains(&pid) {
             continue;
         }
-        let buf = pool.read_raw(pid)?;
-        if !is_zero(&buf) && check_page(&buf, pid).is_err() {
+        let buf = read(pid)?;
+        if !is_zero(&buf) && crate::format::decode_page(&buf, pid).is_err() {
             bad.push(pid);
         }
     }

@@ -25,7 +25,6 @@ pub mod btree;
 pub mod crashtest;
 mod db;
 mod error;
-pub mod filedev;
 pub mod format;
 pub mod inspect;
 pub mod mvcc;
