@@ -3,7 +3,7 @@
 //! Checked-in fixtures live in `tests/fixtures/`; `PAGODA_REGEN_FIXTURES=1` rebuilds them.
 
 use pagoda_device::mem::MemDevice;
-use pagoda_device::{BlockDevice, DeviceRef, WriteHints};
+use pagoda_device::{DeviceRef, WriteHints};
 use pagoda_engine::inspect::{inspect_devices, inspect_dir};
 use pagoda_engine::{Db, DbOptions, Error};
 use rand::{Rng, SeedableRng};
