@@ -141,6 +141,13 @@ fn concurrent_snapshots_are_consistent() {
     }
     tx.commit().unwrap();
     let stop = AtomicBool::new(false);
+    /// Stops the writers even when a reader assertion fails.
+    struct StopOnDrop<'a>(&'a AtomicBool);
+    impl Drop for StopOnDrop<'_> {
+        fn drop(&mut self) {
+            self.0.store(true, Ordering::Relaxed);
+        }
+    }
     std::thread::scope(|s| {
         for w in 0..2u64 {
             let db = db.clone();
@@ -176,6 +183,7 @@ fn concurrent_snapshots_are_consistent() {
                 }
             });
         }
+        let _stop = StopOnDrop(&stop);
         for _ in 0..200 {
             let r = db.begin_read().unwrap();
             let sum: u64 = r
@@ -191,7 +199,6 @@ fn concurrent_snapshots_are_consistent() {
             assert_eq!(sum, accounts * 100);
             assert_eq!(rev, accounts * 100);
         }
-        stop.store(true, Ordering::Relaxed);
     });
     assert!(db.stats().commits > 10);
 }
