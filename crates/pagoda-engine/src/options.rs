@@ -94,14 +94,14 @@ pub struct DbOptions {
     pub torn: TornMode,
     /// Commit mode. Default sync.
     pub commit: CommitMode,
-    /// Log ring size in bytes (default: the log device less its header, at most 256 MiB for
-    /// files).
+    /// Log ring size in bytes (default: the whole log device less its 4 KiB header).
     pub log_capacity: Option<u64>,
     /// Pages in the double-write area (also the cleaner batch size). Default 32.
     pub dw_pages: u32,
     /// Size of a new data file in bytes (sparse). Default 64 GiB.
     pub data_file_bytes: u64,
-    /// Size of a new log file in bytes. Default 256 MiB.
+    /// Size of a new log file in bytes (written out with zeros at creation so that log writes
+    /// never allocate). Default 128 MiB.
     pub log_file_bytes: u64,
     /// Periodic checkpoint interval (also triggered when half the log is in use).
     pub checkpoint_interval: Option<Duration>,
@@ -144,7 +144,7 @@ impl Default for DbOptions {
             log_capacity: None,
             dw_pages: 32,
             data_file_bytes: 64 << 30,
-            log_file_bytes: 256 << 20,
+            log_file_bytes: 128 << 20,
             checkpoint_interval: None,
             verify_on_open: true,
             allow_corrupt: false,
