@@ -101,3 +101,78 @@ fn atomic_refused_when_unit_too_small() {
     assert!(matches!(e, Error::Config(_)), "{e}");
     assert!(e.to_string().contains("atomic"), "{e}");
 }
+
+/// A device whose writes fail once `broken` is set.
+#[derive(Debug)]
+struct Flaky {
+    inner: MemDevice,
+    broken: std::sync::atomic::AtomicBool,
+}
+
+impl pagoda_device::BlockDevice for Flaky {
+    fn caps(&self) -> pagoda_device::Capabilities {
+        self.inner.caps()
+    }
+    fn read(&self, s: u64, b: &mut [u8]) -> pagoda_device::Result<()> {
+        self.inner.read(s, b)
+    }
+    fn write(&self, s: u64, b: &[u8], h: pagoda_device::WriteHints) -> pagoda_device::Result<()> {
+        if self.broken.load(std::sync::atomic::Ordering::Relaxed) {
+            return Err(pagoda_device::DeviceError::Unsupported(
+                "injected write failure".into(),
+            ));
+        }
+        self.inner.write(s, b, h)
+    }
+    fn flush(&self) -> pagoda_device::Result<()> {
+        self.inner.flush()
+    }
+    fn trim(&self, s: u64, n: u64) -> pagoda_device::Result<()> {
+        self.inner.trim(s, n)
+    }
+    fn stats(&self) -> pagoda_device::DeviceStats {
+        self.inner.stats()
+    }
+    fn describe(&self) -> String {
+        "flaky".into()
+    }
+}
+
+#[test]
+fn io_failure_is_sticky_and_recoverable() {
+    let log = Arc::new(Flaky {
+        inner: MemDevice::with_capacity(8 << 20).unwrap(),
+        broken: false.into(),
+    });
+    let (d, _) = devs();
+    let l: DeviceRef = log.clone();
+    let db = Db::open(opts(&d, &l)).unwrap();
+    db.create_table("t").unwrap();
+    let mut tx = db.begin().unwrap();
+    tx.put("t", b"a", b"1").unwrap();
+    tx.commit().unwrap();
+    log.broken.store(true, std::sync::atomic::Ordering::Relaxed);
+    let mut tx = db.begin().unwrap();
+    tx.put("t", b"b", b"2").unwrap();
+    assert!(tx.commit().is_err());
+    log.broken
+        .store(false, std::sync::atomic::Ordering::Relaxed);
+    // Sticky: refuses writes with the reason, even though the device works again.
+    let mut tx = db.begin().unwrap();
+    tx.put("t", b"c", b"3").unwrap();
+    match tx.commit() {
+        Err(Error::Failed(why)) => assert!(why.contains("injected write failure"), "{why}"),
+        other => panic!("expected a sticky failure, got {other:?}"),
+    }
+    assert!(db.stats().failed.is_some());
+    // Reads still work; reopening recovers the acknowledged commit.
+    assert_eq!(
+        db.begin_read().unwrap().get("t", b"a").unwrap().unwrap(),
+        b"1"
+    );
+    db.abandon();
+    let db = Db::open(opts(&d, &l)).unwrap();
+    let r = db.begin_read().unwrap();
+    assert_eq!(r.get("t", b"a").unwrap().unwrap(), b"1");
+    assert_eq!(r.get("t", b"c").unwrap(), None);
+}
