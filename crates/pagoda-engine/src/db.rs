@@ -810,14 +810,12 @@ fn create(opts: &DbOptions, data: &DeviceRef, log: &DeviceRef) -> Result<Superbl
         )));
     }
     let db_id: u64 = rand::random();
-    log.write(
-        0,
-        &encode_log_header(db_id, log_capacity),
-        WriteHints::NORMAL,
-    )?;
+    let lstream = WriteHints::stream(clamp_stream(1, log.caps().streams));
+    let dstream = WriteHints::stream(clamp_stream(2, data.caps().streams));
+    log.write(0, &encode_log_header(db_id, log_capacity), lstream)?;
     // Clear the start of the ring so that no stale group of an earlier database looks valid.
     let clear = (wal::MAX_GROUP_BYTES + 4 * SECTOR as u64).min(log_capacity) as usize;
-    log.write(1, &vec![0u8; clear], WriteHints::NORMAL)?;
+    log.write(1, &vec![0u8; clear], lstream)?;
     log.flush()?;
     let mut buf = Vec::new();
     let pages = [
@@ -838,7 +836,7 @@ fn create(opts: &DbOptions, data: &DeviceRef, log: &DeviceRef) -> Result<Superbl
     ];
     for p in &pages {
         encode_page(p, opts.page_size, &mut buf);
-        data.write(p.id * ps / SECTOR as u64, &buf, WriteHints::NORMAL)?;
+        data.write(p.id * ps / SECTOR as u64, &buf, dstream)?;
     }
     data.flush()?;
     let sb = Superblock {
@@ -852,7 +850,7 @@ fn create(opts: &DbOptions, data: &DeviceRef, log: &DeviceRef) -> Result<Superbl
         meta_page: meta,
         db_id,
     };
-    data.write(1, &sb.encode(), WriteHints::NORMAL)?;
+    data.write(1, &sb.encode(), dstream)?;
     data.flush()?;
     Ok(sb)
 }
@@ -1286,7 +1284,7 @@ impl Txn {
             .iter()
             .map(|((_, k), v)| (k.len() + v.as_ref().map_or(0, Vec::len) + 64) as u64)
             .sum::<u64>()
-            + 8 * ps as u64;
+            + (8 + self.writes.len() as u64 / 4) * ps as u64;
         db.ensure_log_space(estimate)?;
         let mut cs = db.inner.commit.lock();
         let mvcc = &db.inner.mvcc;
