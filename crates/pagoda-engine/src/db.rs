@@ -1394,7 +1394,7 @@ impl Drop for Txn {
 }
 
 enum Src {
-    Tree(Val),
+    Tree(Result<Vec<u8>>),
     Value(Value),
     Own(Option<Vec<u8>>),
 }
@@ -1483,9 +1483,12 @@ impl Scan<'_> {
         let hi = min_upper(chi, &self.hi);
         if range_ok(&lo, &hi) {
             let mut merged: BTreeMap<Vec<u8>, Src> = BTreeMap::new();
+            // Values are loaded before the version chains are read: an overwrite that frees
+            // an overflow chain we are reading has pushed its version by then, and overrides.
             for (k, v) in b.entries {
                 if in_range(&k, &lo, &hi) {
-                    merged.insert(k, Src::Tree(v));
+                    let loaded = btree::load_value(pool, &v);
+                    merged.insert(k, Src::Tree(loaded));
                 }
             }
             for (k, v) in self.txn.db.inner.mvcc.read_range(
@@ -1505,7 +1508,7 @@ impl Scan<'_> {
             let mut out = Vec::with_capacity(merged.len());
             for (k, src) in merged {
                 let v = match src {
-                    Src::Tree(val) => Some(btree::load_value(pool, &val)?),
+                    Src::Tree(loaded) => Some(loaded?),
                     Src::Value(v) => v.map(|b| b.to_vec()),
                     Src::Own(v) => v,
                 };
