@@ -160,6 +160,7 @@ fn updates(cfg: &Cfg) {
             }
         });
         let after = db.stats();
+        let ckpts = after.checkpoints - before.checkpoints;
         let cps = (after.commits - before.commits) as f64
             / (after.log_syncs - before.log_syncs).max(1) as f64;
         let conns: Vec<_> = (0..threads)
@@ -181,7 +182,7 @@ fn updates(cfg: &Cfg) {
             &format!("durable 1-key update tx/s, {threads} thread(s)"),
             p,
             s,
-            &format!("pagoda commits/sync {cps:.1}; SQLite 1 sync/commit"),
+            &format!("pagoda commits/sync {cps:.1}, {ckpts} checkpoint(s); SQLite 1 sync/commit"),
         );
     }
     db.close().unwrap();
@@ -269,6 +270,13 @@ fn main() {
         "benchmark", "pagoda", "SQLite", "ratio"
     );
     println!("|{:-<46}|{:->14}|{:->14}|{:->8}|-------|", "", "", "", "");
+    {
+        let p = sqlite_open(&cfg.dir.join("sqlite-check"), 1 << 20);
+        let c = sqlite_conn(&p, 1 << 20);
+        let jm: String = c.query_row("PRAGMA journal_mode", [], |r| r.get(0)).unwrap();
+        let sy: i64 = c.query_row("PRAGMA synchronous", [], |r| r.get(0)).unwrap();
+        println!("SQLite journal_mode={jm} synchronous={sy} (2 = FULL)");
+    }
     updates(&cfg);
     reads(&cfg, cfg.keys_fit, 64 << 20, "data fits the buffer");
     reads(&cfg, cfg.keys_big, 8 << 20, "data 8x the buffer");

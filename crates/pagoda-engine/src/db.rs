@@ -1284,7 +1284,7 @@ impl Txn {
             .iter()
             .map(|((_, k), v)| (k.len() + v.as_ref().map_or(0, Vec::len) + 64) as u64)
             .sum::<u64>()
-            + (8 + self.writes.len() as u64 / 4) * ps as u64;
+            + (8 + self.writes.len() as u64 / 16) * ps as u64;
         db.ensure_log_space(estimate)?;
         let mut cs = db.inner.commit.lock();
         let mvcc = &db.inner.mvcc;
