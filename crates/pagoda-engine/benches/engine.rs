@@ -273,7 +273,9 @@ fn main() {
     {
         let p = sqlite_open(&cfg.dir.join("sqlite-check"), 1 << 20);
         let c = sqlite_conn(&p, 1 << 20);
-        let jm: String = c.query_row("PRAGMA journal_mode", [], |r| r.get(0)).unwrap();
+        let jm: String = c
+            .query_row("PRAGMA journal_mode", [], |r| r.get(0))
+            .unwrap();
         let sy: i64 = c.query_row("PRAGMA synchronous", [], |r| r.get(0)).unwrap();
         println!("SQLite journal_mode={jm} synchronous={sy} (2 = FULL)");
     }

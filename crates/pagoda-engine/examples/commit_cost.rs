@@ -15,7 +15,8 @@ fn main() {
     for c in 0..n / 500 {
         let mut tx = db.begin().unwrap();
         for i in c * 500..(c + 1) * 500 {
-            tx.put("kv", format!("user{i:016}").as_bytes(), &[1u8; 1024]).unwrap();
+            tx.put("kv", format!("user{i:016}").as_bytes(), &[1u8; 1024])
+                .unwrap();
         }
         tx.commit().unwrap();
     }
@@ -24,7 +25,8 @@ fn main() {
     for j in 0..m {
         let i = (j * 7919) % n;
         let mut tx = db.begin().unwrap();
-        tx.put("kv", format!("user{i:016}").as_bytes(), &[j as u8; 1024]).unwrap();
+        tx.put("kv", format!("user{i:016}").as_bytes(), &[j as u8; 1024])
+            .unwrap();
         tx.commit().unwrap();
     }
     let us = t0.elapsed().as_secs_f64() * 1e6 / m as f64;

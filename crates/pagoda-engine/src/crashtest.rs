@@ -419,7 +419,7 @@ pub fn run(opts: CrashTestOptions) -> Result<CrashTestReport> {
                     && !sw.dead.load(Ordering::Acquire)
                     && running2.load(Ordering::Acquire) > 0
                 {
-                    std::thread::sleep(std::time::Duration::from_millis(3));
+                    std::thread::sleep(std::time::Duration::from_millis(1));
                     sw.in_checkpoint.store(true, Ordering::Release);
                     let r = db2.checkpoint();
                     sw.in_checkpoint.store(false, Ordering::Release);

@@ -351,6 +351,14 @@ impl Db {
             ));
         }
         let scan = wal::scan(&log, sb.log_capacity, sb.checkpoint_lsn)?;
+        // Groups that were in flight at a crash may sit after the end: erase them.
+        wal::clear_after(
+            &log,
+            sb.log_capacity,
+            clamp_stream(1, lcaps.streams),
+            sb.checkpoint_lsn,
+            scan.end,
+        )?;
         let streams = Streams {
             data: clamp_stream(2, dcaps.streams),
             dw: clamp_stream(3, dcaps.streams),

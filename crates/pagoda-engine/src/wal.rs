@@ -26,6 +26,15 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// A group larger than this is closed so that the next joiner opens a new slot.
 pub const MAX_GROUP_BYTES: u64 = 1 << 20;
 
+/// Groups written but not yet synced, at most. Syncs overlap (a sync started after a group's
+/// write covers it), so a crash can keep a later group and lose an earlier one; recovery then
+/// discards both, and treats damage as corruption only when more valid groups follow than
+/// can be in flight.
+pub const MAX_INFLIGHT_GROUPS: usize = 4;
+
+/// How far after a damaged group recovery looks for valid later groups.
+pub const INFLIGHT_SPAN: u64 = MAX_INFLIGHT_GROUPS as u64 * (MAX_GROUP_BYTES + 64 * 1024);
+
 #[derive(Debug)]
 struct Slot {
     start: u64,
@@ -38,7 +47,14 @@ struct Slot {
 struct State {
     next_lsn: u64,
     slots: VecDeque<Slot>,
-    leader: bool,
+    /// A thread is writing groups (writes are issued in LSN order, one writer at a time).
+    writing: bool,
+    /// Everything before this LSN has been written (not necessarily synced).
+    written: u64,
+    /// Ends of written groups not yet durable (bounded by `MAX_INFLIGHT_GROUPS`).
+    unsynced: VecDeque<u64>,
+    /// Largest `written` value a started sync covers.
+    sync_cover: u64,
     durable: u64,
     reclaim: u64,
     failed: Option<String>,
@@ -79,7 +95,10 @@ impl Wal {
             state: Mutex::new(State {
                 next_lsn,
                 slots: VecDeque::new(),
-                leader: false,
+                writing: false,
+                written: next_lsn,
+                unsynced: VecDeque::new(),
+                sync_cover: next_lsn,
                 durable: next_lsn,
                 reclaim,
                 failed: None,
@@ -160,7 +179,10 @@ impl Wal {
         Ok((lsn, next))
     }
 
-    /// Returns once the log is durable up to `target`, leading group writes as needed.
+    /// Returns once the log is durable up to `target`. The calling thread does the work that
+    /// is due: it writes every closed-or-open slot when no other thread is writing (in LSN
+    /// order), and it starts a sync when no sync in flight covers `target`. Syncs of
+    /// consecutive groups overlap, and the device merges them.
     pub fn wait_durable(&self, target: u64) -> Result<()> {
         let mut st = self.state.lock();
         loop {
@@ -170,25 +192,57 @@ impl Wal {
             if let Some(f) = &st.failed {
                 return Err(Error::Failed(f.clone()));
             }
-            if st.leader {
+            if st.written < target {
+                let room = MAX_INFLIGHT_GROUPS.saturating_sub(st.unsynced.len());
+                if st.writing || room == 0 || st.slots.is_empty() {
+                    self.cond.wait(&mut st);
+                    continue;
+                }
+                let take = room.min(st.slots.len());
+                let mut slots: Vec<Slot> = st.slots.drain(..take).collect();
+                if let Some(last) = slots.last_mut() {
+                    if last.open {
+                        last.open = false;
+                        st.next_lsn = align_up(st.next_lsn);
+                    }
+                }
+                st.writing = true;
+                drop(st);
+                let res = self.write_slots(&slots);
+                st = self.state.lock();
+                st.writing = false;
+                match res {
+                    Ok(()) => {
+                        for sl in &slots {
+                            let end = align_up(sl.end);
+                            st.written = end;
+                            st.unsynced.push_back(end);
+                        }
+                    }
+                    Err(e) => st.failed = Some(format!("log write failed: {e}")),
+                }
+                self.cond.notify_all();
+                continue;
+            }
+            if st.sync_cover >= target {
+                // A sync in flight covers the target.
                 self.cond.wait(&mut st);
                 continue;
             }
-            let Some(mut slot) = st.slots.pop_front() else {
-                return Ok(());
-            };
-            if slot.open {
-                slot.open = false;
-                st.next_lsn = align_up(st.next_lsn);
-            }
-            st.leader = true;
+            let cover = st.written;
+            st.sync_cover = cover;
             drop(st);
-            let res = self.write_slot(&slot);
+            let res = self.dev.flush();
             st = self.state.lock();
-            st.leader = false;
             match res {
-                Ok(()) => st.durable = align_up(slot.end),
-                Err(e) => st.failed = Some(format!("log write failed: {e}")),
+                Ok(()) => {
+                    st.durable = st.durable.max(cover);
+                    while st.unsynced.front().is_some_and(|&e| e <= cover) {
+                        st.unsynced.pop_front();
+                    }
+                    self.counters.syncs.fetch_add(1, Ordering::Relaxed);
+                }
+                Err(e) => st.failed = Some(format!("log sync failed: {e}")),
             }
             self.cond.notify_all();
         }
@@ -201,29 +255,34 @@ impl Wal {
         Ok(self.durable())
     }
 
-    /// Writes and syncs one group (the leader's job).
-    fn write_slot(&self, slot: &Slot) -> Result<()> {
-        let len = (slot.end - slot.start) as usize;
-        let mut buf = Vec::with_capacity(align_up(len as u64) as usize);
-        buf.resize(GROUP_HEADER, 0);
-        for r in &slot.records {
-            buf.extend_from_slice(r);
-        }
-        debug_assert_eq!(buf.len(), len);
-        let hdr = GroupHeader {
-            lsn: slot.start,
-            len: len as u32,
-            records: slot.records.len() as u32,
-            body_crc: crc32c::crc32c(&buf[GROUP_HEADER..]),
+    /// Writes consecutive groups (one device request; no sync).
+    fn write_slots(&self, slots: &[Slot]) -> Result<()> {
+        let Some(first) = slots.first() else {
+            return Ok(());
         };
-        hdr.encode(&mut buf[..GROUP_HEADER]);
-        buf.resize(align_up(len as u64) as usize, 0);
-        self.write_ring(slot.start, &buf)?;
-        self.dev.flush()?;
+        let mut buf = Vec::new();
+        for slot in slots {
+            debug_assert_eq!(slot.start, first.start + buf.len() as u64);
+            let base = buf.len();
+            buf.resize(base + GROUP_HEADER, 0);
+            for r in &slot.records {
+                buf.extend_from_slice(r);
+            }
+            let len = buf.len() - base;
+            debug_assert_eq!(len as u64, slot.end - slot.start);
+            let hdr = GroupHeader {
+                lsn: slot.start,
+                len: len as u32,
+                records: slot.records.len() as u32,
+                body_crc: crc32c::crc32c(&buf[base + GROUP_HEADER..]),
+            };
+            hdr.encode(&mut buf[base..base + GROUP_HEADER]);
+            buf.resize(base + align_up(len as u64) as usize, 0);
+        }
+        self.write_ring(first.start, &buf)?;
         self.counters
             .bytes
             .fetch_add(buf.len() as u64, Ordering::Relaxed);
-        self.counters.syncs.fetch_add(1, Ordering::Relaxed);
         Ok(())
     }
 
@@ -273,28 +332,80 @@ fn group_at(dev: &DeviceRef, capacity: u64, lsn: u64) -> Result<Option<GroupHead
     }))
 }
 
-/// Whether a valid group exists after `lsn` within reach of one group: that proves the group at
-/// `lsn` is damaged rather than a torn tail.
-fn later_group_exists(
+fn valid_group(dev: &DeviceRef, capacity: u64, lsn: u64) -> Result<Option<GroupHeader>> {
+    let Some(h) = group_at(dev, capacity, lsn)? else {
+        return Ok(None);
+    };
+    let buf = read_ring(dev, capacity, lsn, h.len as usize)?;
+    Ok((crc32c::crc32c(&buf[GROUP_HEADER..h.len as usize]) == h.body_crc).then_some(h))
+}
+
+/// Whether the damaged group at `lsn` is followed by more valid groups than can have been in
+/// flight at a crash: then it is damage to acknowledged data, not a torn tail.
+fn damaged_not_torn(
     dev: &DeviceRef,
     capacity: u64,
     lsn: u64,
     hint_next: Option<u64>,
 ) -> Result<bool> {
+    let limit = INFLIGHT_SPAN.min(capacity - SECTOR as u64);
+    let mut first = None;
     if let Some(n) = hint_next {
-        if group_at(dev, capacity, n)?.is_some() {
-            return Ok(true);
+        if valid_group(dev, capacity, n)?.is_some() {
+            first = Some(n);
         }
     }
-    let limit = (MAX_GROUP_BYTES + 2 * SECTOR as u64).min(capacity - SECTOR as u64);
     let mut off = SECTOR as u64;
-    while off <= limit {
-        if group_at(dev, capacity, lsn + off)?.is_some() {
-            return Ok(true);
+    while first.is_none() && off <= limit {
+        if valid_group(dev, capacity, lsn + off)?.is_some() {
+            first = Some(lsn + off);
         }
         off += SECTOR as u64;
     }
+    let Some(mut at) = first else {
+        return Ok(false);
+    };
+    let mut count = 0;
+    while let Some(h) = valid_group(dev, capacity, at)? {
+        count += 1;
+        if count >= MAX_INFLIGHT_GROUPS {
+            return Ok(true);
+        }
+        at = align_up(at + u64::from(h.len));
+    }
     Ok(false)
+}
+
+/// Zeroes the dead part of the ring (after `end`, up to the oldest LSN still needed), where
+/// groups that were in flight at a crash may survive, so that they can never be mistaken for
+/// later log. `live_start` is the oldest LSN still needed.
+pub fn clear_after(
+    dev: &DeviceRef,
+    capacity: u64,
+    stream: u16,
+    live_start: u64,
+    end: u64,
+) -> Result<()> {
+    let room = (capacity - (end - live_start)) / SECTOR as u64 * SECTOR as u64;
+    let hints = WriteHints::stream(stream);
+    let chunk = 1u64 << 20;
+    let zeros = vec![0u8; chunk as usize];
+    let mut done = 0u64;
+    while done < room {
+        let lsn = end + done;
+        let off = lsn % capacity;
+        let n = (room - done).min(chunk).min(capacity - off);
+        dev.write(
+            (SECTOR as u64 + off) / SECTOR as u64,
+            &zeros[..n as usize],
+            hints,
+        )?;
+        done += n;
+    }
+    if room > 0 {
+        dev.flush()?;
+    }
+    Ok(())
 }
 
 /// Scans the log from `start` (a group boundary) to its end.
@@ -309,7 +420,7 @@ pub fn scan(dev: &DeviceRef, capacity: u64, start: u64) -> Result<LogScan> {
             break;
         }
         let Some(h) = group_at(dev, capacity, lsn)? else {
-            if later_group_exists(dev, capacity, lsn, None)? {
+            if damaged_not_torn(dev, capacity, lsn, None)? {
                 return Err(Error::LogCorruption {
                     lsn,
                     detail: "group header damaged but later groups exist".into(),
@@ -321,7 +432,7 @@ pub fn scan(dev: &DeviceRef, capacity: u64, start: u64) -> Result<LogScan> {
         let body = &buf[GROUP_HEADER..h.len as usize];
         let next = align_up(lsn + u64::from(h.len));
         if crc32c::crc32c(body) != h.body_crc {
-            if later_group_exists(dev, capacity, lsn, Some(next))? {
+            if damaged_not_torn(dev, capacity, lsn, Some(next))? {
                 return Err(Error::LogCorruption {
                     lsn,
                     detail: "group body fails its checksum but later groups exist".into(),
