@@ -610,31 +610,74 @@ fn verify(
         }
     }
     drop(tx);
-    // Find the subset/order of in-flight transactions that explains the state.
-    let mut best: Option<(u64, u64)> = None;
-    let n = inflight.len().min(6);
-    let mut order: Vec<usize> = (0..n).collect();
-    let mut found = false;
-    permute(&mut order, 0, &mut |perm| {
-        if found {
-            return;
+    // Explain the state: each key shows its acknowledged value or the value of an in-flight
+    // transaction; an in-flight transaction that shows anywhere must show everywhere it wrote
+    // (or be overwritten there by another visible in-flight transaction).
+    let committed_value = |k: &Vec<u8>, v: &Vec<u8>| {
+        base.get(k) == Some(v)
+            || acked.iter().any(|(_, t)| {
+                t.writes
+                    .iter()
+                    .any(|(wk, wv)| wk == k && wv.as_ref() == Some(v))
+            })
+    };
+    let writer_of = |k: &Vec<u8>, v: Option<&Vec<u8>>| -> Vec<usize> {
+        inflight
+            .iter()
+            .enumerate()
+            .filter(|(_, t)| t.writes.iter().any(|(wk, wv)| wk == k && wv.as_ref() == v))
+            .map(|(i, _)| i)
+            .collect()
+    };
+    let mut lost = 0u64;
+    let mut unc = 0u64;
+    let mut visible = BTreeSet::new();
+    let keys_all: BTreeSet<&Vec<u8>> = expect.keys().chain(got.keys()).collect();
+    for k in &keys_all {
+        if excused.contains(*k) {
+            continue;
         }
-        let mut cand = expect.clone();
-        for len in 0..=perm.len() {
-            if len > 0 {
-                apply(&mut cand, inflight[perm[len - 1]]);
-            }
-            let (lost, unc) = compare(&cand, &got, &excused, &acked, base);
-            if lost == 0 && unc == 0 {
-                found = true;
-                best = Some((0, 0));
-                return;
-            }
-            if best.is_none_or(|(a, b)| a + b > lost + unc) {
-                best = Some((lost, unc));
+        let (e, g) = (expect.get(*k), got.get(*k));
+        if e == g {
+            continue;
+        }
+        let ws = writer_of(k, g);
+        if let (Some(v), true) = (g, ws.len() == 1) {
+            // A put by exactly one in-flight transaction: it is visible.
+            let _ = v;
+            visible.insert(ws[0]);
+        } else if !ws.is_empty() {
+            // A delete (or a value) that in-flight transactions wrote: consistent.
+        } else {
+            match g {
+                Some(v) if !committed_value(k, v) => unc += 1,
+                _ => lost += 1,
             }
         }
-    });
+    }
+    for &u in &visible {
+        for (k, _) in &inflight[u].writes {
+            if excused.contains(k) {
+                continue;
+            }
+            let g = got.get(k);
+            // An acknowledged transaction may have overwritten it: an in-flight commit whose
+            // sync failed can still precede an acknowledged one in the log.
+            let acked_wrote = acked
+                .iter()
+                .any(|(_, t)| t.writes.iter().any(|(wk, wv)| wk == k && wv.as_ref() == g));
+            let explained = writer_of(k, g)
+                .iter()
+                .any(|w| *w == u || visible.contains(w))
+                || (g.is_none() && !writer_of(k, None).is_empty())
+                || acked_wrote;
+            if !explained {
+                // Part of a transaction visible without the rest.
+                unc += 1;
+            }
+        }
+    }
+    let best = Some((lost, unc));
     let (lost, unc) = best.unwrap_or((0, 0));
     if (lost > 0 || unc > 0 || !corrupt.is_empty()) && std::env::var("PAGODA_CRASH_DEBUG").is_ok() {
         eprintln!(
@@ -676,49 +719,4 @@ fn verify(
         corrupt_pages: corrupt.len() as u64,
         state: got,
     })
-}
-
-fn permute(v: &mut Vec<usize>, k: usize, f: &mut dyn FnMut(&[usize])) {
-    if k == v.len() {
-        f(v);
-        return;
-    }
-    for i in k..v.len() {
-        v.swap(k, i);
-        permute(v, k + 1, f);
-        v.swap(k, i);
-    }
-}
-
-/// Counts keys whose recovered value misses an acknowledged write (lost) or shows a value
-/// nobody committed (uncommitted).
-fn compare(
-    expect: &State,
-    got: &State,
-    excused: &BTreeSet<Vec<u8>>,
-    acked: &[(u64, &TxRec)],
-    base: &State,
-) -> (u64, u64) {
-    let mut lost = 0;
-    let mut unc = 0;
-    let keys: BTreeSet<&Vec<u8>> = expect.keys().chain(got.keys()).collect();
-    let committed_value = |k: &Vec<u8>, v: &Vec<u8>| {
-        base.get(k) == Some(v)
-            || acked.iter().any(|(_, t)| {
-                t.writes
-                    .iter()
-                    .any(|(wk, wv)| wk == k && wv.as_ref() == Some(v))
-            })
-    };
-    for k in keys {
-        if excused.contains(k) {
-            continue;
-        }
-        match (expect.get(k), got.get(k)) {
-            (a, b) if a == b => {}
-            (_, Some(v)) if !committed_value(k, v) => unc += 1,
-            _ => lost += 1,
-        }
-    }
-    (lost, unc)
 }

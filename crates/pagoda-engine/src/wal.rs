@@ -2,12 +2,14 @@
 //! consolidation array (seed 002).
 //!
 //! Committing threads *join* the open slot: under a short lock they get an LSN range and hand
-//! over their sealed record (no copy under the lock beyond moving a `Vec`). The first waiter
-//! that finds no write in flight becomes the slot's *leader*: it closes the slot (later
-//! joiners open the next slot), assembles the group, writes it and syncs the device once for
-//! every commit in it (group commit), then wakes the followers. The leader role is a function
-//! (`write_slot`) any thread can run, so a dedicated flush thread (pipelined commit) can take it
-//! over without changing the format or the join path.
+//! over their sealed record (built and checksummed before, outside any lock). A waiting thread
+//! that finds no write in progress closes the open slot (later joiners open the next one) and
+//! writes every pending slot as consecutive groups in one device request; a waiting thread
+//! whose record is written but not covered by a sync in flight starts a sync, which makes every
+//! group written before it durable (group commit: one sync serves every commit of the groups).
+//! Writes stay in LSN order; syncs overlap (at most [`MAX_INFLIGHT_GROUPS`] groups unsynced).
+//! The write and sync steps are plain functions of `wait_durable`, so a dedicated flush thread
+//! (pipelined commit) can run them instead without changing the format or the join path.
 //!
 //! Layout: sector 0 of the log device is the log header; the ring starts at sector 1. An LSN is
 //! a byte offset in the unbounded log stream; its position is `4096 + lsn % capacity`. Every

@@ -1,0 +1,26 @@
+//! `cargo run --release -p pagoda-engine --example crashtest -- doublewrite 1000 7 [threads]`
+//! (what `pagoda crashtest` runs).
+use pagoda_engine::crashtest::{run, CrashTestOptions};
+use pagoda_engine::TornMode;
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let a: Vec<String> = std::env::args().collect();
+    let torn: TornMode = a.get(1).map_or("doublewrite", String::as_str).parse()?;
+    let cycles = a.get(2).map_or(Ok(100), |s| s.parse())?;
+    let seed = a.get(3).map_or(Ok(1), |s| s.parse())?;
+    let threads = a.get(4).map_or(Ok(4), |s| s.parse())?;
+    let t0 = std::time::Instant::now();
+    let report = run(CrashTestOptions {
+        torn,
+        cycles,
+        seed,
+        threads,
+        ..CrashTestOptions::default()
+    })?;
+    println!("{}", report.summary_line());
+    println!("{report:?} in {:.1} s", t0.elapsed().as_secs_f64());
+    if report.failed(torn) {
+        std::process::exit(1);
+    }
+    Ok(())
+}
