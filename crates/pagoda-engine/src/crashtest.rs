@@ -677,8 +677,6 @@ fn verify(
             }
         }
     }
-    let best = Some((lost, unc));
-    let (lost, unc) = best.unwrap_or((0, 0));
     if (lost > 0 || unc > 0 || !corrupt.is_empty()) && std::env::var("PAGODA_CRASH_DEBUG").is_ok() {
         eprintln!(
             "MISMATCH lost {lost} unc {unc} corrupt {corrupt:?} inflight {} acked {}",
