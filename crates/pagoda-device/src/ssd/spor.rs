@@ -105,7 +105,7 @@ impl Ftl {
         let mut best = vec![0u64; self.l2p.len()];
         self.l2p.iter_mut().for_each(|m| *m = NONE);
         let mut max_seq = wm;
-        for (ppn, o) in self.oob.iter().enumerate() {
+        for (ppn, o) in self.oob.iter_mut().enumerate() {
             if o.lpn == NONE {
                 continue;
             }
@@ -114,7 +114,10 @@ impl Ftl {
                 && groups.get(&(o.seq - u64::from(o.group_idx))).copied()
                     != Some(u32::from(o.group_n))
             {
-                continue; // member of a torn atomic group
+                // Member of a torn atomic group: recovery marks it garbage for good, so that
+                // a later recovery (with a newer watermark) cannot resurrect it.
+                o.lpn = NONE;
+                continue;
             }
             max_seq = max_seq.max(o.seq);
             let l = o.lpn as usize;
