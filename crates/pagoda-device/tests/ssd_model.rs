@@ -53,7 +53,11 @@ fn params(rng: &mut SmallRng, file: Option<&std::path::Path>) -> Params {
     let streams = rng.gen_range(1..=3u16);
     let set = |cfg: &mut SsdConfig, k: &str, v: String| cfg.set(k, &v).expect(k);
     set(&mut cfg, "capacity", format!("{}", units * 4096));
-    set(&mut cfg, "op", format!("{}", [0.5, 0.75, 1.0][rng.gen_range(0..3)]));
+    set(
+        &mut cfg,
+        "op",
+        format!("{}", [0.5, 0.75, 1.0][rng.gen_range(0..3)]),
+    );
     set(&mut cfg, "channels", "2".into());
     set(&mut cfg, "dies", format!("{}", rng.gen_range(1..=2)));
     set(&mut cfg, "planes", "1".into());
@@ -237,7 +241,10 @@ fn random_histories_match_the_oracle() {
     }
     // The test must really exercise crashes and GC.
     assert!(cuts > 100, "only {cuts} power cuts");
-    assert!(copybacks > 1000, "only {copybacks} copybacks: GC barely ran");
+    assert!(
+        copybacks > 1000,
+        "only {copybacks} copybacks: GC barely ran"
+    );
 }
 
 #[test]
@@ -296,5 +303,8 @@ fn power_cut_is_deterministic() {
     assert!(r1.kept_sectors > 0 && r1.dropped_sectors > 0, "{r1:?}");
     assert!(r1.atomic_kept + r1.atomic_dropped > 0, "{r1:?}");
     let (r3, c) = outcome(43);
-    assert!(r3 != r1 || c != a, "a different seed should change the outcome");
+    assert!(
+        r3 != r1 || c != a,
+        "a different seed should change the outcome"
+    );
 }

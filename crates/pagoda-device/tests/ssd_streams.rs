@@ -56,7 +56,10 @@ fn two_streams_move_fewer_units_on_hot_cold() {
 
 #[test]
 fn pattern_parsing() {
-    assert_eq!("uniform".parse::<Pattern>().expect("uniform"), Pattern::Uniform);
+    assert_eq!(
+        "uniform".parse::<Pattern>().expect("uniform"),
+        Pattern::Uniform
+    );
     assert_eq!(
         "hotcold:80/20".parse::<Pattern>().expect("hotcold"),
         Pattern::HotCold {
@@ -64,8 +67,18 @@ fn pattern_parsing() {
             hot_data_pct: 20.0
         }
     );
-    assert_eq!("sequential".parse::<Pattern>().expect("seq"), Pattern::Sequential);
-    for bad in ["", "hotcold", "hotcold:80", "hotcold:0/20", "hotcold:80/100", "zipf"] {
+    assert_eq!(
+        "sequential".parse::<Pattern>().expect("seq"),
+        Pattern::Sequential
+    );
+    for bad in [
+        "",
+        "hotcold",
+        "hotcold:80",
+        "hotcold:0/20",
+        "hotcold:80/100",
+        "zipf",
+    ] {
         assert!(bad.parse::<Pattern>().is_err(), "{bad} should be rejected");
     }
 }

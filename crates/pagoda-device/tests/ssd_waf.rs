@@ -59,7 +59,10 @@ fn greedy_waf_matches_the_large_block_model() {
         let (waf, eff) = steady_waf(op, 256, 1024);
         let model = greedy_waf(eff);
         let err = (waf - model).abs() / model;
-        println!("op {op} (effective {eff:.4}): measured WAF {waf:.3}, model {model:.3}, error {:.1} %", err * 100.0);
+        println!(
+            "op {op} (effective {eff:.4}): measured WAF {waf:.3}, model {model:.3}, error {:.1} %",
+            err * 100.0
+        );
         assert!(err < 0.05, "op {op}: WAF {waf:.3} vs model {model:.3}");
     }
 }
@@ -69,7 +72,11 @@ fn small_blocks_measure() {
     for upb in [16, 32, 64, 128] {
         for op in [0.07, 0.28, 0.5] {
             let (waf, eff) = steady_waf(op, upb, 131072 / u64::from(upb));
-            println!("upb {upb} op {op}: WAF {waf:.3} model {:.3} ratio {:.3}", greedy_waf(eff), waf / greedy_waf(eff));
+            println!(
+                "upb {upb} op {op}: WAF {waf:.3} model {:.3} ratio {:.3}",
+                greedy_waf(eff),
+                waf / greedy_waf(eff)
+            );
         }
     }
 }

@@ -50,8 +50,10 @@ pub struct SsdConfig {
     /// Host-visible capacity in bytes; a positive multiple of 4 KiB. Key `capacity`.
     pub capacity_bytes: u64,
     /// Over-provisioning, (physical − logical) / logical, in `0.0..=4.0`. Key `op`. The block
-    /// count is derived as ⌈logical units · (1 + op) / units per block⌉, rounded up to a
-    /// multiple of the parallel units (channels × dies × planes).
+    /// count is derived as ⌈logical units · (1 + op) / units per block⌉ and spread round-robin
+    /// over the parallel units (channels × dies × planes; their block counts differ by at most
+    /// one). It is an error if that leaves a parallel unit without blocks, or if rounding to
+    /// whole blocks raises op by more than 0.05 + op/4.
     pub op: f64,
     /// Write streams, 1..=64. Key `streams`.
     pub streams: u16,
@@ -372,7 +374,36 @@ impl SsdConfig {
         let pus = self.channels * self.dies_per_channel * self.planes;
         let physical_units = (logical_units as f64 * (1.0 + self.op)).ceil() as u64;
         let blocks = physical_units.div_ceil(u64::from(units_per_block));
-        let blocks = blocks.div_ceil(u64::from(pus)) * u64::from(pus);
+        let block_bytes = u64::from(units_per_block) * UNIT;
+        if blocks < u64::from(pus) {
+            return cfg(format!(
+                "capacity={} op={} needs only {blocks} blocks of {} but the geometry has {pus} \
+                 parallel units ({} channels x {} dies x {} planes), each needing at least \
+                 one block; raise capacity to at least {} or lower \
+                 channels/dies/planes/pages_per_block",
+                format_size(self.capacity_bytes),
+                self.op,
+                format_size(block_bytes),
+                self.channels,
+                self.dies_per_channel,
+                self.planes,
+                format_size(
+                    ((u64::from(pus) * block_bytes) as f64 / (1.0 + self.op)).ceil() as u64
+                )
+            ));
+        }
+        let effective_op =
+            (blocks * u64::from(units_per_block)) as f64 / logical_units as f64 - 1.0;
+        if effective_op - self.op > 0.05 + 0.25 * self.op {
+            return cfg(format!(
+                "capacity={} op={} does not fit whole blocks of {}: {blocks} blocks give \
+                 op={effective_op:.3}; use a capacity that is a multiple of the block size \
+                 or lower pages_per_block/page_size",
+                format_size(self.capacity_bytes),
+                self.op,
+                format_size(block_bytes)
+            ));
+        }
         let total_units = blocks * u64::from(units_per_block);
         if total_units >= u64::from(u32::MAX) || logical_units >= u64::from(u32::MAX) {
             return cfg(format!(
@@ -457,7 +488,7 @@ pub struct Geometry {
     pub units_per_block: u32,
     /// Flash pages per block.
     pub pages_per_block: u32,
-    /// Erase blocks in the device (a multiple of `pus`).
+    /// Erase blocks in the device (≥ `pus`).
     pub blocks: u32,
     /// Host-visible units.
     pub logical_units: u32,
