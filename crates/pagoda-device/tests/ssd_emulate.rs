@@ -1,0 +1,85 @@
+//! `latency=emulate` sanity checks at queue depth 1, with generous bounds (the machine is
+//! shared; sleeps overshoot). Performance figures live in `benches/ssd.rs`.
+
+use pagoda_device::ssd::Ssd;
+use pagoda_device::{BlockDevice, WriteHints, SECTOR_SIZE};
+use std::time::{Duration, Instant};
+
+fn dev(opts: &[(&str, &str)]) -> Ssd {
+    let mut all = vec![
+        ("capacity", "256MiB"),
+        ("op", "0.28"),
+        ("latency", "emulate"),
+        ("backing", "none"),
+        ("streams", "1"),
+    ];
+    all.extend_from_slice(opts);
+    Ssd::from_preset("sata-ssd", &all).expect("device")
+}
+
+fn mean_latency(n: u32, mut f: impl FnMut(u32)) -> Duration {
+    let t = Instant::now();
+    for i in 0..n {
+        f(i);
+    }
+    t.elapsed() / n
+}
+
+#[test]
+fn qd1_read_latency_is_near_the_nominal_figure() {
+    // Nominal: 5 µs command + 60 µs tR + 10.2 µs channel + 7.4 µs SATA link ≈ 83 µs.
+    let d = dev(&[]);
+    for l in 0..64 {
+        d.write_units(l * 97, 1, WriteHints::NORMAL).expect("write");
+    }
+    d.flush().expect("flush");
+    let mut buf = vec![0u8; SECTOR_SIZE];
+    let lat = mean_latency(64, |i| d.read(u64::from(i) * 97, &mut buf).expect("read"));
+    assert!(
+        lat >= Duration::from_micros(70) && lat < Duration::from_millis(2),
+        "QD1 read latency {lat:?}"
+    );
+    // Unwritten units need no flash read: much faster than a cell read.
+    let unmapped = mean_latency(64, |i| d.read(1 + u64::from(i) * 97, &mut buf).expect("read"));
+    assert!(unmapped < lat, "unmapped {unmapped:?} vs mapped {lat:?}");
+    assert!(d.stats().busy_time_us > 0);
+}
+
+#[test]
+fn qd1_write_latency_cache_vs_write_through() {
+    // With the cache a write is acknowledged after the link (≈ 12 µs); without it after the
+    // program (≈ 820 µs).
+    let cached = dev(&[]);
+    let wc = mean_latency(32, |i| {
+        cached
+            .write_units(u64::from(i) * 7, 1, WriteHints::NORMAL)
+            .expect("write");
+    });
+    let through = dev(&[("cache", "0")]);
+    let wt = mean_latency(16, |i| {
+        through
+            .write_units(u64::from(i) * 7, 1, WriteHints::NORMAL)
+            .expect("write");
+    });
+    assert!(wt >= Duration::from_micros(700), "write-through {wt:?}");
+    assert!(wt < Duration::from_millis(20), "write-through {wt:?}");
+    assert!(wc < wt / 4, "cached {wc:?} vs write-through {wt:?}");
+    // A flush waits for the programs still in flight.
+    let t = Instant::now();
+    cached.flush().expect("flush");
+    assert!(t.elapsed() < Duration::from_secs(1));
+}
+
+#[test]
+fn time_scale_shrinks_latency() {
+    let d = dev(&[("time_scale", "0.1"), ("cache", "0")]);
+    let lat = mean_latency(16, |i| {
+        d.write_units(u64::from(i), 1, WriteHints::NORMAL)
+            .expect("write");
+    });
+    // 820 µs modeled × 0.1.
+    assert!(
+        lat >= Duration::from_micros(70) && lat < Duration::from_millis(5),
+        "{lat:?}"
+    );
+}
