@@ -1,6 +1,7 @@
 //! SSD emulator benchmark (plain main, prints tables; ~1 minute).
 //!
-//! `cargo bench -p pagoda-device --bench ssd` — optional argument `quick` shortens every run.
+//! `cargo bench -p pagoda-device --bench ssd [-- quick] [-- only=a|b|c]` — `quick` shortens
+//! every run, `only=` picks sections.
 //! (a) count mode: host 4 KiB writes/s with GC active (op 0.28, uniform random, steady
 //!     state), single thread, via `write_units` and via `BlockDevice::write`;
 //! (b) emulate mode: QD1 read/write latency vs the preset's nominal figures;
@@ -211,11 +212,23 @@ fn throughput(quick: bool) {
 }
 
 fn main() {
-    let quick = std::env::args().any(|a| a == "quick");
+    let args: Vec<String> = std::env::args().collect();
+    let quick = args.iter().any(|a| a == "quick");
+    let only: Vec<&str> = args
+        .iter()
+        .filter_map(|a| a.strip_prefix("only="))
+        .collect();
+    let run = |s: &str| only.is_empty() || only.contains(&s);
     let t = Instant::now();
-    count_mode(quick);
-    qd1_latency(quick);
-    throughput(quick);
+    if run("a") {
+        count_mode(quick);
+    }
+    if run("b") {
+        qd1_latency(quick);
+    }
+    if run("c") {
+        throughput(quick);
+    }
     println!(
         "\n(total {:.1} s; shared machine, figures are noisy)",
         t.elapsed().as_secs_f64()

@@ -94,6 +94,12 @@ pub(crate) struct Ftl {
     pub bstream: Vec<u16>,
     pub state: Vec<BState>,
     pub closed_seq: Vec<u64>,
+    /// Highest sequence number programmed into each block (host or copyback): a block whose
+    /// maximum is at or below the watermark holds only durable units, so `supersede` needs no
+    /// OOB read (a cache miss) for it.
+    pub max_seq: Vec<u64>,
+    /// Scratch list of a GC victim's units to move (reused, no allocation per GC).
+    pub gc_buf: Vec<u32>,
     pub buckets: Buckets,
     free: Vec<VecDeque<u32>>,
     pub free_total: u32,
@@ -144,6 +150,8 @@ impl Ftl {
             bstream: vec![0; blocks],
             state: vec![BState::Free; blocks],
             closed_seq: vec![0; blocks],
+            max_seq: vec![0; blocks],
+            gc_buf: Vec::with_capacity(geo.units_per_block as usize),
             buckets: Buckets::new(geo.blocks, geo.units_per_block),
             free: vec![VecDeque::new(); geo.pus as usize],
             free_total: 0,
@@ -296,6 +304,7 @@ impl Ftl {
         self.store.erase(first, upb);
         self.valid[b as usize] = 0;
         self.written[b as usize] = 0;
+        self.max_seq[b as usize] = 0;
         self.erase_count[b as usize] += 1;
         self.state[b as usize] = BState::Free;
         self.free[(b % self.geo.pus) as usize].push_back(b);
@@ -321,7 +330,11 @@ impl Ftl {
 
     /// The unit `old` no longer holds the newest version of its LPN.
     fn supersede(&mut self, old: u32) {
-        if self.geo.cache_units > 0 && self.oob[old as usize].seq <= self.flushed_seq {
+        let b = (old / self.geo.units_per_block) as usize;
+        if self.geo.cache_units > 0
+            && (self.max_seq[b] <= self.flushed_seq
+                || self.oob[old as usize].seq <= self.flushed_seq)
+        {
             // Durable version replaced by an unflushed one: keep it until the next flush.
             self.pin(old);
         } else {
@@ -366,6 +379,7 @@ impl Ftl {
             self.store.write(ppn, chunk)?;
             let b = ppn / upb;
             self.valid[b as usize] += 1;
+            self.max_seq[b as usize] = seq;
             if let Some(t) = self.timing.as_mut() {
                 ack = ack.max(t.host_write_unit(b % self.geo.pus, t0));
             }

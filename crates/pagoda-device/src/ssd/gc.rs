@@ -138,19 +138,30 @@ impl Ftl {
         let stream = self.bstream[victim as usize];
         let first = victim * upb;
         let src_pu = self.pu_of_block(victim);
-        let mut moved = 0u64;
+        // Pass 1 collects the units to move without data-dependent branches, so the random
+        // L2P loads overlap; pass 2 moves them.
+        let mut buf = std::mem::take(&mut self.gc_buf);
+        buf.clear();
+        buf.resize(upb as usize, 0);
+        let mut k = 0;
         for ppn in first..first + self.written[victim as usize] {
             let lpn = self.oob[ppn as usize].lpn;
-            if lpn == NONE {
-                continue;
-            }
+            let mapped = if lpn == NONE {
+                NONE
+            } else {
+                self.l2p[lpn as usize]
+            };
+            buf[k] = ppn;
+            k += usize::from((mapped == ppn) | self.is_pinned(ppn));
+        }
+        buf.truncate(k);
+        for &ppn in &buf {
+            let lpn = self.oob[ppn as usize].lpn;
             let live = self.l2p[lpn as usize] == ppn;
             let pinned = self.is_pinned(ppn);
-            if !live && !pinned {
-                continue;
-            }
             let dst = self.gc_ppn(stream)?;
-            self.oob[dst as usize] = self.oob[ppn as usize];
+            let o = self.oob[ppn as usize];
+            self.oob[dst as usize] = o;
             self.store.relocate(ppn, dst)?;
             if live {
                 self.l2p[lpn as usize] = dst;
@@ -161,12 +172,15 @@ impl Ftl {
             }
             let db = dst / upb;
             self.valid[db as usize] += 1;
+            let m = &mut self.max_seq[db as usize];
+            *m = (*m).max(o.seq);
             if let Some(t) = self.timing.as_mut() {
                 t.copyback(src_pu, db % self.geo.pus);
             }
             self.after_program(db);
-            moved += 1;
         }
+        let moved = buf.len() as u64;
+        self.gc_buf = buf;
         self.erase(victim);
         let st = &mut self.stats;
         st.copybacks += moved;

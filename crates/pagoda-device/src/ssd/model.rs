@@ -52,6 +52,68 @@ pub fn greedy_waf(op: f64) -> f64 {
     a / (a + lambert_w0(-a * (-a).exp()))
 }
 
+/// Steady-state WAF of greedy GC with `units_per_block` units per block, from a mean-field
+/// (fluid) model of the block population, in the spirit of Van Houdt (SIGMETRICS'13) and the
+/// Markov models of Bux & Iliadis (2010): `n[v]` is the (real-valued) number of closed blocks
+/// with `v` valid units. One cycle removes one block's mass from the lowest non-empty buckets
+/// (the greedy victim, `v*` valid), and `b − v*` host writes each invalidate a uniformly random
+/// valid unit, moving mass `n[v]·v/W` per write from bucket `v` to `v − 1` (W = valid units);
+/// the refilled block enters bucket `b`. Iterated to its fixed point, `WAF = b / (b − v*)`.
+///
+/// Unlike the large-block formula this keeps the spread of valid counts among blocks of the
+/// same age (a death process per unit), which is what lets greedy find victims below the mean
+/// when blocks are small. For large `b` it converges to [`greedy_waf`].
+pub fn greedy_waf_finite(op: f64, units_per_block: u32) -> f64 {
+    let b = units_per_block as usize;
+    let bf = units_per_block as f64;
+    // 400 blocks of logical data; only ratios matter.
+    let logical_blocks = 400.0f64;
+    let mass = logical_blocks * (1.0 + op); // the mean-field limit: open blocks negligible
+    let mut n = vec![0.0f64; b + 1];
+    n[b] = logical_blocks;
+    n[0] = mass - logical_blocks;
+    let mut v_sum = 0.0;
+    let mut v_cnt = 0.0;
+    let cycles = (30.0 * mass) as usize;
+    for cycle in 0..cycles {
+        // Greedy victim: one block's mass from the bottom buckets.
+        let mut need = 1.0;
+        let mut victim_valid = 0.0;
+        for (v, nv) in n.iter_mut().enumerate() {
+            if need <= 0.0 {
+                break;
+            }
+            let take = nv.min(need);
+            *nv -= take;
+            need -= take;
+            victim_valid += take * v as f64;
+        }
+        let h = bf - victim_valid;
+        // h invalidations in a few Euler steps (each moves a small fraction of any bucket).
+        let steps = (h / 4.0).ceil().max(1.0) as usize;
+        let k = h / steps as f64;
+        for _ in 0..steps {
+            let w: f64 = n.iter().enumerate().map(|(v, nv)| v as f64 * nv).sum();
+            if w <= 0.0 {
+                break;
+            }
+            let mut carry = 0.0;
+            for v in (1..=b).rev() {
+                let out = (k * v as f64 * n[v] / w).min(n[v]);
+                n[v] = n[v] - out + carry;
+                carry = out;
+            }
+            n[0] += carry;
+        }
+        n[b] += 1.0;
+        if cycle >= cycles / 2 {
+            v_sum += victim_valid;
+            v_cnt += 1.0;
+        }
+    }
+    bf / (bf - v_sum / v_cnt)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -68,6 +130,18 @@ mod tests {
         }
         assert!((lambert_w0(1.0) - 0.567_143_290_409_783_8).abs() < 1e-12);
         assert!(lambert_w0(-1.0).is_nan());
+    }
+
+    #[test]
+    fn finite_model_is_below_and_converges_to_the_large_block_formula() {
+        for op in [0.07, 0.28] {
+            let f16 = greedy_waf_finite(op, 16);
+            let f64_ = greedy_waf_finite(op, 64);
+            let f256 = greedy_waf_finite(op, 256);
+            let large = greedy_waf(op);
+            assert!(f16 < f64_ && f64_ < f256 && f256 < large, "op {op}");
+            assert!((large - f256) / large < 0.04, "op {op}: {f256} vs {large}");
+        }
     }
 
     #[test]
