@@ -180,7 +180,7 @@ fn bad_requests_are_rejected() {
     ));
     assert!(matches!(
         d.write_units(u64::MAX, u64::MAX, WriteHints::NORMAL),
-        Err(_)
+        Err(DeviceError::OutOfRange { .. })
     ));
     // Atomic: misaligned start, crossing the 16 KiB unit, larger than the unit.
     let big = vec![2u8; 8 * SECTOR_SIZE];

@@ -88,8 +88,12 @@ impl Ssd {
     /// Fast path for synthetic workloads: writes `n` zero-filled 4 KiB units at `lpn` without
     /// a buffer (same FTL path, counters, timing and power-cut semantics as [`BlockDevice::write`]).
     pub fn write_units(&self, lpn: u64, n: u64, hints: WriteHints) -> Result<()> {
-        let bytes = usize::try_from(n.saturating_mul(SECTOR_SIZE as u64)).unwrap_or(usize::MAX);
-        check_io(&self.caps, lpn, bytes)?;
+        if n == 0 {
+            check_io(&self.caps, lpn, 0)?;
+        }
+        check_range(&self.caps, lpn, n)?;
+        // In range, so n ≤ capacity < 2³² units and the byte length fits.
+        let bytes = usize::try_from(n * SECTOR_SIZE as u64).unwrap_or(usize::MAX);
         check_hints(&self.caps, lpn, bytes, hints)?;
         self.do_write(lpn as u32, n as u32, hints, None)
     }

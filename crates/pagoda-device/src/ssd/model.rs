@@ -65,7 +65,7 @@ pub fn greedy_waf(op: f64) -> f64 {
 /// when blocks are small. For large `b` it converges to [`greedy_waf`].
 pub fn greedy_waf_finite(op: f64, units_per_block: u32) -> f64 {
     let b = units_per_block as usize;
-    let bf = units_per_block as f64;
+    let bf = f64::from(units_per_block);
     // 400 blocks of logical data; only ratios matter.
     let logical_blocks = 400.0f64;
     let mass = logical_blocks * (1.0 + op); // the mean-field limit: open blocks negligible
