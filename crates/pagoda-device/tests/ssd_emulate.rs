@@ -40,7 +40,9 @@ fn qd1_read_latency_is_near_the_nominal_figure() {
         "QD1 read latency {lat:?}"
     );
     // Unwritten units need no flash read: much faster than a cell read.
-    let unmapped = mean_latency(64, |i| d.read(1 + u64::from(i) * 97, &mut buf).expect("read"));
+    let unmapped = mean_latency(64, |i| {
+        d.read(1 + u64::from(i) * 97, &mut buf).expect("read")
+    });
     assert!(unmapped < lat, "unmapped {unmapped:?} vs mapped {lat:?}");
     assert!(d.stats().busy_time_us > 0);
 }

@@ -67,7 +67,10 @@ fn greedy_waf_matches_the_large_block_model() {
         // At 256 units/block the finite-block correction (−1…−3 %) and the ~3 blocks that
         // hold no garbage (+1…+3 %) nearly cancel; the finite model with both agrees too.
         let finite = greedy_waf_finite(eff - 3.0 / 1024.0, 256);
-        assert!((waf - finite).abs() / finite < 0.03, "op {op}: {waf} vs {finite}");
+        assert!(
+            (waf - finite).abs() / finite < 0.03,
+            "op {op}: {waf} vs {finite}"
+        );
     }
 }
 

@@ -239,7 +239,7 @@ impl BlockDevice for Ssd {
         let c = &self.cfg;
         format!(
             "{}(capacity={}, op={:.3}, streams={}, atomic={}, {}x{}x{} pus, {} blocks of {} units, \
-             page={}, gc={:?}, cache={}, latency={:?})",
+             page={}, stripe={}, gc={:?}, cache={}, latency={:?})",
             c.name,
             format_size(c.capacity_bytes),
             self.geo.effective_op(),
@@ -252,6 +252,7 @@ impl BlockDevice for Ssd {
             self.geo.blocks,
             self.geo.units_per_block,
             format_size(c.page_size_bytes as u64),
+            self.geo.stripe,
             c.gc,
             format_size(c.cache_bytes),
             c.latency,

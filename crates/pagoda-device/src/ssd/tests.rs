@@ -51,3 +51,43 @@ fn valid_counts_match_mapping_through_gc_flush_and_cut() {
     d.check_invariants();
     assert!(d.stats().gc_runs > 0, "the test must exercise GC");
 }
+
+/// Writes tagged stream k land only in blocks of stream k, GC copies included.
+#[test]
+fn streams_stay_separated_through_gc() {
+    let d = small(&[("streams", "3"), ("op", "0.5")]);
+    let n = d.caps().capacity_sectors;
+    let mut x = 7u64;
+    for _ in 0..30_000u64 {
+        x = x
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        // Stream = lpn % 3, with a skewed (hot) choice of lpn so GC is busy in all streams.
+        let lpn = if x >> 63 == 0 {
+            (x >> 20) % (n / 8)
+        } else {
+            (x >> 20) % n
+        };
+        d.write_units(lpn, 1, WriteHints::stream((lpn % 3) as u16))
+            .expect("write");
+    }
+    let f = d.ftl.lock();
+    assert!(f.stats.gc_runs > 100);
+    let upb = f.geo.units_per_block;
+    for b in 0..f.geo.blocks {
+        for ppn in b * upb..b * upb + f.written[b as usize] {
+            let lpn = f.oob[ppn as usize].lpn;
+            if lpn != NONE {
+                assert_eq!(
+                    u32::from(f.bstream[b as usize]),
+                    lpn % 3,
+                    "block {b} of stream {} holds unit {lpn}",
+                    f.bstream[b as usize]
+                );
+            }
+        }
+    }
+    for s in &f.stats.streams {
+        assert!(s.gc_runs > 0 && s.copybacks > 0, "{s:?}");
+    }
+}
