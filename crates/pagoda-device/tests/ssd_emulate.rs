@@ -34,14 +34,16 @@ fn qd1_read_latency_is_near_the_nominal_figure() {
     }
     d.flush().expect("flush");
     let mut buf = vec![0u8; SECTOR_SIZE];
-    let lat = mean_latency(64, |i| d.read(u64::from(i) * 97, &mut buf).expect("read"));
+    let lat = mean_latency(64, |i| {
+        d.read(u64::from(i) * 97, &mut buf).expect("read");
+    });
     assert!(
         lat >= Duration::from_micros(70) && lat < Duration::from_millis(2),
         "QD1 read latency {lat:?}"
     );
     // Unwritten units need no flash read: much faster than a cell read.
     let unmapped = mean_latency(64, |i| {
-        d.read(1 + u64::from(i) * 97, &mut buf).expect("read")
+        d.read(1 + u64::from(i) * 97, &mut buf).expect("read");
     });
     assert!(unmapped < lat, "unmapped {unmapped:?} vs mapped {lat:?}");
     assert!(d.stats().busy_time_us > 0);
