@@ -155,7 +155,40 @@ impl Ftl {
             k += usize::from((mapped == ppn) | self.is_pinned(ppn));
         }
         buf.truncate(k);
-        for &ppn in &buf {
+        let moved = self.relocate_all(&buf, stream, src_pu);
+        if let Err(e) = moved {
+            // Cannot happen while GC keeps free blocks above its low mark; stay consistent
+            // anyway: the victim goes back to the closed blocks with its true valid count.
+            let v = (first..first + upb)
+                .filter(|&p| {
+                    let l = self.oob[p as usize].lpn;
+                    (l != NONE && self.l2p[l as usize] == p) || self.is_pinned(p)
+                })
+                .count() as u32;
+            self.valid[victim as usize] = v;
+            self.state[victim as usize] = BState::Closed;
+            self.buckets.insert(victim, v);
+            self.gc_buf = buf;
+            return Err(e);
+        }
+        let moved = buf.len() as u64;
+        self.gc_buf = buf;
+        self.erase(victim);
+        let st = &mut self.stats;
+        st.copybacks += moved;
+        st.flash_reads += moved;
+        st.flash_programs += moved;
+        st.gc_runs += 1;
+        let ss = &mut st.streams[usize::from(stream)];
+        ss.copybacks += moved;
+        ss.gc_runs += 1;
+        Ok(())
+    }
+
+    /// Moves the units `buf` to `stream`'s GC write point.
+    fn relocate_all(&mut self, buf: &[u32], stream: u16, src_pu: u32) -> Result<()> {
+        let upb = self.geo.units_per_block;
+        for &ppn in buf {
             let lpn = self.oob[ppn as usize].lpn;
             let live = self.l2p[lpn as usize] == ppn;
             let pinned = self.is_pinned(ppn);
@@ -179,17 +212,6 @@ impl Ftl {
             }
             self.after_program(db);
         }
-        let moved = buf.len() as u64;
-        self.gc_buf = buf;
-        self.erase(victim);
-        let st = &mut self.stats;
-        st.copybacks += moved;
-        st.flash_reads += moved;
-        st.flash_programs += moved;
-        st.gc_runs += 1;
-        let ss = &mut st.streams[usize::from(stream)];
-        ss.copybacks += moved;
-        ss.gc_runs += 1;
         Ok(())
     }
 }

@@ -33,8 +33,7 @@ use crate::{
 use ftl::{Ftl, NONE};
 use parking_lot::Mutex;
 
-/// An emulated flash SSD.
-#[derive(Debug)]
+/// An emulated flash SSD. See the module documentation for the model.
 pub struct Ssd {
     cfg: SsdConfig,
     geo: Geometry,
@@ -125,6 +124,13 @@ impl Ssd {
     #[cfg(test)]
     fn check_invariants(&self) {
         self.ftl.lock().check_invariants();
+    }
+}
+
+impl std::fmt::Debug for Ssd {
+    // The FTL tables are large; show the configuration instead.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.describe())
     }
 }
 

@@ -16,7 +16,7 @@
 
 use super::ftl::{BState, Ftl, Kind, NONE};
 use crate::PowerCutReport;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 fn mix(mut z: u64) -> u64 {
     // splitmix64 finaliser
@@ -97,8 +97,10 @@ impl Ftl {
     fn spor(&mut self) -> HashMap<u64, u32> {
         let wm = self.flushed_seq;
         let mut groups: HashMap<u64, u32> = HashMap::new();
+        let mut seen: HashSet<u64> = HashSet::new();
         for o in &self.oob {
-            if o.lpn != NONE && o.group_n > 0 && o.seq > wm {
+            // `seen`: a member present twice (a copy whose source was not erased yet) counts once.
+            if o.lpn != NONE && o.group_n > 0 && o.seq > wm && seen.insert(o.seq) {
                 *groups.entry(o.seq - u64::from(o.group_idx)).or_default() += 1;
             }
         }
