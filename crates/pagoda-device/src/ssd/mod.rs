@@ -1,15 +1,45 @@
 //! Emulated flash SSD: NAND geometry, page-mapping FTL, GC, streams, atomic writes, power cut + SPOR.
 //!
-//! * [`config`] — presets (`sata-ssd`, `nvme-ssd`), `key=value` options, geometry checks.
-//! * [`ftl`](self) — flat L2P over 4 KiB units, OOB per physical unit, write points per stream,
-//!   volatile-cache bookkeeping; [`gc`](self) — greedy (bucketed) or cost-benefit victims;
-//!   `spor` — power cut and recovery from OOB; `timing` — channel/die timelines.
-//! * [`synth`] — synthetic workloads (precondition, uniform / hot-cold / sequential).
-//! * [`model`] — analytic WAF of greedy GC (Hu et al., Desnoyers) for comparison.
+//! # Model
+//! * **Geometry** ([`config`]): channels × dies × planes parallel units (PUs); erase blocks of
+//!   `pages_per_block` flash pages of `page_size` (a page holds `page_size / 4 KiB` mapping
+//!   units) with `spare` OOB bytes per page. The block count is derived from `capacity` and
+//!   `op`; blocks are spread round-robin over the PUs. Presets `sata-ssd` and `nvme-ssd`
+//!   document their figures and sources on [`SsdConfig::preset`].
+//! * **FTL** (`ftl`): page mapping on 4 KiB units — flat `Vec<u32>` L2P, 16-byte OOB per
+//!   physical unit (LPN, sequence number, atomic group size/index) which also serves as P2L
+//!   (a unit is live iff `l2p[oob.lpn] == ppn`), per-block valid/written/erase counts. Each
+//!   stream has `stripe` host write points (round-robin over PUs, for parallelism) and one GC
+//!   write point. Free blocks sit in FIFO lists per PU, so erases rotate over all blocks
+//!   (simple dynamic wear levelling); erase counts are lifetime figures (not reset by
+//!   `reset_stats`).
+//! * **GC** (`gc`): when free blocks fall below `gc_low`, victims are collected until
+//!   `gc_high`. Greedy takes the closed block with the fewest valid units from valid-count
+//!   buckets (intrusive lists, O(1) amortized, no scan); cost-benefit scans all blocks
+//!   (O(blocks) per victim). A victim's valid units go to the GC write point of the victim's
+//!   own stream, carrying their OOB (sequence number included), so streams never mix.
+//! * **Volatile cache, power cut, SPOR** (`ftl`, `spor`): writes are programmed at once but
+//!   are only guaranteed durable after `flush` (or after the device drains by itself once more
+//!   than `cache` bytes are unflushed). A power cut decides per unflushed 4 KiB unit, from the
+//!   seed, whether its program completed; durable versions superseded by unflushed writes are
+//!   kept ("pinned") until the next flush, so every unit reads old or new. Recovery rebuilds
+//!   the mapping only from OOB, the trim journal and the flushed sequence watermark: newest
+//!   sequence number per LPN wins, atomic groups newer than the watermark only if complete.
+//! * **Time** (`timing`): `latency=count` returns at once (busy time is then estimated as
+//!   nominal work spread over the PUs); `latency=emulate` reserves link, channel and PU time
+//!   per request under the lock, releases it and sleeps until the modeled completion
+//!   ([`crate::clock::EmuClock`], `time_scale`), so concurrent requests overlap on different
+//!   PUs. GC copybacks and erases occupy PUs too.
 //!
-//! All FTL state sits behind one `parking_lot::Mutex`. In emulate mode a request computes its
-//! completion time under the lock (reserving link, channel and die time) and sleeps after
-//! releasing it, so concurrent requests overlap on different dies.
+//! # Limits
+//! * Open blocks (stripe × streams + streams) may use at most half of the spare blocks, so GC
+//!   can always find a victim; small devices therefore stripe over fewer PUs (see
+//!   `describe()`), which lowers emulated write throughput. Use a larger `capacity` (with
+//!   `backing=none`) for throughput studies.
+//! * Up to 2³² − 2 physical units (about 16 TiB of flash).
+//!
+//! Sub-modules: [`config`] (presets, keys, geometry), [`synth`] (synthetic workloads),
+//! [`model`] (analytic WAF of greedy GC).
 
 mod backing;
 pub mod config;
