@@ -357,9 +357,17 @@ impl Ftl {
         let mut ack = t0;
         let upb = self.geo.units_per_block;
         for i in 0..n {
-            let ppn = self.host_ppn(stream)?;
             let l = lpn + i;
-            let old = self.l2p[l as usize];
+            // Load the (usually cache-missing) L2P entry before allocating, so the miss overlaps
+            // with the allocation; reload only if GC ran and may have moved the unit.
+            let early = self.l2p[l as usize];
+            let gc_before = self.stats.gc_runs;
+            let ppn = self.host_ppn(stream)?;
+            let old = if self.stats.gc_runs == gc_before {
+                early
+            } else {
+                self.l2p[l as usize]
+            };
             if old != NONE {
                 self.supersede(old);
             }
