@@ -41,11 +41,13 @@ fn qd1_read_latency_is_near_the_nominal_figure() {
         lat >= Duration::from_micros(70) && lat < Duration::from_millis(2),
         "QD1 read latency {lat:?}"
     );
-    // Unwritten units need no flash read: much faster than a cell read.
+    // Unwritten units need no flash read (wall-clock comparisons would be flaky on a shared
+    // machine, so check the counter and a generous bound).
     let unmapped = mean_latency(64, |i| {
         d.read(1 + u64::from(i) * 97, &mut buf).expect("read");
     });
-    assert!(unmapped < lat, "unmapped {unmapped:?} vs mapped {lat:?}");
+    assert!(unmapped < Duration::from_millis(2), "unmapped {unmapped:?}");
+    assert_eq!(d.stats().flash_reads, 64);
     assert!(d.stats().busy_time_us > 0);
 }
 
