@@ -77,6 +77,11 @@ fn params(rng: &mut SmallRng, file: Option<&std::path::Path>) -> Params {
         "gc",
         ["greedy", "cost-benefit"][rng.gen_range(0..2)].into(),
     );
+    // Some runs go through the emulate-mode timing path too (time compressed to nothing).
+    if rng.gen_range(0..4) == 0 {
+        set(&mut cfg, "latency", "emulate".into());
+        set(&mut cfg, "time_scale", "0.000001".into());
+    }
     if let Some(p) = file {
         set(&mut cfg, "backing", p.display().to_string());
     }
