@@ -62,7 +62,7 @@ pub struct SsdConfig {
     pub atomic_unit_bytes: Option<usize>,
     /// Key `latency=count|emulate`.
     pub latency: LatencyMode,
-    /// Real time = modeled time × `time_scale` (> 0). Key `time_scale`.
+    /// Real time = modeled time × `time_scale`, in `1e-9..=1000`. Key `time_scale`.
     pub time_scale: f64,
     /// Key `backing=ram|none|PATH`.
     pub backing: Backing,
@@ -299,9 +299,9 @@ impl SsdConfig {
                 ));
             }
         }
-        if !(self.time_scale.is_finite() && self.time_scale > 0.0) {
+        if !(self.time_scale.is_finite() && (1e-9..=1e3).contains(&self.time_scale)) {
             return cfg(format!(
-                "time_scale={} must be a positive number",
+                "time_scale={} is out of range; use 1e-9..=1000 (1 = real time)",
                 self.time_scale
             ));
         }

@@ -119,6 +119,18 @@ pub(crate) struct Ftl {
     pub timing: Option<Timeline>,
 }
 
+fn alloc<T: Clone>(n: usize, v: T) -> Result<Vec<T>> {
+    let mut out = Vec::new();
+    out.try_reserve_exact(n).map_err(|_| {
+        DeviceError::config(format!(
+            "cannot allocate the FTL tables ({n} entries of {} bytes); lower capacity",
+            std::mem::size_of::<T>()
+        ))
+    })?;
+    out.resize(n, v);
+    Ok(out)
+}
+
 pub(crate) fn fresh_stats(streams: u16) -> DeviceStats {
     DeviceStats {
         streams: (0..streams)
@@ -132,17 +144,21 @@ pub(crate) fn fresh_stats(streams: u16) -> DeviceStats {
 }
 
 impl Ftl {
-    pub(crate) fn new(cfg: &SsdConfig, geo: Geometry, store: Store) -> Self {
+    pub(crate) fn new(cfg: &SsdConfig, geo: Geometry, store: Store) -> Result<Self> {
         let blocks = geo.blocks as usize;
         let streams = cfg.streams;
+        // The big tables are allocated fallibly: a device too large for RAM is a typed error.
+        let l2p = alloc(geo.logical_units as usize, NONE)?;
+        let oob = alloc(geo.physical_units() as usize, Oob::ERASED)?;
+        let pinned = alloc((geo.physical_units() as usize).div_ceil(64), 0u64)?;
         let mut ftl = Self {
             geo,
             policy: cfg.gc,
             gc_low: cfg.gc_low_blocks,
             gc_high: cfg.gc_high_blocks,
-            l2p: vec![NONE; geo.logical_units as usize],
-            oob: vec![Oob::ERASED; geo.physical_units() as usize],
-            pinned: vec![0; (geo.physical_units() as usize).div_ceil(64)],
+            l2p,
+            oob,
+            pinned,
             pin_list: Vec::new(),
             valid: vec![0; blocks],
             written: vec![0; blocks],
@@ -174,7 +190,7 @@ impl Ftl {
             },
         };
         ftl.rebuild_free_lists();
-        ftl
+        Ok(ftl)
     }
 
     pub(crate) fn pu_of_block(&self, b: u32) -> u32 {

@@ -77,7 +77,7 @@ impl Ssd {
     pub fn new(cfg: SsdConfig) -> Result<Self> {
         let geo = cfg.geometry()?;
         let store = backing::Store::open(&cfg.backing, geo.physical_units())?;
-        let ftl = Ftl::new(&cfg, geo, store);
+        let ftl = Ftl::new(&cfg, geo, store)?;
         let caps = Capabilities {
             sector_size: SECTOR_SIZE,
             capacity_sectors: u64::from(geo.logical_units),
