@@ -485,11 +485,21 @@ impl Ftl {
     }
 
     /// Drops journal records whose units were all rewritten since (a newer, durable version
-    /// wins over the old copies by sequence number anyway).
+    /// wins over the old copies by sequence number anyway). Repeats of the same range keep only
+    /// the newest record, so repeatedly trimming the same unwritten space does not grow the
+    /// journal; it stays bounded by the distinct ranges.
     fn prune_trims(&mut self) {
         let l2p = &self.l2p;
         self.trims
             .retain(|t| (t.lpn..t.lpn + t.n).any(|l| l2p[l as usize] == NONE));
+        let mut newest: std::collections::HashMap<(u32, u32), u64> =
+            std::collections::HashMap::new();
+        for t in &self.trims {
+            let e = newest.entry((t.lpn, t.n)).or_insert(t.seq);
+            *e = (*e).max(t.seq);
+        }
+        self.trims
+            .retain(|t| newest.get(&(t.lpn, t.n)) == Some(&t.seq));
         self.trims_after_prune = self.trims.len();
     }
 
