@@ -107,7 +107,7 @@ pub(crate) struct Ftl {
     host_wp: Vec<u32>,
     host_wp_allocs: Vec<u32>,
     rr: Vec<u32>,
-    gc_wp: Vec<u32>,
+    pub gc_wp: Vec<u32>,
     pub next_seq: u64,
     pub flushed_seq: u64,
     pub unflushed: Vec<Unflushed>,
@@ -283,23 +283,16 @@ impl Ftl {
         Ok(ppn)
     }
 
-    /// Next physical unit of `stream`'s GC write point (never triggers GC).
-    pub(crate) fn gc_ppn(&mut self, stream: u16) -> Result<u32> {
+    /// The open GC block of `stream`, allocated if needed (never triggers GC).
+    pub(crate) fn gc_block(&mut self, stream: u16) -> Result<u32> {
         let s = usize::from(stream);
-        let mut b = self.gc_wp[s];
-        if b == NONE {
+        if self.gc_wp[s] == NONE {
             let pref = (0..self.free.len())
                 .max_by_key(|&i| self.free[i].len())
                 .unwrap_or(0) as u32;
-            b = self.take_free(pref, stream)?;
-            self.gc_wp[s] = b;
+            self.gc_wp[s] = self.take_free(pref, stream)?;
         }
-        let ppn = b * self.geo.units_per_block + self.written[b as usize];
-        self.written[b as usize] += 1;
-        if self.written[b as usize] == self.geo.units_per_block {
-            self.gc_wp[s] = NONE;
-        }
-        Ok(ppn)
+        Ok(self.gc_wp[s])
     }
 
     /// After a unit of block `b` was programmed and counted valid: close the block when full.

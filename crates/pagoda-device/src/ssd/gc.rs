@@ -185,32 +185,47 @@ impl Ftl {
         Ok(())
     }
 
-    /// Moves the units `buf` to `stream`'s GC write point.
+    /// Moves the units `buf` to `stream`'s GC write point, a block-sized run at a time.
     fn relocate_all(&mut self, buf: &[u32], stream: u16, src_pu: u32) -> Result<()> {
         let upb = self.geo.units_per_block;
-        for &ppn in buf {
-            let lpn = self.oob[ppn as usize].lpn;
-            let live = self.l2p[lpn as usize] == ppn;
-            let pinned = self.is_pinned(ppn);
-            let dst = self.gc_ppn(stream)?;
-            let o = self.oob[ppn as usize];
-            self.oob[dst as usize] = o;
-            self.store.relocate(ppn, dst)?;
-            if live {
-                self.l2p[lpn as usize] = dst;
+        let mut i = 0;
+        while i < buf.len() {
+            let db = self.gc_block(stream)?;
+            let w = self.written[db as usize];
+            let k = ((upb - w) as usize).min(buf.len() - i);
+            let base = db * upb + w;
+            let mut max_seq = self.max_seq[db as usize];
+            for (j, &ppn) in buf[i..i + k].iter().enumerate() {
+                let dst = base + j as u32;
+                if let Err(e) = self.store.relocate(ppn, dst) {
+                    // Keep the block's counts true to what was moved so far.
+                    self.max_seq[db as usize] = max_seq;
+                    self.written[db as usize] += j as u32;
+                    self.valid[db as usize] += j as u32;
+                    return Err(e);
+                }
+                let o = self.oob[ppn as usize];
+                self.oob[dst as usize] = o;
+                max_seq = max_seq.max(o.seq);
+                if self.l2p[o.lpn as usize] == ppn {
+                    self.l2p[o.lpn as usize] = dst;
+                }
+                if self.is_pinned(ppn) {
+                    self.unpin_bit(ppn);
+                    self.pin(dst);
+                }
+                if let Some(t) = self.timing.as_mut() {
+                    t.copyback(src_pu, db % self.geo.pus);
+                }
             }
-            if pinned {
-                self.unpin_bit(ppn);
-                self.pin(dst);
+            self.max_seq[db as usize] = max_seq;
+            self.written[db as usize] += k as u32;
+            self.valid[db as usize] += k as u32;
+            if self.written[db as usize] == upb {
+                self.gc_wp[usize::from(stream)] = NONE;
+                self.after_program(db);
             }
-            let db = dst / upb;
-            self.valid[db as usize] += 1;
-            let m = &mut self.max_seq[db as usize];
-            *m = (*m).max(o.seq);
-            if let Some(t) = self.timing.as_mut() {
-                t.copyback(src_pu, db % self.geo.pus);
-            }
-            self.after_program(db);
+            i += k;
         }
         Ok(())
     }
