@@ -1,1 +1,8 @@
-//! placeholder
+//! pagoda's workload lab (docs to be completed).
+#![cfg_attr(test, allow(clippy::unwrap_used))]
+
+pub mod dist;
+pub mod driver;
+pub mod error;
+pub mod report;
+pub mod store;
