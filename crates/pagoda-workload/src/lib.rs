@@ -6,3 +6,4 @@ pub mod driver;
 pub mod error;
 pub mod report;
 pub mod store;
+pub mod ycsb;

@@ -155,13 +155,7 @@ fn missing(table: &str) -> StoreError {
     ))
 }
 
-fn scan_table(
-    t: &Table,
-    start: &[u8],
-    end: Option<&[u8]>,
-    limit: usize,
-    reverse: bool,
-) -> Rows {
+fn scan_table(t: &Table, start: &[u8], end: Option<&[u8]>, limit: usize, reverse: bool) -> Rows {
     if let Some(e) = end {
         if e <= start {
             return Vec::new();
