@@ -5,6 +5,7 @@ pub mod codec;
 pub mod dist;
 pub mod driver;
 pub mod error;
+pub mod linkbench;
 pub mod report;
 pub mod store;
 pub mod tpcc;

@@ -1,0 +1,792 @@
+//! LinkBench: a social-graph store of nodes and typed links with per-(id1, type) counts.
+//!
+//! Tables (keys big-endian):
+//! - `lb_node`: `id` → type, version, time, data.
+//! - `lb_link`: `(id1, link_type, id2)` → visibility, version, time, data.
+//! - `lb_link_time`: `(id1, link_type, time, id2)` → version, data — a covering index of the
+//!   *visible* links, so `getlinklist` is one reverse range scan (newest first).
+//! - `lb_count`: `(id1, link_type)` → count of visible links, version, time.
+//!
+//! Deleting a link hides it (visibility 0) and removes it from the time index; adding it again
+//! makes it visible. Times are microseconds since the epoch, made strictly increasing per run.
+
+mod degree_table;
+pub mod graph;
+pub mod mix;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use serde::Serialize;
+
+use crate::codec::{Dec, Enc};
+use crate::dist::{lognormal_size, Zipfian};
+use crate::driver::{
+    self, DriverConfig, Finish, LoadReport, OpStatus, ProgressFn, TxnRunner, Worker, Workload,
+};
+use crate::error::{ConfigError, WorkloadError};
+use crate::report::RunReport;
+use crate::store::{prefix_end, Store, StoreError, StoreTxn};
+use graph::Graph;
+pub use mix::{LinkMix, SEED_001_REQUESTS};
+
+/// Node table.
+pub const NODE: &str = "lb_node";
+/// Link table.
+pub const LINK: &str = "lb_link";
+/// Visible links by time.
+pub const LINK_TIME: &str = "lb_link_time";
+/// Link counts.
+pub const COUNT: &str = "lb_count";
+
+/// Operation names in report order (LinkBench's names), matching [`mix::REQUESTS`].
+pub const OP_NAMES: [&str; 10] = [
+    "ADD_LINK",
+    "DELETE_LINK",
+    "UPDATE_LINK",
+    "COUNT_LINK",
+    "MULTIGET_LINK",
+    "GET_LINKS_LIST",
+    "GET_NODE",
+    "ADD_NODE",
+    "UPDATE_NODE",
+    "DELETE_NODE",
+];
+
+/// Zipf exponents of LinkBench's default access distributions.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Skew {
+    /// Link reads (countlink, getlink, getlinklist): 0.8.
+    pub link_read: f64,
+    /// Link writes (addlink, deletelink, updatelink): 0.741.
+    pub link_write: f64,
+    /// Node reads: 0.625.
+    pub node_read: f64,
+    /// Node updates: 0.606. Node deletes are uniform.
+    pub node_update: f64,
+}
+
+impl Default for Skew {
+    fn default() -> Self {
+        Skew {
+            link_read: 0.8,
+            link_write: 0.741,
+            node_read: 0.625,
+            node_update: 0.606,
+        }
+    }
+}
+
+/// LinkBench parameters.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LinkbenchConfig {
+    /// Nodes loaded (`--nodes`, default 10,000,000).
+    pub nodes: u64,
+    /// Request mix (`--mix`).
+    pub mix: LinkMix,
+    /// Access skew.
+    pub skew: Skew,
+    /// Link types (2).
+    pub link_types: u32,
+    /// `getlinklist` limit (10,000).
+    pub max_link_list: usize,
+    /// Median link payload (8 B), σ 1.0, at most 254 B.
+    pub link_data_median: f64,
+    /// Largest link payload.
+    pub link_data_max: usize,
+    /// Median node payload (128 B), σ 1.0.
+    pub node_data_median: f64,
+    /// Largest node payload (not in LinkBench; keeps a value well under a page).
+    pub node_data_max: usize,
+    /// σ of the log-normal payload sizes.
+    pub data_sigma: f64,
+    /// Nodes per load unit (one transaction per unit's nodes, links and counts).
+    pub load_nodes_per_txn: u64,
+}
+
+impl LinkbenchConfig {
+    /// LinkBench's defaults with `nodes` nodes and the given mix.
+    pub fn new(nodes: u64, mix: LinkMix) -> Self {
+        LinkbenchConfig {
+            nodes,
+            mix,
+            skew: Skew::default(),
+            link_types: 2,
+            max_link_list: 10_000,
+            link_data_median: 8.0,
+            link_data_max: 254,
+            node_data_median: 128.0,
+            node_data_max: 8192,
+            data_sigma: 1.0,
+            load_nodes_per_txn: 100,
+        }
+    }
+
+    /// Rejects parameters that cannot run, before any work.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.nodes < 2 {
+            return Err(ConfigError::OutOfRange {
+                what: "--nodes",
+                value: self.nodes.to_string(),
+                fix: "load at least 2 nodes (LinkBench's default is 10000000)".to_string(),
+            });
+        }
+        if self.nodes > 1 << 40 {
+            return Err(ConfigError::OutOfRange {
+                what: "--nodes",
+                value: self.nodes.to_string(),
+                fix: "use at most 2^40 nodes".to_string(),
+            });
+        }
+        self.mix.validate()?;
+        if self.link_types == 0 {
+            return Err(ConfigError::Zero {
+                what: "link types",
+                fix: "use at least 1 link type (LinkBench uses 2)",
+            });
+        }
+        if self.max_link_list == 0 || self.load_nodes_per_txn == 0 {
+            return Err(ConfigError::Zero {
+                what: "getlinklist limit or load batch",
+                fix: "use positive values (10000 and 100 by default)",
+            });
+        }
+        if self.link_data_max == 0 || self.node_data_max == 0 || self.link_data_max > 65_535 {
+            return Err(ConfigError::OutOfRange {
+                what: "payload maximum",
+                value: format!("link {} / node {}", self.link_data_max, self.node_data_max),
+                fix: "use 1..=65535 bytes for links and at least 1 for nodes".to_string(),
+            });
+        }
+        for (what, v) in [
+            ("link read skew", self.skew.link_read),
+            ("link write skew", self.skew.link_write),
+            ("node read skew", self.skew.node_read),
+            ("node update skew", self.skew.node_update),
+        ] {
+            if !(v > 0.0 && v < 1.0) {
+                return Err(ConfigError::OutOfRange {
+                    what,
+                    value: v.to_string(),
+                    fix: "use a zipf exponent in (0, 1)".to_string(),
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
+// ---- keys and rows ----
+
+fn node_key(id: u64) -> Vec<u8> {
+    id.to_be_bytes().to_vec()
+}
+
+fn count_key(id1: u64, t: u32) -> Vec<u8> {
+    let mut k = Vec::with_capacity(12);
+    k.extend_from_slice(&id1.to_be_bytes());
+    k.extend_from_slice(&t.to_be_bytes());
+    k
+}
+
+fn link_key(id1: u64, t: u32, id2: u64) -> Vec<u8> {
+    let mut k = count_key(id1, t);
+    k.extend_from_slice(&id2.to_be_bytes());
+    k
+}
+
+fn link_time_key(id1: u64, t: u32, time: u64, id2: u64) -> Vec<u8> {
+    let mut k = count_key(id1, t);
+    k.extend_from_slice(&time.to_be_bytes());
+    k.extend_from_slice(&id2.to_be_bytes());
+    k
+}
+
+/// A node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Node {
+    /// Node type.
+    pub node_type: u32,
+    /// Version, bumped by updates.
+    pub version: u64,
+    /// Last write time.
+    pub time: u64,
+    /// Payload.
+    pub data: Vec<u8>,
+}
+
+impl Node {
+    fn encode(&self) -> Vec<u8> {
+        let mut e = Enc::new();
+        e.u32(self.node_type)
+            .u64(self.version)
+            .u64(self.time)
+            .bytes32(&self.data);
+        e.finish()
+    }
+    fn decode(b: &[u8]) -> Result<Self, StoreError> {
+        let mut d = Dec::new(b, NODE);
+        let n = Node {
+            node_type: d.u32()?,
+            version: d.u64()?,
+            time: d.u64()?,
+            data: d.bytes32()?,
+        };
+        d.end()?;
+        Ok(n)
+    }
+}
+
+/// A link.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Link {
+    /// 1 visible, 0 hidden.
+    pub visibility: u8,
+    /// Version, bumped by updates.
+    pub version: u64,
+    /// Last write time (its position in the time index).
+    pub time: u64,
+    /// Payload.
+    pub data: Vec<u8>,
+}
+
+impl Link {
+    fn encode(&self) -> Vec<u8> {
+        let mut e = Enc::new();
+        e.u8(self.visibility)
+            .u64(self.version)
+            .u64(self.time)
+            .bytes16(&self.data);
+        e.finish()
+    }
+    fn decode(b: &[u8]) -> Result<Self, StoreError> {
+        let mut d = Dec::new(b, LINK);
+        let l = Link {
+            visibility: d.u8()?,
+            version: d.u64()?,
+            time: d.u64()?,
+            data: d.bytes16()?,
+        };
+        d.end()?;
+        Ok(l)
+    }
+    fn index_value(&self) -> Vec<u8> {
+        let mut e = Enc::new();
+        e.u64(self.version).bytes16(&self.data);
+        e.finish()
+    }
+}
+
+fn encode_count(count: u64, version: u64, time: u64) -> Vec<u8> {
+    let mut e = Enc::new();
+    e.u64(count).u64(version).u64(time);
+    e.finish()
+}
+
+fn decode_count(b: &[u8]) -> Result<(u64, u64, u64), StoreError> {
+    let mut d = Dec::new(b, COUNT);
+    let r = (d.u64()?, d.u64()?, d.u64()?);
+    d.end()?;
+    Ok(r)
+}
+
+fn payload(rng: &mut SmallRng, median: f64, sigma: f64, max: usize) -> Vec<u8> {
+    let n = lognormal_size(rng, median, sigma, max);
+    (0..n).map(|_| rng.gen_range(b'a'..=b'z')).collect()
+}
+
+/// Strictly increasing microsecond timestamps.
+#[derive(Debug)]
+struct Clock(AtomicU64);
+
+impl Clock {
+    fn new() -> Self {
+        Clock(AtomicU64::new(0))
+    }
+    fn tick(&self) -> u64 {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX));
+        let mut prev = self.0.load(Ordering::Relaxed);
+        loop {
+            let next = now.max(prev + 1);
+            match self
+                .0
+                .compare_exchange_weak(prev, next, Ordering::Relaxed, Ordering::Relaxed)
+            {
+                Ok(_) => return next,
+                Err(p) => prev = p,
+            }
+        }
+    }
+}
+
+// ---- load ----
+
+/// Creates the four tables.
+pub fn create_tables(store: &dyn Store) -> Result<(), WorkloadError> {
+    for t in [NODE, LINK, LINK_TIME, COUNT] {
+        store
+            .create_table(t)
+            .map_err(|e| WorkloadError::store(format!("creating table {t}"), e))?;
+    }
+    Ok(())
+}
+
+/// Loads `cfg.nodes` nodes with their links and counts, `threads` loader threads.
+pub fn load(
+    store: &dyn Store,
+    cfg: &LinkbenchConfig,
+    threads: usize,
+    seed: u64,
+    progress: Option<ProgressFn<'_>>,
+) -> Result<LoadReport, WorkloadError> {
+    cfg.validate()?;
+    create_tables(store)?;
+    let graph = Graph::new(cfg.nodes);
+    let clock = Clock::new();
+    let per = cfg.load_nodes_per_txn;
+    let units = cfg.nodes.div_ceil(per);
+    let unit = |u: u64, txns: &mut TxnRunner| -> Result<u64, WorkloadError> {
+        let mut rng = SmallRng::seed_from_u64(driver::thread_seed(seed, u as usize));
+        let first = u * per + 1;
+        let last = (first + per - 1).min(cfg.nodes);
+        let mut rows: Vec<(&'static str, Vec<u8>, Vec<u8>)> = Vec::new();
+        for id1 in first..=last {
+            let time = clock.tick();
+            let node = Node {
+                node_type: 1,
+                version: 0,
+                time,
+                data: payload(
+                    &mut rng,
+                    cfg.node_data_median,
+                    cfg.data_sigma,
+                    cfg.node_data_max,
+                ),
+            };
+            rows.push((NODE, node_key(id1), node.encode()));
+            let mut counts = vec![0u64; cfg.link_types as usize];
+            for j in 0..graph.degree(id1) {
+                let (t, id2) = graph.link(id1, j, cfg.link_types);
+                let link = Link {
+                    visibility: 1,
+                    version: 0,
+                    time: clock.tick(),
+                    data: payload(
+                        &mut rng,
+                        cfg.link_data_median,
+                        cfg.data_sigma,
+                        cfg.link_data_max,
+                    ),
+                };
+                rows.push((
+                    LINK_TIME,
+                    link_time_key(id1, t, link.time, id2),
+                    link.index_value(),
+                ));
+                rows.push((LINK, link_key(id1, t, id2), link.encode()));
+                counts[(t - 1) as usize] += 1;
+            }
+            for (i, &c) in counts.iter().enumerate() {
+                if c > 0 {
+                    rows.push((
+                        COUNT,
+                        count_key(id1, i as u32 + 1),
+                        encode_count(c, 0, time),
+                    ));
+                }
+            }
+        }
+        txns.run(store, false, |t| {
+            for (table, k, v) in &rows {
+                t.put(table, k, v)?;
+            }
+            Ok(Finish::Commit(()))
+        })
+        .map_err(|e| WorkloadError::store(format!("loading nodes {first}..={last}"), e))?;
+        Ok(rows.len() as u64)
+    };
+    driver::load_parallel("linkbench", threads, units, progress, &unit, 100)
+}
+
+// ---- requests ----
+
+/// Runs the request phase and reports it (`command` = `bench linkbench`).
+pub fn run(
+    store: &dyn Store,
+    cfg: &LinkbenchConfig,
+    driver_cfg: &DriverConfig,
+    progress: Option<ProgressFn<'_>>,
+) -> Result<RunReport, WorkloadError> {
+    cfg.validate()?;
+    driver_cfg.validate()?;
+    let next_node = {
+        let err = |e| WorkloadError::store("finding the highest node id", e);
+        let mut t = store.begin_read().map_err(err)?;
+        let last = t.scan(NODE, &[], None, 1, true).map_err(err)?;
+        let _ = t.commit();
+        let max = match last.first() {
+            Some((k, _)) => k
+                .as_slice()
+                .try_into()
+                .map(u64::from_be_bytes)
+                .map_err(|_| WorkloadError::Corrupt {
+                    table: NODE,
+                    detail: "node key is not 8 bytes".to_string(),
+                })?,
+            None => 0,
+        };
+        max.max(cfg.nodes) + 1
+    };
+    let n = cfg.nodes;
+    let mut cumulative = [0.0; 10];
+    let mut acc = 0.0;
+    for (c, p) in cumulative.iter_mut().zip(cfg.mix.percent) {
+        acc += p;
+        *c = acc;
+    }
+    let workload = LinkRun {
+        cfg,
+        graph: Graph::new(n),
+        cumulative,
+        last_op: cfg.mix.percent.iter().rposition(|&p| p > 0.0).unwrap_or(0),
+        link_read: Zipfian::new(n, cfg.skew.link_read),
+        link_write: Zipfian::new(n, cfg.skew.link_write),
+        node_read: Zipfian::new(n, cfg.skew.node_read),
+        node_update: Zipfian::new(n, cfg.skew.node_update),
+        next_node: AtomicU64::new(next_node),
+        clock: Clock::new(),
+    };
+    let m = driver::run(store, &workload, driver_cfg, progress)?;
+    let config = serde_json::json!({
+        "linkbench": cfg,
+        "driver": driver_cfg,
+        "store": store.describe(),
+    });
+    Ok(RunReport::new("bench linkbench", config, &m, store))
+}
+
+struct LinkRun<'a> {
+    cfg: &'a LinkbenchConfig,
+    graph: Graph,
+    cumulative: [f64; 10],
+    /// Taken when rounding puts the draw past the last cumulative bound.
+    last_op: usize,
+    link_read: Zipfian,
+    link_write: Zipfian,
+    node_read: Zipfian,
+    node_update: Zipfian,
+    next_node: AtomicU64,
+    clock: Clock,
+}
+
+impl Workload for LinkRun<'_> {
+    fn op_names(&self) -> Vec<&'static str> {
+        OP_NAMES.to_vec()
+    }
+
+    fn worker(&self, _thread: usize, seed: u64) -> Box<dyn Worker + '_> {
+        Box::new(LinkWorker {
+            run: self,
+            rng: SmallRng::seed_from_u64(seed),
+        })
+    }
+}
+
+struct LinkWorker<'a> {
+    run: &'a LinkRun<'a>,
+    rng: SmallRng,
+}
+
+const ADD_LINK: usize = 0;
+const DELETE_LINK: usize = 1;
+const UPDATE_LINK: usize = 2;
+const COUNT_LINK: usize = 3;
+const GET_LINK: usize = 4;
+const GET_LINK_LIST: usize = 5;
+const GET_NODE: usize = 6;
+const ADD_NODE: usize = 7;
+const UPDATE_NODE: usize = 8;
+
+impl LinkWorker<'_> {
+    fn pick(&mut self, z: &Zipfian) -> u64 {
+        self.run.graph.id_at_rank(z.sample(&mut self.rng))
+    }
+
+    fn link_type(&mut self) -> u32 {
+        self.rng.gen_range(1..=self.run.cfg.link_types)
+    }
+
+    /// One of the node's loaded links (type, id2), or a random target when it has none.
+    fn existing_link(&mut self, id1: u64) -> (u32, u64) {
+        let g = &self.run.graph;
+        let d = g.degree(id1);
+        if d == 0 {
+            let t = self.link_type();
+            (t, self.rng.gen_range(1..=g.nodes()))
+        } else {
+            g.link(id1, self.rng.gen_range(0..d), self.run.cfg.link_types)
+        }
+    }
+
+    fn link_payload(&mut self) -> Vec<u8> {
+        let c = self.run.cfg;
+        payload(
+            &mut self.rng,
+            c.link_data_median,
+            c.data_sigma,
+            c.link_data_max,
+        )
+    }
+
+    fn node_payload(&mut self) -> Vec<u8> {
+        let c = self.run.cfg;
+        payload(
+            &mut self.rng,
+            c.node_data_median,
+            c.data_sigma,
+            c.node_data_max,
+        )
+    }
+}
+
+fn add_to_count(
+    t: &mut dyn StoreTxn,
+    id1: u64,
+    lt: u32,
+    delta: i64,
+    time: u64,
+) -> Result<(), StoreError> {
+    let k = count_key(id1, lt);
+    let (count, version, _) = match t.get(COUNT, &k)? {
+        Some(v) => decode_count(&v)?,
+        None => (0, 0, 0),
+    };
+    let count = count.saturating_add_signed(delta);
+    t.put(COUNT, &k, &encode_count(count, version + 1, time))
+}
+
+/// Writes a link visible at `time`, keeping the time index and the count in step.
+fn upsert_link(
+    t: &mut dyn StoreTxn,
+    id1: u64,
+    lt: u32,
+    id2: u64,
+    data: &[u8],
+    time: u64,
+) -> Result<(), StoreError> {
+    let lk = link_key(id1, lt, id2);
+    let old = t.get(LINK, &lk)?.map(|v| Link::decode(&v)).transpose()?;
+    let version = match &old {
+        Some(l) if l.visibility == 1 => {
+            t.delete(LINK_TIME, &link_time_key(id1, lt, l.time, id2))?;
+            l.version + 1
+        }
+        Some(l) => {
+            add_to_count(t, id1, lt, 1, time)?;
+            l.version + 1
+        }
+        None => {
+            add_to_count(t, id1, lt, 1, time)?;
+            0
+        }
+    };
+    let link = Link {
+        visibility: 1,
+        version,
+        time,
+        data: data.to_vec(),
+    };
+    t.put(
+        LINK_TIME,
+        &link_time_key(id1, lt, time, id2),
+        &link.index_value(),
+    )?;
+    t.put(LINK, &lk, &link.encode())
+}
+
+impl Worker for LinkWorker<'_> {
+    fn step(
+        &mut self,
+        store: &dyn Store,
+        txns: &mut TxnRunner,
+    ) -> (usize, Result<OpStatus, StoreError>) {
+        let run = self.run;
+        let u = self.rng.gen::<f64>() * 100.0;
+        let op = run
+            .cumulative
+            .iter()
+            .position(|&c| u < c)
+            .unwrap_or(run.last_op);
+        let now = run.clock.tick();
+        let r = match op {
+            ADD_LINK => {
+                let id1 = self.pick(&run.link_write);
+                let lt = self.link_type();
+                let id2 = self.rng.gen_range(1..=run.graph.nodes());
+                let data = self.link_payload();
+                txns.run(store, false, |t| {
+                    upsert_link(t, id1, lt, id2, &data, now)?;
+                    Ok(Finish::Commit(OpStatus::Ok))
+                })
+            }
+            DELETE_LINK => {
+                let id1 = self.pick(&run.link_write);
+                let (lt, id2) = self.existing_link(id1);
+                txns.run(store, false, |t| {
+                    let lk = link_key(id1, lt, id2);
+                    let Some(v) = t.get(LINK, &lk)? else {
+                        return Ok(Finish::Rollback(OpStatus::NotFound));
+                    };
+                    let mut link = Link::decode(&v)?;
+                    if link.visibility == 0 {
+                        return Ok(Finish::Rollback(OpStatus::NotFound));
+                    }
+                    t.delete(LINK_TIME, &link_time_key(id1, lt, link.time, id2))?;
+                    link.visibility = 0;
+                    link.version += 1;
+                    t.put(LINK, &lk, &link.encode())?;
+                    add_to_count(t, id1, lt, -1, now)?;
+                    Ok(Finish::Commit(OpStatus::Ok))
+                })
+            }
+            UPDATE_LINK => {
+                let id1 = self.pick(&run.link_write);
+                let (lt, id2) = self.existing_link(id1);
+                let data = self.link_payload();
+                txns.run(store, false, |t| {
+                    match t.get(LINK, &link_key(id1, lt, id2))? {
+                        Some(v) if Link::decode(&v)?.visibility == 1 => {}
+                        _ => return Ok(Finish::Rollback(OpStatus::NotFound)),
+                    }
+                    upsert_link(t, id1, lt, id2, &data, now)?;
+                    Ok(Finish::Commit(OpStatus::Ok))
+                })
+            }
+            COUNT_LINK => {
+                let id1 = self.pick(&run.link_read);
+                let lt = self.link_type();
+                txns.run(store, true, |t| {
+                    if let Some(v) = t.get(COUNT, &count_key(id1, lt))? {
+                        decode_count(&v)?;
+                    }
+                    Ok(Finish::Commit(OpStatus::Ok))
+                })
+            }
+            GET_LINK => {
+                let id1 = self.pick(&run.link_read);
+                let (lt, id2) = self.existing_link(id1);
+                txns.run(store, true, |t| {
+                    Ok(Finish::Commit(
+                        match t.get(LINK, &link_key(id1, lt, id2))? {
+                            Some(v) if Link::decode(&v)?.visibility == 1 => OpStatus::Ok,
+                            _ => OpStatus::NotFound,
+                        },
+                    ))
+                })
+            }
+            GET_LINK_LIST => {
+                let id1 = self.pick(&run.link_read);
+                let lt = self.link_type();
+                let limit = run.cfg.max_link_list;
+                txns.run(store, true, |t| {
+                    let p = count_key(id1, lt);
+                    t.scan(LINK_TIME, &p, prefix_end(&p).as_deref(), limit, true)?;
+                    Ok(Finish::Commit(OpStatus::Ok))
+                })
+            }
+            GET_NODE => {
+                let id = self.pick(&run.node_read);
+                txns.run(store, true, |t| {
+                    Ok(Finish::Commit(match t.get(NODE, &node_key(id))? {
+                        Some(v) => {
+                            Node::decode(&v)?;
+                            OpStatus::Ok
+                        }
+                        None => OpStatus::NotFound,
+                    }))
+                })
+            }
+            ADD_NODE => {
+                let id = run.next_node.fetch_add(1, Ordering::Relaxed);
+                let node = Node {
+                    node_type: 1,
+                    version: 0,
+                    time: now,
+                    data: self.node_payload(),
+                };
+                txns.run(store, false, |t| {
+                    t.put(NODE, &node_key(id), &node.encode())?;
+                    Ok(Finish::Commit(OpStatus::Ok))
+                })
+            }
+            UPDATE_NODE => {
+                let id = self.pick(&run.node_update);
+                let data = self.node_payload();
+                txns.run(store, false, |t| {
+                    let k = node_key(id);
+                    let Some(v) = t.get(NODE, &k)? else {
+                        return Ok(Finish::Rollback(OpStatus::NotFound));
+                    };
+                    let mut node = Node::decode(&v)?;
+                    node.version += 1;
+                    node.time = now;
+                    node.data.clone_from(&data);
+                    t.put(NODE, &k, &node.encode())?;
+                    Ok(Finish::Commit(OpStatus::Ok))
+                })
+            }
+            _ => {
+                let id = self.rng.gen_range(1..=run.graph.nodes());
+                txns.run(store, false, |t| {
+                    Ok(if t.delete(NODE, &node_key(id))? {
+                        Finish::Commit(OpStatus::Ok)
+                    } else {
+                        Finish::Rollback(OpStatus::NotFound)
+                    })
+                })
+            }
+        };
+        (op, r)
+    }
+}
+
+/// Returns the visible links of `(id1, link_type)`, newest first, at most `limit` — what
+/// `getlinklist` reads — as `(id2, time, data)`.
+pub fn get_link_list(
+    store: &dyn Store,
+    id1: u64,
+    link_type: u32,
+    limit: usize,
+) -> Result<Vec<(u64, u64, Vec<u8>)>, StoreError> {
+    let mut t = store.begin_read()?;
+    let p = count_key(id1, link_type);
+    let rows = t.scan(LINK_TIME, &p, prefix_end(&p).as_deref(), limit, true)?;
+    t.commit()?;
+    rows.into_iter()
+        .map(|(k, v)| {
+            let part = |r: std::ops::Range<usize>| {
+                k.get(r)
+                    .and_then(|b| <[u8; 8]>::try_from(b).ok())
+                    .map(u64::from_be_bytes)
+                    .ok_or_else(|| StoreError::Other("corrupt link time index key".to_string()))
+            };
+            let mut d = Dec::new(&v, LINK_TIME);
+            let _version = d.u64()?;
+            Ok((part(20..28)?, part(12..20)?, d.bytes16()?))
+        })
+        .collect()
+}
+
+/// The stored count of `(id1, link_type)` (0 when absent).
+pub fn link_count(store: &dyn Store, id1: u64, link_type: u32) -> Result<u64, StoreError> {
+    let mut t = store.begin_read()?;
+    let v = t.get(COUNT, &count_key(id1, link_type))?;
+    t.commit()?;
+    v.map_or(Ok(0), |v| decode_count(&v).map(|c| c.0))
+}
+
+#[cfg(test)]
+mod tests;
