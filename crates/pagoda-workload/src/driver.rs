@@ -214,7 +214,8 @@ pub struct Progress {
     pub warming_up: bool,
 }
 
-/// A progress callback; called from the thread that started the phase, about 10 times a second.
+/// A progress callback; called from the thread that started the phase, about 50 times a second
+/// (throttle drawing there if needed).
 pub type ProgressFn<'a> = &'a (dyn Fn(Progress) + Sync);
 
 /// Latency figures in microseconds.
@@ -552,6 +553,17 @@ pub struct LoadReport {
     pub conflicts: u64,
 }
 
+/// Rejects a loader thread count of 0.
+pub fn validate_threads(threads: usize) -> Result<(), ConfigError> {
+    if threads == 0 {
+        return Err(ConfigError::Zero {
+            what: "--threads",
+            fix: "use at least 1 loader thread",
+        });
+    }
+    Ok(())
+}
+
 /// Runs `units` independent load units on `threads` threads; `unit(i, txns)` loads unit `i`
 /// and returns the rows it wrote. Stops at the first error.
 pub fn load_parallel(
@@ -562,13 +574,7 @@ pub fn load_parallel(
     unit: &(dyn Fn(u64, &mut TxnRunner) -> Result<u64, WorkloadError> + Sync),
     max_retries: u32,
 ) -> Result<LoadReport, WorkloadError> {
-    if threads == 0 {
-        return Err(ConfigError::Zero {
-            what: "--threads",
-            fix: "use at least 1 loader thread",
-        }
-        .into());
-    }
+    validate_threads(threads)?;
     let start = Instant::now();
     let next = AtomicU64::new(0);
     let done = AtomicU64::new(0);

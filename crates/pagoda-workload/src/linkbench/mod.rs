@@ -343,6 +343,7 @@ pub fn load(
     progress: Option<ProgressFn<'_>>,
 ) -> Result<LoadReport, WorkloadError> {
     cfg.validate()?;
+    driver::validate_threads(threads)?;
     create_tables(store)?;
     let graph = Graph::new(cfg.nodes);
     let clock = Clock::new();

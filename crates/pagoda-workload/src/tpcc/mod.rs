@@ -159,6 +159,7 @@ pub fn load(
     progress: Option<ProgressFn<'_>>,
 ) -> Result<LoadReport, WorkloadError> {
     cfg.validate()?;
+    driver::validate_threads(threads)?;
     create_tables(store)?;
     let units = load::units(cfg);
     let unit = |i: u64, txns: &mut TxnRunner| -> Result<u64, WorkloadError> {
