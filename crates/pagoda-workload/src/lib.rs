@@ -11,6 +11,7 @@
 //! - [`report`]: [`RunReport`] (the bench JSON of CLI.md) and its text renderings.
 //! - [`ycsb`], [`tpcc`], [`linkbench`]: the workloads, each with `XConfig::validate`, `load`
 //!   and `run` (and `tpcc::check`).
+//! - [`dbbench`]: db_bench-named micro-benchmarks and its result line.
 //! - [`codec`]: the row format of the TPC-C and LinkBench tables.
 //!
 //! # Using it
@@ -69,6 +70,7 @@
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
 pub mod codec;
+pub mod dbbench;
 pub mod dist;
 pub mod driver;
 pub mod error;

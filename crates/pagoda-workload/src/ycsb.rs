@@ -551,13 +551,17 @@ impl YcsbWorker<'_> {
             Chooser::Uniform(n) => self.rng.gen_range(0..*n),
             Chooser::Hotspot(h) => h.sample(&mut self.rng),
             Chooser::Latest(l) => l.sample(limit - 1, &mut self.rng),
-            Chooser::Zipfian(z) => loop {
-                // Keys past the acknowledged limit are drawn again, as YCSB does.
-                let k = z.sample(&mut self.rng);
-                if k < limit {
-                    break k;
+            Chooser::Zipfian(z) => {
+                // Keys past the acknowledged limit are drawn again, as YCSB does; folded
+                // back after a while so a tiny table with a large insert budget cannot spin.
+                for _ in 0..64 {
+                    let k = z.sample(&mut self.rng);
+                    if k < limit {
+                        return k;
+                    }
                 }
-            },
+                z.sample(&mut self.rng) % limit.max(1)
+            }
         }
     }
 
