@@ -443,6 +443,91 @@ mod tests {
         assert_eq!(s.table_len("t"), 0);
     }
 
+    #[derive(Debug, Clone)]
+    enum Op {
+        Put(u8, u8),
+        Delete(u8),
+        Get(u8),
+        Scan(u8, Option<u8>, usize, bool),
+        Commit,
+        Rollback,
+    }
+
+    fn op() -> impl proptest::strategy::Strategy<Value = Op> {
+        use proptest::prelude::*;
+        prop_oneof![
+            (0u8..16, any::<u8>()).prop_map(|(k, v)| Op::Put(k, v)),
+            (0u8..16).prop_map(Op::Delete),
+            (0u8..16).prop_map(Op::Get),
+            (
+                0u8..16,
+                proptest::option::of(0u8..17),
+                0usize..6,
+                any::<bool>()
+            )
+                .prop_map(|(a, b, l, r)| Op::Scan(a, b, l, r)),
+            Just(Op::Commit),
+            Just(Op::Rollback),
+        ]
+    }
+
+    proptest::proptest! {
+        /// MemStore behaves like a BTreeMap with transactions that commit or roll back.
+        #[test]
+        fn matches_a_btreemap_model(ops in proptest::collection::vec(op(), 1..80)) {
+            let s = store();
+            let mut committed: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
+            let mut working = committed.clone();
+            let mut txn = s.begin().unwrap();
+            for op in ops {
+                match op {
+                    Op::Put(k, v) => {
+                        txn.put("t", &[k], &[v]).unwrap();
+                        working.insert(vec![k], vec![v]);
+                    }
+                    Op::Delete(k) => {
+                        let existed = txn.delete("t", &[k]).unwrap();
+                        proptest::prop_assert_eq!(existed, working.remove(&vec![k]).is_some());
+                    }
+                    Op::Get(k) => {
+                        proptest::prop_assert_eq!(
+                            txn.get("t", &[k]).unwrap(),
+                            working.get(&vec![k]).cloned()
+                        );
+                    }
+                    Op::Scan(a, b, limit, rev) => {
+                        let end = b.map(|b| vec![b]);
+                        let got = txn.scan("t", &[a], end.as_deref(), limit, rev).unwrap();
+                        let range = working
+                            .iter()
+                            .filter(|(k, _)| k[0] >= a && !matches!(b, Some(b) if k[0] >= b))
+                            .map(|(k, v)| (k.clone(), v.clone()));
+                        let want: Vec<_> = if rev {
+                            range.rev().take(limit).collect()
+                        } else {
+                            range.take(limit).collect()
+                        };
+                        proptest::prop_assert_eq!(got, want);
+                    }
+                    Op::Commit => {
+                        txn.commit().unwrap();
+                        committed = working.clone();
+                        txn = s.begin().unwrap();
+                    }
+                    Op::Rollback => {
+                        txn.rollback().unwrap();
+                        working = committed.clone();
+                        txn = s.begin().unwrap();
+                    }
+                }
+            }
+            drop(txn);
+            let mut r = s.begin_read().unwrap();
+            let all = r.scan("t", b"", None, usize::MAX, false).unwrap();
+            proptest::prop_assert_eq!(all, committed.into_iter().collect::<Vec<_>>());
+        }
+    }
+
     #[test]
     fn prefix_end_increments() {
         assert_eq!(prefix_end(b"ab"), Some(b"ac".to_vec()));
