@@ -51,6 +51,12 @@ pub enum WorkloadError {
         /// The store's error.
         source: StoreError,
     },
+    /// The run phase found no loaded database.
+    #[error("{what}; run the load phase first with the same parameters")]
+    NotLoaded {
+        /// What is missing.
+        what: String,
+    },
     /// A row read back from the store does not decode; the data is not what the loader wrote.
     #[error("corrupt row in table `{table}`: {detail}; reload the database")]
     Corrupt {

@@ -452,11 +452,30 @@ pub fn run(
 ) -> Result<RunReport, WorkloadError> {
     cfg.validate()?;
     driver_cfg.validate()?;
+    preflight(store, cfg)?;
     let workload = YcsbRun::new(cfg, driver_cfg);
     let m = driver::run(store, &workload, driver_cfg, progress)?;
     let config =
         serde_json::json!({ "ycsb": cfg, "driver": driver_cfg, "store": store.describe() });
     Ok(RunReport::new("bench ycsb", config, &m, store))
+}
+
+/// Fails unless the first and last loaded records are there.
+fn preflight(store: &dyn Store, cfg: &YcsbConfig) -> Result<(), WorkloadError> {
+    let err = |e| WorkloadError::store("checking the YCSB table", e);
+    let mut t = store.begin_read().map_err(err)?;
+    for k in [0, cfg.record_count - 1] {
+        if t.get(&cfg.table, &cfg.key(k)).map_err(err)?.is_none() {
+            return Err(WorkloadError::NotLoaded {
+                what: format!(
+                    "table {} has no record {k} of --records {}",
+                    cfg.table, cfg.record_count
+                ),
+            });
+        }
+    }
+    let _ = t.commit();
+    Ok(())
 }
 
 /// Shared state of a YCSB run.
@@ -822,5 +841,13 @@ mod tests {
             Err(WorkloadError::Config(_))
         ));
         assert!(store.table_names().is_empty(), "no work before validation");
+        store.create_table("usertable").unwrap();
+        let e = run(
+            &store,
+            &YcsbConfig::new(YcsbWorkload::A, 10),
+            &DriverConfig::default(),
+            None,
+        );
+        assert!(matches!(e, Err(WorkloadError::NotLoaded { .. })), "{e:?}");
     }
 }

@@ -437,7 +437,11 @@ pub fn run(
                     table: NODE,
                     detail: "node key is not 8 bytes".to_string(),
                 })?,
-            None => 0,
+            None => {
+                return Err(WorkloadError::NotLoaded {
+                    what: format!("table {NODE} is empty"),
+                })
+            }
         };
         max.max(cfg.nodes) + 1
     };

@@ -176,4 +176,8 @@ fn bad_configs_are_rejected_before_work() {
     let bad_mix = LinkMix { percent: [5.0; 10] };
     assert!(LinkbenchConfig::new(10, bad_mix).validate().is_err());
     assert!(store.table_names().is_empty());
+    create_tables(&store).unwrap();
+    let cfg = LinkbenchConfig::new(10, LinkMix::DEFAULT);
+    let e = run(&store, &cfg, &DriverConfig::default(), None).unwrap_err();
+    assert!(matches!(e, WorkloadError::NotLoaded { .. }), "{e}");
 }

@@ -178,6 +178,7 @@ pub fn run(
 ) -> Result<RunReport, WorkloadError> {
     cfg.validate()?;
     driver_cfg.validate()?;
+    preflight(store, cfg)?;
     let history_base = next_history_seq(store, cfg.warehouses)?;
     let workload = TpccRun {
         cfg,
@@ -206,6 +207,26 @@ pub fn run(
         0.0
     });
     Ok(report)
+}
+
+/// Fails unless the last warehouse and the last item are there.
+fn preflight(store: &dyn Store, cfg: &TpccConfig) -> Result<(), WorkloadError> {
+    let err = |e| WorkloadError::store("checking the TPC-C tables", e);
+    let mut t = store.begin_read().map_err(err)?;
+    let w = t
+        .get(WAREHOUSE, &warehouse_key(cfg.warehouses))
+        .map_err(err)?;
+    let i = t.get(ITEM, &item_key(cfg.scale.items)).map_err(err)?;
+    let _ = t.commit();
+    if w.is_none() || i.is_none() {
+        return Err(WorkloadError::NotLoaded {
+            what: format!(
+                "the database has no warehouse {} or no item {}",
+                cfg.warehouses, cfg.scale.items
+            ),
+        });
+    }
+    Ok(())
 }
 
 /// The first free history surrogate: above every existing one, so repeated runs on one

@@ -274,6 +274,9 @@ fn bad_configs_are_rejected_before_work() {
     let e = load(&store, &TpccConfig::new(0), 1, 1, None).unwrap_err();
     assert!(e.to_string().contains("--warehouses"), "{e}");
     assert!(store.table_names().is_empty());
+    create_tables(&store).unwrap();
+    let e = run(&store, &TpccConfig::new(1), &DriverConfig::default(), None).unwrap_err();
+    assert!(matches!(e, WorkloadError::NotLoaded { .. }), "{e}");
     let mut c = TpccConfig::new(1);
     c.scale.items = 0;
     assert!(c.validate().is_err());
