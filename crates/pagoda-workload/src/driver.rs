@@ -297,7 +297,11 @@ impl OpStats {
                     OpStatus::RolledBack => self.rolled_back += 1,
                 }
                 self.sum_ns += u128::from(nanos);
-                self.hist.saturating_record(nanos);
+                // `record` grows the auto-resizing histogram; `saturating_record` would clamp
+                // to its initial (tiny) range instead.
+                if self.hist.record(nanos).is_err() {
+                    self.hist.saturating_record(nanos);
+                }
             }
             Err(_) => self.errors += 1,
         }
@@ -731,6 +735,71 @@ mod tests {
         assert_eq!(m.total_errors(), 10);
         assert_eq!(m.total_conflicts(), 40);
         assert!(m.first_error.is_some());
+    }
+
+    struct Sleeper;
+    struct SleeperWorker {
+        n: u64,
+    }
+
+    impl Worker for SleeperWorker {
+        fn step(
+            &mut self,
+            _store: &dyn Store,
+            _txns: &mut TxnRunner,
+        ) -> (usize, Result<OpStatus, StoreError>) {
+            self.n += 1;
+            // Op 0 takes about 2 ms, op 1 next to nothing.
+            if self.n % 2 == 0 {
+                std::thread::sleep(Duration::from_millis(2));
+                (0, Ok(OpStatus::Ok))
+            } else {
+                (1, Ok(OpStatus::NotFound))
+            }
+        }
+    }
+
+    impl Workload for Sleeper {
+        fn op_names(&self) -> Vec<&'static str> {
+            vec!["SLOW", "FAST"]
+        }
+        fn worker(&self, _thread: usize, _seed: u64) -> Box<dyn Worker + '_> {
+            Box::new(SleeperWorker { n: 0 })
+        }
+    }
+
+    #[test]
+    fn latencies_are_measured_in_microseconds() {
+        let store = MemStore::new();
+        let cfg = DriverConfig {
+            threads: 2,
+            limit: RunLimit::Ops(100),
+            ..DriverConfig::default()
+        };
+        let m = run(&store, &Sleeper, &cfg, None).unwrap();
+        let slow = m.op("SLOW").unwrap();
+        assert_eq!(slow.count, 50);
+        let l = slow.latency();
+        for (name, v) in [
+            ("p25", l.p25),
+            ("p50", l.p50),
+            ("p99", l.p99),
+            ("max", l.max),
+        ] {
+            assert!((1900.0..100_000.0).contains(&v), "{name} = {v} us");
+        }
+        assert!(l.min <= l.p50 && l.p50 <= l.p95 && l.p95 <= l.max);
+        assert!(
+            (l.mean - l.p50).abs() < l.mean,
+            "mean {} p50 {}",
+            l.mean,
+            l.p50
+        );
+        let fast = m.op("FAST").unwrap();
+        assert_eq!((fast.count, fast.not_found), (50, 50));
+        assert!(fast.latency().p50 < 1000.0);
+        let all = m.overall_latency();
+        assert!(all.p25 < 1000.0 && all.p75 >= 1900.0, "{all:?}");
     }
 
     #[test]
