@@ -334,7 +334,12 @@ mod tests {
         let rww = run(
             &store,
             &DbBenchConfig::new(DbBench::ReadWhileWriting, 1000),
-            &d(3, 900),
+            // Timed, so the writer (client 0) surely gets scheduled.
+            &DriverConfig {
+                threads: 3,
+                limit: RunLimit::Duration(std::time::Duration::from_millis(200)),
+                ..DriverConfig::default()
+            },
             None,
         )
         .unwrap();

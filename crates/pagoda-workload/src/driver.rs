@@ -750,7 +750,7 @@ mod tests {
         ) -> (usize, Result<OpStatus, StoreError>) {
             self.n += 1;
             // Op 0 takes about 2 ms, op 1 next to nothing.
-            if self.n % 2 == 0 {
+            if self.n & 1 == 0 {
                 std::thread::sleep(Duration::from_millis(2));
                 (0, Ok(OpStatus::Ok))
             } else {
