@@ -18,7 +18,13 @@ pub enum RunLimit {
     /// After this many measured operations in total (over all threads).
     Ops(u64),
     /// After this much measured time.
+    #[serde(rename = "duration_s", serialize_with = "as_secs")]
     Duration(Duration),
+}
+
+/// Durations appear in the JSON report as seconds.
+fn as_secs<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_f64(d.as_secs_f64())
 }
 
 /// How the driver runs a phase.
@@ -30,6 +36,7 @@ pub struct DriverConfig {
     pub limit: RunLimit,
     /// Time run before measuring starts; its operations are not in the results (TPC-C's
     /// ramp-up, a warm-up for the others).
+    #[serde(rename = "warmup_s", serialize_with = "as_secs")]
     pub warmup: Duration,
     /// How often a transaction that hit [`StoreError::Conflict`] is retried before the
     /// operation counts as an error.

@@ -318,6 +318,8 @@ mod tests {
         assert!(v.get("tpmC").is_none(), "tpmC is tpcc only");
         assert_eq!(v["config"]["ycsb"]["record_count"], 100);
         assert_eq!(v["config"]["driver"]["threads"], 1);
+        assert_eq!(v["config"]["driver"]["limit"]["ops"], 500);
+        assert_eq!(v["config"]["driver"]["warmup_s"], 0.0);
         assert_eq!(v["engine"]["engine"], "mem");
         assert_eq!(v["operations"][0]["name"], "READ");
         assert!(v["operations"][0]["latency_us"]["p25"].is_number());

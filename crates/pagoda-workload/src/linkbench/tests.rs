@@ -113,7 +113,7 @@ fn default_mix_run() {
     let r = run_requests(&store, &cfg, n);
     for (name, pct) in OP_NAMES.iter().zip(LinkMix::DEFAULT.percent) {
         let share = 100.0 * r.op(name).unwrap().count as f64 / n as f64;
-        assert!((share - pct).abs() < 2.5, "{name}: {share} vs {pct}");
+        assert!((share - pct).abs() < 3.5, "{name}: {share} vs {pct}");
     }
     // Hot nodes have links, so most getlink lookups hit.
     let gl = r.op("MULTIGET_LINK").unwrap();
@@ -134,8 +134,8 @@ fn seed_001_mix_only_writes() {
         assert_eq!(r.op(name).unwrap().count, 0, "{name}");
     }
     let share = |name: &str| 100.0 * r.op(name).unwrap().count as f64 / 4000.0;
-    assert!((share("ADD_LINK") - 29.0).abs() < 2.5);
-    assert!((share("UPDATE_NODE") - 23.5).abs() < 2.5);
+    assert!((share("ADD_LINK") - 29.0).abs() < 3.5);
+    assert!((share("UPDATE_NODE") - 23.5).abs() < 3.5);
     let added = r.op("ADD_NODE").unwrap().count;
     let deleted = r.op("DELETE_NODE").unwrap().ok;
     assert_eq!(store.table_len(NODE) as u64, NODES + added - deleted);
