@@ -103,6 +103,8 @@ pub struct LinkbenchConfig {
     pub data_sigma: f64,
     /// Nodes per load unit (one transaction per unit's nodes, links and counts).
     pub load_nodes_per_txn: u64,
+    /// Most rows in one load transaction; a hot node's ~10^6 links are split (10,000).
+    pub load_max_rows_per_txn: usize,
 }
 
 impl LinkbenchConfig {
@@ -120,6 +122,7 @@ impl LinkbenchConfig {
             node_data_max: 8192,
             data_sigma: 1.0,
             load_nodes_per_txn: 100,
+            load_max_rows_per_txn: 10_000,
         }
     }
 
@@ -146,7 +149,10 @@ impl LinkbenchConfig {
                 fix: "use at least 1 link type (LinkBench uses 2)",
             });
         }
-        if self.max_link_list == 0 || self.load_nodes_per_txn == 0 {
+        if self.max_link_list == 0
+            || self.load_nodes_per_txn == 0
+            || self.load_max_rows_per_txn == 0
+        {
             return Err(ConfigError::Zero {
                 what: "getlinklist limit or load batch",
                 fix: "use positive values (10000 and 100 by default)",
@@ -354,6 +360,22 @@ pub fn load(
         let first = u * per + 1;
         let last = (first + per - 1).min(cfg.nodes);
         let mut rows: Vec<(&'static str, Vec<u8>, Vec<u8>)> = Vec::new();
+        let mut written = 0u64;
+        // A hot node has up to ~10^6 links; cap the rows per transaction.
+        let mut flush = |rows: &mut Vec<(&'static str, Vec<u8>, Vec<u8>)>,
+                         txns: &mut TxnRunner|
+         -> Result<(), WorkloadError> {
+            txns.run(store, false, |t| {
+                for (table, k, v) in rows.iter() {
+                    t.put(table, k, v)?;
+                }
+                Ok(Finish::Commit(()))
+            })
+            .map_err(|e| WorkloadError::store(format!("loading nodes {first}..={last}"), e))?;
+            written += rows.len() as u64;
+            rows.clear();
+            Ok(())
+        };
         for id1 in first..=last {
             let time = clock.tick();
             let node = Node {
@@ -389,6 +411,9 @@ pub fn load(
                 ));
                 rows.push((LINK, link_key(id1, t, id2), link.encode()));
                 counts[(t - 1) as usize] += 1;
+                if rows.len() >= cfg.load_max_rows_per_txn {
+                    flush(&mut rows, txns)?;
+                }
             }
             for (i, &c) in counts.iter().enumerate() {
                 if c > 0 {
@@ -400,14 +425,8 @@ pub fn load(
                 }
             }
         }
-        txns.run(store, false, |t| {
-            for (table, k, v) in &rows {
-                t.put(table, k, v)?;
-            }
-            Ok(Finish::Commit(()))
-        })
-        .map_err(|e| WorkloadError::store(format!("loading nodes {first}..={last}"), e))?;
-        Ok(rows.len() as u64)
+        flush(&mut rows, txns)?;
+        Ok(written)
     };
     driver::load_parallel("linkbench", threads, units, progress, &unit, 100)
 }

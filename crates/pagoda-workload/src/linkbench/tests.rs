@@ -107,6 +107,24 @@ fn load_writes_the_graph() {
 }
 
 #[test]
+fn small_load_transactions_give_the_same_graph() {
+    let store = MemStore::new();
+    let mut cfg = LinkbenchConfig::new(300, LinkMix::DEFAULT);
+    cfg.load_max_rows_per_txn = 7;
+    let r = load(&store, &cfg, 2, 3, None).unwrap();
+    let g = Graph::new(300);
+    let links: u64 = (1..=300).map(|id| u64::from(g.degree(id))).sum();
+    assert_eq!(store.table_len(LINK) as u64, links);
+    let (visible, _) = assert_invariants(&store);
+    assert_eq!(visible, links);
+    assert_eq!(
+        r.rows,
+        (store.table_len(NODE) + store.table_len(LINK) * 2 + store.table_len(COUNT)) as u64
+    );
+    assert!(store.stats_json()["commits"].as_u64().unwrap() > links / 4);
+}
+
+#[test]
 fn default_mix_run() {
     let (store, cfg) = loaded(LinkMix::DEFAULT);
     let n = 6000;
