@@ -1,4 +1,4 @@
-//! TPC-C tables on a [`Store`]: table names, order-preserving keys and row encodings.
+//! TPC-C tables on a [`Store`](crate::store::Store): table names, order-preserving keys and row encodings.
 //!
 //! Every id is a big-endian u32 in keys, so a key prefix selects a warehouse, a district or an
 //! order and scans return rows in id order. Money is kept in cents (i64) and rates (tax,
