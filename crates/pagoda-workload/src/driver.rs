@@ -144,9 +144,9 @@ impl TxnRunner {
                 Err(StoreError::Conflict) if attempt < self.max_retries => {
                     self.conflicts += 1;
                     attempt += 1;
-                    // Back off a little so the winner can finish.
-                    if attempt > 2 {
-                        std::thread::yield_now();
+                    // Back off (exponentially, up to ~1 ms) so the winner can finish.
+                    if attempt > 1 {
+                        std::thread::sleep(Duration::from_micros(1 << attempt.min(10)));
                     }
                 }
                 Err(StoreError::Conflict) => {

@@ -83,6 +83,7 @@ pub mod ycsb;
 pub use driver::{DriverConfig, LoadReport, Progress, ProgressFn, RunLimit};
 pub use error::{ConfigError, WorkloadError};
 pub use report::{
-    render_linkbench, render_text, render_tpcc, render_ycsb, LatencySummary, OpReport, RunReport,
+    render_linkbench, render_load, render_text, render_tpcc, render_ycsb, LatencySummary, OpReport,
+    RunReport,
 };
 pub use store::{MemStore, Store, StoreError, StoreTxn};

@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
-use crate::driver::{Latency, Measurement};
+use crate::driver::{Latency, LoadReport, Measurement};
 use crate::store::Store;
 
 /// Overall latency in microseconds, as CLI.md's `latency_us` key.
@@ -285,6 +285,22 @@ pub fn render_linkbench(r: &RunReport) -> String {
     s
 }
 
+/// One line for a finished load phase.
+pub fn render_load(r: &LoadReport) -> String {
+    format!(
+        "load {}: {} rows in {:.2} s = {:.0} rows/s{}\n",
+        r.workload,
+        r.rows,
+        r.duration_s,
+        r.rows_per_s,
+        if r.conflicts > 0 {
+            format!(" ({} conflicts retried)", r.conflicts)
+        } else {
+            String::new()
+        }
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -295,7 +311,8 @@ mod tests {
     fn report() -> RunReport {
         let store = MemStore::new();
         let cfg = YcsbConfig::new(YcsbWorkload::B, 100);
-        ycsb::load(&store, &cfg, 1, 1, None).unwrap();
+        let l = ycsb::load(&store, &cfg, 1, 1, None).unwrap();
+        assert!(render_load(&l).starts_with("load ycsb: 100 rows in "));
         let d = DriverConfig {
             limit: RunLimit::Ops(500),
             ..DriverConfig::default()
