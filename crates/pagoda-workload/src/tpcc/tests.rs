@@ -281,3 +281,32 @@ fn bad_configs_are_rejected_before_work() {
     c.scale.items = 0;
     assert!(c.validate().is_err());
 }
+
+#[test]
+fn ramp_up_is_excluded_from_tpmc() {
+    let store = MemStore::new();
+    let cfg = TpccConfig {
+        warehouses: 1,
+        ..small()
+    };
+    load(&store, &cfg, 2, 4, None).unwrap();
+    let d = DriverConfig {
+        threads: 2,
+        limit: RunLimit::Duration(std::time::Duration::from_millis(300)),
+        warmup: std::time::Duration::from_millis(150),
+        seed: 4,
+        ..DriverConfig::default()
+    };
+    let r = run(&store, &cfg, &d, None).unwrap();
+    assert!(r.warmup_ops > 0, "ramp-up ran no transactions");
+    assert!(
+        (0.29..0.6).contains(&r.duration_s),
+        "measured {}s",
+        r.duration_s
+    );
+    let new_orders = r.op("NewOrder").unwrap().count as f64;
+    let tpmc = r.tpmc.unwrap();
+    assert!((tpmc - new_orders * 60.0 / r.duration_s).abs() < 1e-6 * tpmc.max(1.0));
+    // Everything that ran, ramp-up included, left the database consistent.
+    assert!(check(&store, 1).unwrap().is_consistent());
+}
