@@ -61,7 +61,7 @@ impl MemConfig {
     }
 
     fn validate(&self) -> Result<()> {
-        if self.capacity_bytes == 0 || self.capacity_bytes % SECTOR_SIZE as u64 != 0 {
+        if self.capacity_bytes == 0 || !self.capacity_bytes.is_multiple_of(SECTOR_SIZE as u64) {
             return Err(DeviceError::config(format!(
                 "mem capacity {} is not a positive multiple of 4 KiB",
                 self.capacity_bytes
