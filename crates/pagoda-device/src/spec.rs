@@ -72,7 +72,9 @@ impl DeviceSpec {
         let name = parts.next().unwrap_or_default().trim();
         let kind = if name == "mem" {
             DeviceKind::Mem
-        } else if PRESETS.contains(&name) || (name.starts_with("raid0-") && name.ends_with("x-hdd-15k")) {
+        } else if PRESETS.contains(&name)
+            || (name.starts_with("raid0-") && name.ends_with("x-hdd-15k"))
+        {
             DeviceKind::Preset(name.to_string())
         } else {
             return Err(DeviceError::config(format!(
@@ -183,9 +185,11 @@ mod tests {
     #[test]
     fn every_preset_opens() {
         for p in PRESETS {
-            let d = DeviceSpec::parse(&format!("{p},capacity=64MiB")).unwrap().open();
+            let d = DeviceSpec::parse(&format!("{p},capacity=1GiB"))
+                .unwrap()
+                .open();
             let d = d.unwrap_or_else(|e| panic!("{p}: {e}"));
-            assert_eq!(d.caps().capacity_bytes(), 64 << 20, "{p}");
+            assert_eq!(d.caps().capacity_bytes(), 1 << 30, "{p}");
         }
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("dev");
@@ -194,13 +198,19 @@ mod tests {
             .open()
             .unwrap();
         assert_eq!(d.caps().capacity_sectors, 256);
-        assert!(DeviceSpec::parse("hdd-15k,wobble=1").unwrap().open().is_err());
+        assert!(DeviceSpec::parse("hdd-15k,wobble=1")
+            .unwrap()
+            .open()
+            .is_err());
         assert!(DeviceSpec::parse("sata-ssd,op=-3").unwrap().open().is_err());
     }
 
     #[test]
     fn mem_opens_with_keys() {
-        let d = DeviceSpec::parse("mem,capacity=64MiB,streams=2").unwrap().open().unwrap();
+        let d = DeviceSpec::parse("mem,capacity=64MiB,streams=2")
+            .unwrap()
+            .open()
+            .unwrap();
         assert_eq!(d.caps().capacity_sectors, 16384);
         assert!(DeviceSpec::parse("mem,wat=1").unwrap().open().is_err());
     }
