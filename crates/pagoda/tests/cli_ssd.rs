@@ -1,4 +1,5 @@
 //! End-to-end tests of `pagoda ssd synth` and `pagoda ssd replay` through the real binary.
+#![allow(clippy::unwrap_used)] // test helpers: a failure should panic with the cause
 
 use std::process::Command;
 
