@@ -12,7 +12,9 @@ pub type Result<T, E = DeviceError> = std::result::Result<T, E>;
 pub enum DeviceError {
     /// A buffer whose length is not a whole number of sectors, or whose address is not aligned
     /// where the device needs it (O_DIRECT).
-    #[error("misaligned I/O: {what}; use buffers that are a multiple of {sector_size} bytes{extra}")]
+    #[error(
+        "misaligned I/O: {what}; use buffers that are a multiple of {sector_size} bytes{extra}"
+    )]
     Misaligned {
         what: String,
         sector_size: usize,

@@ -143,7 +143,7 @@ pub type DeviceRef = Arc<dyn BlockDevice>;
 /// Checks a request against the device: whole sectors, inside capacity. Returns the sector
 /// count. Every implementation calls this first.
 pub fn check_io(caps: &Capabilities, sector: u64, len: usize) -> Result<u64> {
-    if len == 0 || len % SECTOR_SIZE != 0 {
+    if len == 0 || !len.is_multiple_of(SECTOR_SIZE) {
         return Err(DeviceError::Misaligned {
             what: format!("buffer of {len} bytes"),
             sector_size: SECTOR_SIZE,
@@ -151,7 +151,7 @@ pub fn check_io(caps: &Capabilities, sector: u64, len: usize) -> Result<u64> {
         });
     }
     let n = (len / SECTOR_SIZE) as u64;
-    let end = sector.checked_add(n).unwrap_or(u64::MAX);
+    let end = sector.saturating_add(n);
     if end > caps.capacity_sectors {
         return Err(DeviceError::OutOfRange {
             start: sector,
@@ -164,7 +164,7 @@ pub fn check_io(caps: &Capabilities, sector: u64, len: usize) -> Result<u64> {
 
 /// Checks a sector range (for trim).
 pub fn check_range(caps: &Capabilities, sector: u64, sectors: u64) -> Result<()> {
-    let end = sector.checked_add(sectors).unwrap_or(u64::MAX);
+    let end = sector.saturating_add(sectors);
     if end > caps.capacity_sectors {
         return Err(DeviceError::OutOfRange {
             start: sector,
@@ -198,7 +198,7 @@ pub fn check_hints(caps: &Capabilities, sector: u64, len: usize, hints: WriteHin
                 "{len} bytes is larger than the atomic unit of {unit} bytes; split the write"
             )));
         }
-        if offset % unit as u64 != 0 || (offset + len as u64 - 1) / unit as u64 != offset / unit as u64 {
+        if !offset.is_multiple_of(unit as u64) {
             return Err(DeviceError::AtomicRejected(format!(
                 "byte offset {offset} (+{len}) crosses a {unit}-byte atomic-unit boundary; \
                  align atomic writes to the unit"

@@ -61,7 +61,7 @@ impl MemConfig {
     }
 
     fn validate(&self) -> Result<()> {
-        if self.capacity_bytes == 0 || self.capacity_bytes % SECTOR_SIZE as u64 != 0 {
+        if self.capacity_bytes == 0 || !self.capacity_bytes.is_multiple_of(SECTOR_SIZE as u64) {
             return Err(DeviceError::config(format!(
                 "mem capacity {} is not a positive multiple of 4 KiB",
                 self.capacity_bytes
@@ -328,7 +328,10 @@ mod tests {
                 }
             }
         }
-        assert!(kept_any && dropped_any, "power cuts should both keep and drop");
+        assert!(
+            kept_any && dropped_any,
+            "power cuts should both keep and drop"
+        );
     }
 
     #[test]
@@ -348,7 +351,10 @@ mod tests {
                 .enumerate()
                 .filter(|(i, c)| c[0] == 20 + *i as u8)
                 .count();
-            assert!(news == 0 || news == 4, "seed {seed}: torn atomic write ({news}/4)");
+            assert!(
+                news == 0 || news == 4,
+                "seed {seed}: torn atomic write ({news}/4)"
+            );
         }
     }
 
@@ -356,9 +362,15 @@ mod tests {
     fn bad_requests_are_typed_errors() {
         let d = MemDevice::with_capacity(1 << 20).unwrap();
         let mut small = vec![0; 100];
-        assert!(matches!(d.read(0, &mut small), Err(DeviceError::Misaligned { .. })));
+        assert!(matches!(
+            d.read(0, &mut small),
+            Err(DeviceError::Misaligned { .. })
+        ));
         let mut one = vec![0; SECTOR_SIZE];
-        assert!(matches!(d.read(256, &mut one), Err(DeviceError::OutOfRange { .. })));
+        assert!(matches!(
+            d.read(256, &mut one),
+            Err(DeviceError::OutOfRange { .. })
+        ));
         assert!(matches!(
             d.write(1, &vec![0; 16384], WriteHints::atomic(0)),
             Err(DeviceError::AtomicRejected(_))
@@ -371,6 +383,9 @@ mod tests {
             d.write(0, &one, WriteHints::stream(9)),
             Err(DeviceError::BadStream { .. })
         ));
-        assert!(matches!(d.trim(250, 10), Err(DeviceError::OutOfRange { .. })));
+        assert!(matches!(
+            d.trim(250, 10),
+            Err(DeviceError::OutOfRange { .. })
+        ));
     }
 }

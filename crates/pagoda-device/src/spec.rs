@@ -3,13 +3,20 @@
 //! `raid0-8x-hdd-15k`.
 
 use crate::error::{DeviceError, Result};
+use crate::file::{FileDevice, FileOptions};
+use crate::hdd::{Hdd, HddConfig};
 use crate::mem::{MemConfig, MemDevice};
+use crate::raid::raid0_preset;
+use crate::ssd::{Ssd, SsdConfig};
 use crate::DeviceRef;
 use std::path::PathBuf;
 use std::sync::Arc;
 
 /// The emulated presets a user can name.
 pub const PRESETS: [&str; 4] = ["sata-ssd", "nvme-ssd", "hdd-15k", "raid0-8x-hdd-15k"];
+
+/// Keys a `file:` device takes.
+const FILE_KEYS: [&str; 3] = ["direct", "capacity", "streams"];
 
 /// What kind of device a spec names.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -35,27 +42,39 @@ impl DeviceSpec {
     /// Parses a device string.
     pub fn parse(text: &str) -> Result<Self> {
         let text = text.trim();
-        if let Some(path) = text.strip_prefix("file:") {
+        if let Some(rest) = text.strip_prefix("file:") {
+            // `file:PATH[,key=value...]`: trailing parts that are known file keys are options;
+            // anything else belongs to the path (paths may contain commas).
+            let mut parts: Vec<&str> = rest.split(',').collect();
+            let mut options = Vec::new();
+            while parts.len() > 1 {
+                let last = parts[parts.len() - 1];
+                match last.split_once('=') {
+                    Some((k, v)) if FILE_KEYS.contains(&k.trim()) => {
+                        options.insert(0, (k.trim().to_string(), v.trim().to_string()));
+                        parts.pop();
+                    }
+                    _ => break,
+                }
+            }
+            let path = parts.join(",");
             if path.is_empty() {
                 return Err(DeviceError::config(
                     "file: needs a path, e.g. file:/tmp/pagoda.data",
                 ));
             }
-            // Options after a comma are allowed for files too (direct=1).
-            let (path, opts) = match path.split_once(",direct=") {
-                Some((p, v)) => (p, vec![("direct".to_string(), v.to_string())]),
-                None => (path, Vec::new()),
-            };
             return Ok(Self {
                 kind: DeviceKind::File(PathBuf::from(path)),
-                options: opts,
+                options,
             });
         }
         let mut parts = text.split(',');
         let name = parts.next().unwrap_or_default().trim();
         let kind = if name == "mem" {
             DeviceKind::Mem
-        } else if PRESETS.contains(&name) {
+        } else if PRESETS.contains(&name)
+            || (name.starts_with("raid0-") && name.ends_with("x-hdd-15k"))
+        {
             DeviceKind::Preset(name.to_string())
         } else {
             return Err(DeviceError::config(format!(
@@ -101,13 +120,31 @@ impl DeviceSpec {
                 }
                 Ok(Arc::new(MemDevice::new(cfg)?))
             }
-            DeviceKind::File(path) => Err(DeviceError::Unsupported(format!(
-                "file devices are not built yet ({})",
-                path.display()
-            ))),
-            DeviceKind::Preset(name) => Err(DeviceError::Unsupported(format!(
-                "preset {name} is not built yet"
-            ))),
+            DeviceKind::File(path) => {
+                let mut opts = FileOptions::default();
+                for (k, v) in &self.options {
+                    opts.set(k, v)?;
+                }
+                Ok(Arc::new(FileDevice::open(path, opts)?))
+            }
+            DeviceKind::Preset(name) if name == "hdd-15k" => {
+                let mut cfg = HddConfig::preset(name)?;
+                for (k, v) in &self.options {
+                    cfg.set(k, v)?;
+                }
+                Ok(Arc::new(Hdd::new(cfg)?))
+            }
+            DeviceKind::Preset(name) if name.starts_with("raid0-") => {
+                Ok(Arc::new(raid0_preset(name, &self.options)?))
+            }
+            DeviceKind::Preset(name) => {
+                let mut cfg = SsdConfig::preset(name)?;
+                for (k, v) in &self.options {
+                    cfg.set(k, v)?;
+                }
+                cfg.validate()?;
+                Ok(Arc::new(Ssd::new(cfg)?))
+            }
         }
     }
 }
@@ -136,11 +173,44 @@ mod tests {
         assert!(DeviceSpec::parse("floppy").is_err());
         assert!(DeviceSpec::parse("sata-ssd,capacity").is_err());
         assert!(DeviceSpec::parse("file:").is_err());
+        let f = DeviceSpec::parse("file:/tmp/a,b/x.db,direct=1,capacity=1GiB").unwrap();
+        assert_eq!(f.kind, DeviceKind::File("/tmp/a,b/x.db".into()));
+        assert_eq!(f.options.len(), 2);
+        assert_eq!(
+            DeviceSpec::parse("raid0-4x-hdd-15k").unwrap().kind,
+            DeviceKind::Preset("raid0-4x-hdd-15k".into())
+        );
+    }
+
+    #[test]
+    fn every_preset_opens() {
+        for p in PRESETS {
+            let d = DeviceSpec::parse(&format!("{p},capacity=1GiB"))
+                .unwrap()
+                .open();
+            let d = d.unwrap_or_else(|e| panic!("{p}: {e}"));
+            assert_eq!(d.caps().capacity_bytes(), 1 << 30, "{p}");
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("dev");
+        let d = DeviceSpec::parse(&format!("file:{},capacity=1MiB", path.display()))
+            .unwrap()
+            .open()
+            .unwrap();
+        assert_eq!(d.caps().capacity_sectors, 256);
+        assert!(DeviceSpec::parse("hdd-15k,wobble=1")
+            .unwrap()
+            .open()
+            .is_err());
+        assert!(DeviceSpec::parse("sata-ssd,op=-3").unwrap().open().is_err());
     }
 
     #[test]
     fn mem_opens_with_keys() {
-        let d = DeviceSpec::parse("mem,capacity=64MiB,streams=2").unwrap().open().unwrap();
+        let d = DeviceSpec::parse("mem,capacity=64MiB,streams=2")
+            .unwrap()
+            .open()
+            .unwrap();
         assert_eq!(d.caps().capacity_sectors, 16384);
         assert!(DeviceSpec::parse("mem,wat=1").unwrap().open().is_err());
     }

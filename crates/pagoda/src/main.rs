@@ -1,12 +1,69 @@
-//! The `pagoda` command line.
+//! The `pagoda` command line. See `../shared/docs/CLI.md` for the contract.
 
-use clap::Parser;
+mod cmd;
+mod error;
+mod progress;
+mod report;
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
 
 /// pagoda: a transactional storage engine for flash SSDs, its SSD/disk emulator and workload lab.
 #[derive(Debug, Parser)]
-#[command(name = "pagoda", version, about)]
-enum Cli {}
+#[command(name = "pagoda", version, about, propagate_version = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
 
-fn main() {
-    let _ = Cli::parse();
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Emulated SSD experiments: synthetic patterns and trace replay.
+    #[command(subcommand)]
+    Ssd(cmd::ssd::SsdCommand),
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => return usage_error(&e),
+    };
+    let result = match cli.command {
+        Command::Ssd(c) => cmd::ssd::run(c),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("pagoda: error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Help and version go to stdout as clap prints them; real usage errors become the one line
+/// CLI.md promises.
+fn usage_error(e: &clap::Error) -> ExitCode {
+    use clap::error::ErrorKind;
+    if matches!(
+        e.kind(),
+        ErrorKind::DisplayHelp
+            | ErrorKind::DisplayVersion
+            | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+    ) {
+        let _ = e.print();
+        return ExitCode::SUCCESS;
+    }
+    let text = e.to_string();
+    let first = text
+        .lines()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("bad arguments")
+        .trim_start_matches("error: ");
+    let tip = text
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("tip: "))
+        .map(|t| format!("; {t}"))
+        .unwrap_or_default();
+    eprintln!("pagoda: error: {first}{tip}; see `pagoda --help` (or COMMAND --help)");
+    ExitCode::from(2)
 }

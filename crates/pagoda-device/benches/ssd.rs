@@ -1,0 +1,275 @@
+//! SSD emulator benchmark (plain main, prints tables; ~1 minute).
+//!
+//! `cargo bench -p pagoda-device --bench ssd [-- quick] [-- only=a|b|c]` — `quick` shortens
+//! every run, `only=` picks sections.
+//! (a) count mode: host 4 KiB writes/s with GC active (op 0.28, uniform random, steady
+//!     state), single thread, via `write_units` and via `BlockDevice::write`;
+//! (b) emulate mode: QD1 read/write latency vs the preset's nominal figures;
+//! (c) emulate mode: random 4 KiB read and write throughput vs threads, 1 … dies.
+
+use pagoda_device::ssd::synth::precondition;
+use pagoda_device::ssd::{Ssd, SsdConfig};
+use pagoda_device::{BlockDevice, WriteHints, SECTOR_SIZE};
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use std::time::{Duration, Instant};
+
+fn ssd(preset: &str, opts: &[(&str, &str)]) -> Ssd {
+    Ssd::from_preset(preset, opts).expect("bench device")
+}
+
+/// CPU time of this thread (the machine is shared: wall time includes other processes).
+fn cpu_seconds() -> f64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec for the duration of the call.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    if rc != 0 {
+        return 0.0;
+    }
+    ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
+}
+
+fn count_mode(quick: bool) {
+    println!(
+        "## (a) count mode, op=0.28, uniform random 4 KiB writes after preconditioning, 1 thread"
+    );
+    println!(
+        "{:<44} {:>12} {:>14} {:>8}",
+        "path", "writes/s", "writes/CPU-s", "WAF"
+    );
+    let n_writes: u64 = if quick { 2_000_000 } else { 20_000_000 };
+    for (label, capacity, backing, buffered) in [
+        ("write_units, 1 GiB, backing=none", "1GiB", "none", false),
+        (
+            "write_units, 256 MiB, backing=none",
+            "256MiB",
+            "none",
+            false,
+        ),
+        ("write_units, 64 MiB, backing=none", "64MiB", "none", false),
+        (
+            "BlockDevice::write 4 KiB, 1 GiB, none",
+            "1GiB",
+            "none",
+            true,
+        ),
+        ("BlockDevice::write 4 KiB, 1 GiB, ram", "1GiB", "ram", true),
+    ] {
+        let d = ssd(
+            "sata-ssd",
+            &[
+                ("capacity", capacity),
+                ("op", "0.28"),
+                ("backing", backing),
+                ("streams", "1"),
+            ],
+        );
+        precondition(&d, 1).expect("precondition");
+        let cap = d.caps().capacity_sectors;
+        let mut rng = SmallRng::seed_from_u64(2);
+        let buf = vec![0x5Au8; SECTOR_SIZE];
+        let n = if backing == "ram" {
+            n_writes / 4
+        } else {
+            n_writes
+        };
+        let t = Instant::now();
+        let c = cpu_seconds();
+        for _ in 0..n {
+            let lpn = rng.gen_range(0..cap);
+            if buffered {
+                d.write(lpn, &buf, WriteHints::NORMAL).expect("write");
+            } else {
+                d.write_units(lpn, 1, WriteHints::NORMAL).expect("write");
+            }
+        }
+        let secs = t.elapsed().as_secs_f64();
+        let cpu = cpu_seconds() - c;
+        let s = d.stats();
+        assert!(s.gc_runs > 0, "GC must be active");
+        println!(
+            "{label:<44} {:>12.0} {:>14.0} {:>8.3}",
+            n as f64 / secs,
+            n as f64 / cpu,
+            s.waf
+        );
+    }
+}
+
+struct Nominal {
+    read_us: f64,
+    write_cached_us: f64,
+    write_through_us: f64,
+}
+
+fn nominal(cfg: &SsdConfig) -> Nominal {
+    let unit = SECTOR_SIZE as f64;
+    let chan = unit / cfg.channel_mbps;
+    let link = unit / cfg.link_mbps;
+    Nominal {
+        read_us: cfg.cmd_us + cfg.read_us + chan + link,
+        write_cached_us: cfg.cmd_us + link,
+        write_through_us: cfg.cmd_us + link + chan + cfg.program_us,
+    }
+}
+
+fn qd1_latency(quick: bool) {
+    println!("\n## (b) emulate mode, QD1 latency (time_scale=1), mean of N requests");
+    println!(
+        "{:<10} {:<22} {:>12} {:>12}",
+        "preset", "op", "measured µs", "nominal µs"
+    );
+    let reps = if quick { 100 } else { 400 };
+    for preset in ["sata-ssd", "nvme-ssd"] {
+        let cfg = SsdConfig::preset(preset).expect("preset");
+        let nom = nominal(&cfg);
+        let common = [
+            ("capacity", "1GiB"),
+            ("op", "0.28"),
+            ("backing", "none"),
+            ("streams", "1"),
+        ];
+        let mut opts = common.to_vec();
+        opts.push(("latency", "emulate"));
+        let d = ssd(preset, &opts);
+        let cap = d.caps().capacity_sectors;
+        for l in (0..cap).step_by(64) {
+            d.write_units(l, 64.min(cap - l), WriteHints::NORMAL)
+                .expect("fill");
+        }
+        d.flush().expect("flush");
+        let mut rng = SmallRng::seed_from_u64(3);
+        let mut buf = vec![0u8; SECTOR_SIZE];
+        let t = Instant::now();
+        for _ in 0..reps {
+            d.read(rng.gen_range(0..cap), &mut buf).expect("read");
+        }
+        let r = t.elapsed().as_secs_f64() * 1e6 / f64::from(reps);
+        println!(
+            "{preset:<10} {:<22} {r:>12.1} {:>12.1}",
+            "random read 4 KiB", nom.read_us
+        );
+        let mut w = 0.0;
+        for _ in 0..reps {
+            // Let the cache drain so each write sees an idle device; time only the call.
+            std::thread::sleep(Duration::from_micros(300));
+            let l = rng.gen_range(0..cap);
+            let t = Instant::now();
+            d.write_units(l, 1, WriteHints::NORMAL).expect("write");
+            w += t.elapsed().as_secs_f64();
+        }
+        let w = w * 1e6 / f64::from(reps);
+        println!(
+            "{preset:<10} {:<22} {w:>12.1} {:>12.1}",
+            "write 4 KiB (cached)", nom.write_cached_us
+        );
+        let mut opts = opts.clone();
+        opts.push(("cache", "0"));
+        let d = ssd(preset, &opts);
+        let t = Instant::now();
+        for _ in 0..reps / 4 {
+            d.write_units(rng.gen_range(0..cap), 1, WriteHints::NORMAL)
+                .expect("write");
+        }
+        let w = t.elapsed().as_secs_f64() * 1e6 / f64::from(reps / 4);
+        println!(
+            "{preset:<10} {:<22} {w:>12.1} {:>12.1}",
+            "write 4 KiB (cache=0)", nom.write_through_us
+        );
+    }
+}
+
+fn throughput(quick: bool) {
+    let span = Duration::from_millis(if quick { 150 } else { 400 });
+    println!(
+        "\n## (c) emulate mode, random 4 KiB throughput vs threads (modeled IOPS = requests / \
+         (wall time / time_scale)); capacity 4GiB, op 0.28, 64 MiB working set"
+    );
+    for (preset, scale) in [("sata-ssd", "4"), ("nvme-ssd", "4")] {
+        let cfg = SsdConfig::preset(preset).expect("preset");
+        let dies = cfg.channels * cfg.dies_per_channel;
+        let scale_f: f64 = scale.parse().expect("scale");
+        println!("{preset} (dies {dies}, time_scale {scale}):");
+        println!("{:>8} {:>14} {:>14}", "threads", "read IOPS", "write IOPS");
+        let d = ssd(
+            preset,
+            &[
+                ("capacity", "4GiB"),
+                ("op", "0.28"),
+                ("backing", "none"),
+                ("streams", "1"),
+                ("latency", "emulate"),
+                ("time_scale", scale),
+            ],
+        );
+        // Work on the first 64 MiB (striped over all parallel units), so filling is quick.
+        let cap = 16384;
+        for l in (0..cap).step_by(64) {
+            d.write_units(l, 64, WriteHints::NORMAL).expect("fill");
+        }
+
+        d.flush().expect("flush");
+        let mut threads = 1;
+        while threads <= dies {
+            let mut row = Vec::new();
+            for write in [false, true] {
+                let t0 = Instant::now();
+                let total: u64 = std::thread::scope(|s| {
+                    let hs: Vec<_> = (0..threads)
+                        .map(|t| {
+                            let d = &d;
+                            s.spawn(move || {
+                                let mut rng = SmallRng::seed_from_u64(u64::from(t) + 10);
+                                let mut buf = vec![0u8; SECTOR_SIZE];
+                                let mut n = 0u64;
+                                while t0.elapsed() < span {
+                                    let l = rng.gen_range(0..cap);
+                                    if write {
+                                        d.write_units(l, 1, WriteHints::NORMAL).expect("write");
+                                    } else {
+                                        d.read(l, &mut buf).expect("read");
+                                    }
+                                    n += 1;
+                                }
+                                n
+                            })
+                        })
+                        .collect();
+                    hs.into_iter().map(|h| h.join().expect("thread")).sum()
+                });
+                let secs = t0.elapsed().as_secs_f64() / scale_f;
+                row.push(total as f64 / secs);
+                d.flush().expect("drain");
+            }
+            println!("{threads:>8} {:>14.0} {:>14.0}", row[0], row[1]);
+            threads *= 2;
+        }
+    }
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let quick = args.iter().any(|a| a == "quick");
+    let only: Vec<&str> = args
+        .iter()
+        .filter_map(|a| a.strip_prefix("only="))
+        .collect();
+    let run = |s: &str| only.is_empty() || only.contains(&s);
+    let t = Instant::now();
+    if run("a") {
+        count_mode(quick);
+    }
+    if run("b") {
+        qd1_latency(quick);
+    }
+    if run("c") {
+        throughput(quick);
+    }
+    println!(
+        "\n(total {:.1} s; shared machine, figures are noisy)",
+        t.elapsed().as_secs_f64()
+    );
+}

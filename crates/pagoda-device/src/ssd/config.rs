@@ -1,0 +1,517 @@
+//! SSD configuration: presets, `key=value` options, validation and derived geometry.
+
+use crate::error::{DeviceError, Result};
+use crate::units::{format_size, parse_size};
+use crate::SECTOR_SIZE;
+use std::path::PathBuf;
+
+/// The mapping unit of the FTL (4 KiB) as u64.
+pub(crate) const UNIT: u64 = SECTOR_SIZE as u64;
+/// Bytes of out-of-band metadata each 4 KiB mapping unit needs (LPN 4, sequence number 8,
+/// atomic group size 2 + index 2).
+pub const OOB_BYTES_PER_UNIT: usize = 16;
+
+/// How an emulated device spends time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LatencyMode {
+    /// Only count; every I/O returns at once.
+    Count,
+    /// Block each I/O until its modeled completion on the channel/die timelines.
+    Emulate,
+}
+
+/// Where unit data lives.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Backing {
+    /// Sparse in RAM (only written units take memory).
+    Ram,
+    /// Nowhere: reads return zeros; only counters and mapping matter (synthetic workloads).
+    None,
+    /// In a file addressed by physical unit (`ppn × 4 KiB`), for devices larger than RAM.
+    File(PathBuf),
+}
+
+/// Victim selection of garbage collection.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GcPolicy {
+    /// The closed block with the fewest valid units (O(1) amortized via valid-count buckets).
+    Greedy,
+    /// Rosenblum's cost-benefit: maximise `(1 − u) · age / (2u)`; scans all closed blocks per
+    /// victim (O(blocks) per GC run, i.e. O(blocks / units_per_block) per relocated unit).
+    CostBenefit,
+}
+
+/// Configuration of an emulated SSD. Sizes are bytes, times microseconds, bandwidths MB/s
+/// (10⁶ bytes per second).
+#[derive(Clone, Debug, PartialEq)]
+pub struct SsdConfig {
+    /// Preset name, for `describe`.
+    pub name: String,
+    /// Host-visible capacity in bytes; a positive multiple of 4 KiB. Key `capacity`.
+    pub capacity_bytes: u64,
+    /// Over-provisioning, (physical − logical) / logical, in `0.0..=4.0`. Key `op`. The block
+    /// count is derived as ⌈logical units · (1 + op) / units per block⌉ and spread round-robin
+    /// over the parallel units (channels × dies × planes; their block counts differ by at most
+    /// one). It is an error if that leaves a parallel unit without blocks, or if rounding to
+    /// whole blocks raises op by more than 0.05 + op/4.
+    pub op: f64,
+    /// Write streams, 1..=64. Key `streams`.
+    pub streams: u16,
+    /// Atomic-write unit in bytes (power of two, 4 KiB..=1 MiB) or `None`. Key `atomic`
+    /// (`0` = none).
+    pub atomic_unit_bytes: Option<usize>,
+    /// Key `latency=count|emulate`.
+    pub latency: LatencyMode,
+    /// Real time = modeled time × `time_scale`, in `1e-9..=1000`. Key `time_scale`.
+    pub time_scale: f64,
+    /// Key `backing=ram|none|PATH`.
+    pub backing: Backing,
+    /// Flash channels (buses), 1..=64. Key `channels`.
+    pub channels: u32,
+    /// Dies per channel, 1..=64. Key `dies`.
+    pub dies_per_channel: u32,
+    /// Planes per die, 1..=8. Each plane is modeled as an independent program/read timeline
+    /// (i.e. multi-plane operations are assumed always possible). Key `planes`.
+    pub planes: u32,
+    /// Flash pages per erase block, 2..=4096. Key `pages_per_block`.
+    pub pages_per_block: u32,
+    /// Flash page size in bytes, a multiple of 4 KiB up to 64 KiB; a page holds
+    /// `page_size / 4 KiB` mapping units. Key `page_size`.
+    pub page_size_bytes: usize,
+    /// Spare (OOB) bytes per flash page; must hold 16 B of metadata per mapping unit.
+    /// Key `spare`.
+    pub spare_bytes_per_page: usize,
+    /// Key `gc=greedy|cost-benefit`.
+    pub gc: GcPolicy,
+    /// GC starts when free blocks drop below this (≥ 2). Key `gc_low`.
+    pub gc_low_blocks: u32,
+    /// GC stops once free blocks reach this (> `gc_low_blocks`). Key `gc_high`.
+    pub gc_high_blocks: u32,
+    /// Host write points per stream (striping width over parallel units). `None` = as many as
+    /// parallel units, capped so that all open blocks use at most half of the spare blocks.
+    /// Key `stripe`.
+    pub stripe: Option<u32>,
+    /// Volatile write cache in bytes (multiple of 4 KiB; 0 = write-through: every
+    /// acknowledged write is durable). At most this much acknowledged data can be lost at a
+    /// power cut; when more is unflushed the device drains (makes durable) on its own.
+    /// Key `cache`.
+    pub cache_bytes: u64,
+    /// Cell read time of one flash page (tR), µs. Key `read_us`.
+    pub read_us: f64,
+    /// Program time of one flash page (tPROG), µs. Key `program_us`.
+    pub program_us: f64,
+    /// Block erase time (tBERS), µs. Key `erase_us`.
+    pub erase_us: f64,
+    /// Bandwidth of one flash channel bus, MB/s. Key `channel_mbps`.
+    pub channel_mbps: f64,
+    /// Bandwidth of the host link (SATA, PCIe), MB/s. Key `link_mbps`.
+    pub link_mbps: f64,
+    /// Fixed controller/firmware overhead per host command, µs. Key `cmd_us`.
+    pub cmd_us: f64,
+}
+
+/// Valid keys of [`SsdConfig::set`], for error messages.
+pub const KEYS: &str = "capacity, op, streams, atomic, latency, time_scale, backing, channels, \
+     dies, planes, pages_per_block, page_size, spare, gc, gc_low, gc_high, stripe, cache, \
+     read_us, program_us, erase_us, channel_mbps, link_mbps, cmd_us";
+
+impl SsdConfig {
+    /// A named preset.
+    ///
+    /// * `sata-ssd` — a Samsung 840 Pro-class MLC SATA SSD. The 256 GB 840 Pro (MDX
+    ///   controller) has 8 channels and 32 dies of 21-nm 64 Gbit Toggle-DDR 2.0 MLC
+    ///   (4 dies per channel), 8 KiB pages, 128 pages per block (1 MiB blocks), 2 planes.
+    ///   Cell timings are typical datasheet values of 2x-nm MLC: tR ≈ 60 µs, tPROG ≈ 800 µs,
+    ///   tBERS ≈ 3 ms; Toggle 2.0 channel 400 MB/s; SATA 6 Gb/s link ≈ 550 MB/s usable
+    ///   (the drive's spec sheet gives 540/520 MB/s sequential read/write, 100 K/90 K
+    ///   random 4 KiB IOPS at QD32). OP 7 % (256 GiB of NAND for 256 GB). 512 KiB write
+    ///   cache (the rest of its DRAM holds the mapping table).
+    /// * `nvme-ssd` — a many-channel enterprise NVMe SSD with 3D TLC: 16 channels × 4 dies ×
+    ///   2 planes, 16 KiB pages, 128 pages per block. tR ≈ 60 µs, tPROG ≈ 660 µs per page
+    ///   (one-shot TLC programming amortized per page), tBERS ≈ 3.5 ms, 800 MB/s channels
+    ///   (ONFI 4 / Toggle 3), PCIe 3.0 ×4 link ≈ 3.5 GB/s; OP 28 % (enterprise class).
+    ///   2 MiB write cache.
+    ///
+    /// Both default to 1 GiB logical capacity so tests are quick; set `capacity` for more.
+    pub fn preset(name: &str) -> Result<Self> {
+        let base = Self {
+            name: name.to_string(),
+            capacity_bytes: 1 << 30,
+            op: 0.07,
+            streams: 4,
+            atomic_unit_bytes: Some(16 * 1024),
+            latency: LatencyMode::Count,
+            time_scale: 1.0,
+            backing: Backing::Ram,
+            channels: 8,
+            dies_per_channel: 4,
+            planes: 2,
+            pages_per_block: 128,
+            page_size_bytes: 8192,
+            spare_bytes_per_page: 448,
+            gc: GcPolicy::Greedy,
+            gc_low_blocks: 3,
+            gc_high_blocks: 4,
+            stripe: None,
+            cache_bytes: 512 * 1024,
+            read_us: 60.0,
+            program_us: 800.0,
+            erase_us: 3000.0,
+            channel_mbps: 400.0,
+            link_mbps: 550.0,
+            cmd_us: 5.0,
+        };
+        match name {
+            "sata-ssd" => Ok(base),
+            "nvme-ssd" => Ok(Self {
+                op: 0.28,
+                channels: 16,
+                dies_per_channel: 4,
+                planes: 2,
+                pages_per_block: 128,
+                page_size_bytes: 16384,
+                spare_bytes_per_page: 1952,
+                cache_bytes: 2 << 20,
+                read_us: 60.0,
+                program_us: 660.0,
+                erase_us: 3500.0,
+                channel_mbps: 800.0,
+                link_mbps: 3500.0,
+                cmd_us: 3.0,
+                ..base
+            }),
+            _ => Err(DeviceError::config(format!(
+                "unknown SSD preset '{name}': choose sata-ssd or nvme-ssd"
+            ))),
+        }
+    }
+
+    /// Applies one `key=value` option (see [`KEYS`]).
+    pub fn set(&mut self, key: &str, value: &str) -> Result<()> {
+        let v = value.trim();
+        match key.trim() {
+            "capacity" => self.capacity_bytes = parse_size(v)?,
+            "op" => self.op = float(key, v)?,
+            "streams" => self.streams = int(key, v)?,
+            "atomic" => {
+                let b = parse_size(v)?;
+                self.atomic_unit_bytes = if b == 0 {
+                    None
+                } else {
+                    Some(usize::try_from(b).map_err(|_| {
+                        DeviceError::config(format!("atomic={v} is too large; use at most 1MiB"))
+                    })?)
+                };
+            }
+            "latency" => {
+                self.latency = match v {
+                    "count" => LatencyMode::Count,
+                    "emulate" => LatencyMode::Emulate,
+                    _ => {
+                        return Err(DeviceError::config(format!(
+                            "latency={v}: choose count or emulate"
+                        )))
+                    }
+                }
+            }
+            "time_scale" => self.time_scale = float(key, v)?,
+            "backing" => {
+                self.backing = match v {
+                    "ram" => Backing::Ram,
+                    "none" => Backing::None,
+                    "" => {
+                        return Err(DeviceError::config(
+                            "backing= needs ram, none or a file path",
+                        ))
+                    }
+                    p => Backing::File(PathBuf::from(p)),
+                }
+            }
+            "channels" => self.channels = int(key, v)?,
+            "dies" => self.dies_per_channel = int(key, v)?,
+            "planes" => self.planes = int(key, v)?,
+            "pages_per_block" => self.pages_per_block = int(key, v)?,
+            "page_size" => {
+                self.page_size_bytes = usize::try_from(parse_size(v)?)
+                    .map_err(|_| DeviceError::config(format!("page_size={v} is too large")))?;
+            }
+            "spare" => {
+                self.spare_bytes_per_page = usize::try_from(parse_size(v)?)
+                    .map_err(|_| DeviceError::config(format!("spare={v} is too large")))?;
+            }
+            "gc" => {
+                self.gc = match v {
+                    "greedy" => GcPolicy::Greedy,
+                    "cost-benefit" => GcPolicy::CostBenefit,
+                    _ => {
+                        return Err(DeviceError::config(format!(
+                            "gc={v}: choose greedy or cost-benefit"
+                        )))
+                    }
+                }
+            }
+            "gc_low" => self.gc_low_blocks = int(key, v)?,
+            "gc_high" => self.gc_high_blocks = int(key, v)?,
+            "stripe" => self.stripe = Some(int(key, v)?),
+            "cache" => self.cache_bytes = parse_size(v)?,
+            "read_us" => self.read_us = float(key, v)?,
+            "program_us" => self.program_us = float(key, v)?,
+            "erase_us" => self.erase_us = float(key, v)?,
+            "channel_mbps" => self.channel_mbps = float(key, v)?,
+            "link_mbps" => self.link_mbps = float(key, v)?,
+            "cmd_us" => self.cmd_us = float(key, v)?,
+            other => {
+                return Err(DeviceError::config(format!(
+                    "SSD does not take key '{other}'; valid keys: {KEYS}"
+                )))
+            }
+        }
+        Ok(())
+    }
+
+    /// Checks the options and that capacity, op and geometry agree.
+    pub fn validate(&self) -> Result<()> {
+        self.geometry().map(|_| ())
+    }
+
+    /// Validates and derives the geometry.
+    pub fn geometry(&self) -> Result<Geometry> {
+        let cfg = |m: String| Err(DeviceError::config(m));
+        if self.capacity_bytes == 0 || !self.capacity_bytes.is_multiple_of(UNIT) {
+            return cfg(format!(
+                "capacity={} is not a positive multiple of 4KiB",
+                self.capacity_bytes
+            ));
+        }
+        if !(self.op.is_finite() && (0.0..=4.0).contains(&self.op)) {
+            return cfg(format!("op={} is out of range; use 0.0..=4.0", self.op));
+        }
+        if !(1..=64).contains(&self.streams) {
+            return cfg(format!(
+                "streams={} is out of range; use 1..=64",
+                self.streams
+            ));
+        }
+        if let Some(u) = self.atomic_unit_bytes {
+            if u < SECTOR_SIZE || !u.is_power_of_two() || u > 1 << 20 {
+                return cfg(format!(
+                    "atomic={u} must be a power of two from 4KiB to 1MiB (or 0 for none)"
+                ));
+            }
+        }
+        if !(self.time_scale.is_finite() && (1e-9..=1e3).contains(&self.time_scale)) {
+            return cfg(format!(
+                "time_scale={} is out of range; use 1e-9..=1000 (1 = real time)",
+                self.time_scale
+            ));
+        }
+        for (k, v, max) in [
+            ("channels", self.channels, 64),
+            ("dies", self.dies_per_channel, 64),
+            ("planes", self.planes, 8),
+        ] {
+            if !(1..=max).contains(&v) {
+                return cfg(format!("{k}={v} is out of range; use 1..={max}"));
+            }
+        }
+        if !(2..=4096).contains(&self.pages_per_block) {
+            return cfg(format!(
+                "pages_per_block={} is out of range; use 2..=4096",
+                self.pages_per_block
+            ));
+        }
+        if self.page_size_bytes == 0
+            || !self.page_size_bytes.is_multiple_of(SECTOR_SIZE)
+            || self.page_size_bytes > 64 * 1024
+        {
+            return cfg(format!(
+                "page_size={} must be a multiple of 4KiB up to 64KiB",
+                self.page_size_bytes
+            ));
+        }
+        let units_per_page = (self.page_size_bytes / SECTOR_SIZE) as u32;
+        let oob_needed = units_per_page as usize * OOB_BYTES_PER_UNIT;
+        if self.spare_bytes_per_page < oob_needed {
+            return cfg(format!(
+                "spare={} B per page cannot hold the {oob_needed} B of out-of-band metadata \
+                 ({units_per_page} units x {OOB_BYTES_PER_UNIT} B); raise spare",
+                self.spare_bytes_per_page
+            ));
+        }
+        for (k, v) in [
+            ("read_us", self.read_us),
+            ("program_us", self.program_us),
+            ("erase_us", self.erase_us),
+            ("cmd_us", self.cmd_us),
+        ] {
+            if !(v.is_finite() && v >= 0.0) {
+                return cfg(format!("{k}={v} must be a non-negative number"));
+            }
+        }
+        for (k, v) in [
+            ("channel_mbps", self.channel_mbps),
+            ("link_mbps", self.link_mbps),
+        ] {
+            if !(v.is_finite() && v > 0.0) {
+                return cfg(format!("{k}={v} must be a positive number"));
+            }
+        }
+        if self.gc_low_blocks < 2 || self.gc_high_blocks <= self.gc_low_blocks {
+            return cfg(format!(
+                "gc_low={} / gc_high={}: need gc_low >= 2 and gc_high > gc_low",
+                self.gc_low_blocks, self.gc_high_blocks
+            ));
+        }
+        if !self.cache_bytes.is_multiple_of(UNIT) {
+            return cfg(format!(
+                "cache={} is not a multiple of 4KiB",
+                self.cache_bytes
+            ));
+        }
+
+        let units_per_block = self.pages_per_block * units_per_page;
+        let logical_units = self.capacity_bytes / UNIT;
+        let pus = self.channels * self.dies_per_channel * self.planes;
+        let physical_units = (logical_units as f64 * (1.0 + self.op)).ceil() as u64;
+        let blocks = physical_units.div_ceil(u64::from(units_per_block));
+        let block_bytes = u64::from(units_per_block) * UNIT;
+        if blocks < u64::from(pus) {
+            return cfg(format!(
+                "capacity={} op={} needs only {blocks} blocks of {} but the geometry has {pus} \
+                 parallel units ({} channels x {} dies x {} planes), each needing at least \
+                 one block; raise capacity to at least {} or lower \
+                 channels/dies/planes/pages_per_block",
+                format_size(self.capacity_bytes),
+                self.op,
+                format_size(block_bytes),
+                self.channels,
+                self.dies_per_channel,
+                self.planes,
+                format_size(
+                    ((u64::from(pus) * block_bytes) as f64 / (1.0 + self.op)).ceil() as u64
+                )
+            ));
+        }
+        let effective_op =
+            (blocks * u64::from(units_per_block)) as f64 / logical_units as f64 - 1.0;
+        if effective_op - self.op > 0.05 + 0.25 * self.op {
+            return cfg(format!(
+                "capacity={} op={} does not fit whole blocks of {}: {blocks} blocks give \
+                 op={effective_op:.3}; use a capacity that is a multiple of the block size \
+                 or lower pages_per_block/page_size",
+                format_size(self.capacity_bytes),
+                self.op,
+                format_size(block_bytes)
+            ));
+        }
+        let total_units = blocks * u64::from(units_per_block);
+        if total_units >= u64::from(u32::MAX) || logical_units >= u64::from(u32::MAX) {
+            return cfg(format!(
+                "capacity={} with op={} needs {total_units} mapping units; at most {} are \
+                 supported (about 16 TiB); lower capacity",
+                format_size(self.capacity_bytes),
+                self.op,
+                u32::MAX - 1
+            ));
+        }
+        let blocks = blocks as u32;
+        let data_blocks = logical_units.div_ceil(u64::from(units_per_block)) as u32;
+        let spare_blocks = blocks - data_blocks;
+        let streams = u32::from(self.streams);
+        let reserve = self.gc_high_blocks;
+        // Open blocks (stripe host write points + 1 GC write point per stream) may use at most
+        // half of the spare blocks: the other half guarantees GC always finds a victim with
+        // invalid units, so it can never deadlock.
+        let budget = (spare_blocks / 2).saturating_sub(reserve);
+        let max_stripe = (budget / streams).saturating_sub(1);
+        if max_stripe == 0 {
+            let per_block = format_size(u64::from(units_per_block) * UNIT);
+            let need_blocks = 2 * (2 * streams + reserve);
+            let need_op = (f64::from(data_blocks + need_blocks) * f64::from(units_per_block))
+                / logical_units as f64
+                - 1.0;
+            return cfg(format!(
+                "capacity={} op={} with {per_block} blocks ({} pages x {}) gives {blocks} \
+                 blocks of which {spare_blocks} are spare, but {streams} stream(s) with \
+                 gc_high={reserve} need at least {need_blocks} spare blocks; raise op to \
+                 {need_op:.3}, raise capacity, lower pages_per_block or streams",
+                format_size(self.capacity_bytes),
+                self.op,
+                self.pages_per_block,
+                format_size(self.page_size_bytes as u64),
+            ));
+        }
+        let stripe = match self.stripe {
+            Some(s) if s == 0 || s > max_stripe || s > pus => {
+                return cfg(format!(
+                    "stripe={s} is out of range: this geometry allows 1..={} (parallel units \
+                     {pus}, spare blocks {spare_blocks}); lower stripe or raise op/capacity",
+                    max_stripe.min(pus)
+                ))
+            }
+            Some(s) => s,
+            None => pus.min(max_stripe),
+        };
+        Ok(Geometry {
+            units_per_page,
+            units_per_block,
+            pages_per_block: self.pages_per_block,
+            blocks,
+            logical_units: logical_units as u32,
+            pus,
+            channels: self.channels,
+            planes_per_channel: self.dies_per_channel * self.planes,
+            stripe,
+            cache_units: (self.cache_bytes / UNIT).min(u64::from(u32::MAX)) as u32,
+        })
+    }
+}
+
+fn float(key: &str, v: &str) -> Result<f64> {
+    v.parse::<f64>()
+        .ok()
+        .filter(|f| f.is_finite())
+        .ok_or_else(|| DeviceError::config(format!("{key}={v}: expected a number")))
+}
+
+fn int<T: std::str::FromStr>(key: &str, v: &str) -> Result<T> {
+    v.parse()
+        .map_err(|_| DeviceError::config(format!("{key}={v}: expected a whole number")))
+}
+
+/// Geometry derived from a validated [`SsdConfig`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Geometry {
+    /// 4 KiB mapping units per flash page.
+    pub units_per_page: u32,
+    /// Mapping units per erase block.
+    pub units_per_block: u32,
+    /// Flash pages per block.
+    pub pages_per_block: u32,
+    /// Erase blocks in the device (≥ `pus`).
+    pub blocks: u32,
+    /// Host-visible units.
+    pub logical_units: u32,
+    /// Parallel units: channels × dies × planes. Block `b` lives on parallel unit `b % pus`.
+    pub pus: u32,
+    /// Channels; parallel unit `p` sits on channel `p % channels`.
+    pub channels: u32,
+    /// Parallel units per channel.
+    pub planes_per_channel: u32,
+    /// Host write points per stream.
+    pub stripe: u32,
+    /// Volatile cache size in units.
+    pub cache_units: u32,
+}
+
+impl Geometry {
+    /// Physical units.
+    pub fn physical_units(&self) -> u64 {
+        u64::from(self.blocks) * u64::from(self.units_per_block)
+    }
+
+    /// Effective over-provisioning after rounding to whole blocks.
+    pub fn effective_op(&self) -> f64 {
+        self.physical_units() as f64 / f64::from(self.logical_units) - 1.0
+    }
+}

@@ -1,0 +1,3 @@
+//! Subcommands, one module each.
+
+pub mod ssd;

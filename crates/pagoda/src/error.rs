@@ -1,0 +1,27 @@
+//! The CLI's error type: every failure ends as one line on stderr and a non-zero exit.
+
+use std::path::PathBuf;
+
+/// Result alias for commands.
+pub type CliResult<T> = Result<T, CliError>;
+
+/// Errors a command can end with.
+#[derive(Debug, thiserror::Error)]
+pub enum CliError {
+    /// From the device layer (bad device string, geometry, I/O).
+    #[error(transparent)]
+    Device(#[from] pagoda_device::DeviceError),
+    /// A file the CLI reads or writes itself.
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// A flag value that does not make sense.
+    #[error("{0}")]
+    Usage(String),
+    /// Anything else, with its reason.
+    #[error("{0}")]
+    Other(String),
+}
