@@ -18,6 +18,16 @@ pub enum CliError {
         #[source]
         source: std::io::Error,
     },
+    /// From the engine (bad options, corruption, I/O).
+    #[error(transparent)]
+    Engine(#[from] pagoda_engine::Error),
+    /// From a workload (bad configuration, a database loaded with other parameters).
+    #[error(transparent)]
+    Workload(#[from] pagoda_workload::WorkloadError),
+    /// A check that ran and failed (crashtest, inspect, bench --check); the report was
+    /// printed already.
+    #[error("{0}")]
+    CheckFailed(String),
     /// A flag value that does not make sense.
     #[error("{0}")]
     Usage(String),

@@ -21,6 +21,13 @@ enum Command {
     /// Emulated SSD experiments: synthetic patterns and trace replay.
     #[command(subcommand)]
     Ssd(cmd::ssd::SsdCommand),
+    /// Power-cut crash test of the engine on an emulated device.
+    Crashtest(cmd::crashtest::CrashtestArgs),
+    /// Verify a database's pages and log offline.
+    Inspect {
+        /// The database directory.
+        path: std::path::PathBuf,
+    },
 }
 
 fn main() -> ExitCode {
@@ -30,6 +37,8 @@ fn main() -> ExitCode {
     };
     let result = match cli.command {
         Command::Ssd(c) => cmd::ssd::run(c),
+        Command::Crashtest(a) => cmd::crashtest::run(&a),
+        Command::Inspect { path } => cmd::inspect::run(&path),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,3 +1,5 @@
 //! Subcommands, one module each.
 
+pub mod crashtest;
+pub mod inspect;
 pub mod ssd;
