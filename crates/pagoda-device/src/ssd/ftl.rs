@@ -88,6 +88,9 @@ pub(crate) struct Ftl {
     pub oob: Vec<Oob>,
     pinned: Vec<u64>,
     pin_list: Vec<u32>,
+    /// One bit per physical unit, set iff the unit counts in its block's `valid` count (live or
+    /// pinned): GC finds the units to move from it without touching the L2P table.
+    vbits: Vec<u64>,
     pub valid: Vec<u32>,
     pub written: Vec<u32>,
     pub erase_count: Vec<u32>,
@@ -151,6 +154,7 @@ impl Ftl {
         let l2p = alloc(geo.logical_units as usize, NONE)?;
         let oob = alloc(geo.physical_units() as usize, Oob::ERASED)?;
         let pinned = alloc((geo.physical_units() as usize).div_ceil(64), 0u64)?;
+        let vbits = alloc((geo.physical_units() as usize).div_ceil(64), 0u64)?;
         let mut ftl = Self {
             geo,
             policy: cfg.gc,
@@ -160,6 +164,7 @@ impl Ftl {
             oob,
             pinned,
             pin_list: Vec::new(),
+            vbits,
             valid: vec![0; blocks],
             written: vec![0; blocks],
             erase_count: vec![0; blocks],
@@ -239,6 +244,71 @@ impl Ftl {
         self.pin_list.clear();
     }
 
+    // ---- valid bitmap --------------------------------------------------------------------
+
+    #[cfg(test)]
+    pub(crate) fn is_valid_bit(&self, ppn: u32) -> bool {
+        self.vbits[(ppn / 64) as usize] & (1 << (ppn % 64)) != 0
+    }
+
+    #[inline]
+    pub(crate) fn set_valid_bit(&mut self, ppn: u32) {
+        self.vbits[(ppn / 64) as usize] |= 1 << (ppn % 64);
+    }
+
+    #[inline]
+    pub(crate) fn clear_valid_bit(&mut self, ppn: u32) {
+        self.vbits[(ppn / 64) as usize] &= !(1 << (ppn % 64));
+    }
+
+    /// Clears the valid bits of units `first..first + n`.
+    pub(crate) fn clear_valid_range(&mut self, first: u32, n: u32) {
+        let (mut p, end) = (first, first + n);
+        while p < end {
+            let bit = p % 64;
+            let take = (64 - bit).min(end - p);
+            let mask = if take == 64 {
+                u64::MAX
+            } else {
+                ((1u64 << take) - 1) << bit
+            };
+            self.vbits[(p / 64) as usize] &= !mask;
+            p += take;
+        }
+    }
+
+    /// Appends to `out` the units of `first..first + n` whose valid bit is set, in order.
+    pub(crate) fn collect_valid(&self, first: u32, n: u32, out: &mut Vec<u32>) {
+        let (mut p, end) = (first, first + n);
+        while p < end {
+            let bit = p % 64;
+            let take = (64 - bit).min(end - p);
+            let mask = if take == 64 {
+                u64::MAX
+            } else {
+                ((1u64 << take) - 1) << bit
+            };
+            let mut w = self.vbits[(p / 64) as usize] & mask;
+            let base = p - bit;
+            while w != 0 {
+                out.push(base + w.trailing_zeros());
+                w &= w - 1;
+            }
+            p += take;
+        }
+    }
+
+    /// Rebuilds the valid bitmap from the mapping (no pins; recovery).
+    pub(crate) fn rebuild_valid_bits(&mut self) {
+        self.vbits.iter_mut().for_each(|w| *w = 0);
+        for i in 0..self.l2p.len() {
+            let ppn = self.l2p[i];
+            if ppn != NONE {
+                self.set_valid_bit(ppn);
+            }
+        }
+    }
+
     // ---- allocation ------------------------------------------------------------------------
 
     /// Takes a free block, preferring parallel unit `pu`, else the one with most free blocks.
@@ -311,6 +381,7 @@ impl Ftl {
             *o = Oob::ERASED;
         }
         self.store.erase(first, upb);
+        self.clear_valid_range(first, upb);
         self.valid[b as usize] = 0;
         self.written[b as usize] = 0;
         self.max_seq[b as usize] = 0;
@@ -331,6 +402,7 @@ impl Ftl {
         let v = self.valid[b as usize];
         debug_assert!(v > 0, "valid count of block {b} underflows");
         self.valid[b as usize] = v - 1;
+        self.clear_valid_bit(ppn);
         if self.state[b as usize] == BState::Closed {
             self.buckets.remove(b, v);
             self.buckets.insert(b, v - 1);
@@ -396,6 +468,7 @@ impl Ftl {
             self.store.write(ppn, chunk)?;
             let b = ppn / upb;
             self.valid[b as usize] += 1;
+            self.set_valid_bit(ppn);
             self.max_seq[b as usize] = seq;
             if let Some(t) = self.timing.as_mut() {
                 ack = ack.max(t.host_write_unit(b % self.geo.pus, t0));
@@ -514,11 +587,16 @@ impl Ftl {
             for ppn in b * upb..b * upb + self.written[b as usize] {
                 let lpn = self.oob[ppn as usize].lpn;
                 let live = lpn != NONE && self.l2p[lpn as usize] == ppn;
-                if live || self.is_pinned(ppn) {
+                let counted = live || self.is_pinned(ppn);
+                assert_eq!(counted, self.is_valid_bit(ppn), "valid bit of unit {ppn}");
+                if counted {
                     v += 1;
                 }
             }
             assert_eq!(v, self.valid[b as usize], "block {b} valid count");
+            for ppn in b * upb + self.written[b as usize]..(b + 1) * upb {
+                assert!(!self.is_valid_bit(ppn), "valid bit of unwritten unit {ppn}");
+            }
         }
     }
 }

@@ -8,7 +8,8 @@
 //!   document their figures and sources on [`SsdConfig::preset`].
 //! * **FTL** (`ftl`): page mapping on 4 KiB units — flat `Vec<u32>` L2P, 16-byte OOB per
 //!   physical unit (LPN, sequence number, atomic group size/index) which also serves as P2L
-//!   (a unit is live iff `l2p[oob.lpn] == ppn`), per-block valid/written/erase counts. Each
+//!   (a unit is live iff `l2p[oob.lpn] == ppn`), a valid bitmap (live or pinned units, so GC
+//!   finds what to move without L2P lookups), per-block valid/written/erase counts. Each
 //!   stream has `stripe` host write points (round-robin over PUs, for parallelism) and one GC
 //!   write point. Free blocks sit in FIFO lists per PU, so erases rotate over all blocks
 //!   (simple dynamic wear levelling); erase counts are lifetime figures (not reset by
