@@ -81,6 +81,8 @@ pub(crate) struct TrimRec {
 #[derive(Debug)]
 pub(crate) struct Ftl {
     pub geo: Geometry,
+    /// log2(units_per_block) when it is a power of two, else `u32::MAX` (divide).
+    upb_shift: u32,
     pub policy: GcPolicy,
     pub gc_low: u32,
     pub gc_high: u32,
@@ -122,6 +124,19 @@ pub(crate) struct Ftl {
     pub timing: Option<Timeline>,
 }
 
+/// Hints the CPU to start loading the cache line at `p` (no effect on results).
+#[inline(always)]
+pub(crate) fn prefetch<T>(p: *const T) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch is only a hint: it never dereferences `p` architecturally and never
+    // faults, whatever the address, so any pointer value is fine.
+    unsafe {
+        core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(p.cast());
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
+}
+
 fn alloc<T: Clone>(n: usize, v: T) -> Result<Vec<T>> {
     let mut out = Vec::new();
     out.try_reserve_exact(n).map_err(|_| {
@@ -155,8 +170,14 @@ impl Ftl {
         let oob = alloc(geo.physical_units() as usize, Oob::ERASED)?;
         let pinned = alloc((geo.physical_units() as usize).div_ceil(64), 0u64)?;
         let vbits = alloc((geo.physical_units() as usize).div_ceil(64), 0u64)?;
+        let upb = geo.units_per_block;
         let mut ftl = Self {
             geo,
+            upb_shift: if upb.is_power_of_two() {
+                upb.trailing_zeros()
+            } else {
+                u32::MAX
+            },
             policy: cfg.gc,
             gc_low: cfg.gc_low_blocks,
             gc_high: cfg.gc_high_blocks,
@@ -196,6 +217,16 @@ impl Ftl {
         };
         ftl.rebuild_free_lists();
         Ok(ftl)
+    }
+
+    /// The erase block holding physical unit `ppn` (a shift for power-of-two blocks).
+    #[inline]
+    pub(crate) fn block_of(&self, ppn: u32) -> u32 {
+        if self.upb_shift < 32 {
+            ppn >> self.upb_shift
+        } else {
+            ppn / self.geo.units_per_block
+        }
     }
 
     pub(crate) fn pu_of_block(&self, b: u32) -> u32 {
@@ -398,7 +429,7 @@ impl Ftl {
     // ---- mapping updates ---------------------------------------------------------------------
 
     fn invalidate(&mut self, ppn: u32) {
-        let b = ppn / self.geo.units_per_block;
+        let b = self.block_of(ppn);
         let v = self.valid[b as usize];
         debug_assert!(v > 0, "valid count of block {b} underflows");
         self.valid[b as usize] = v - 1;
@@ -411,7 +442,7 @@ impl Ftl {
 
     /// The unit `old` no longer holds the newest version of its LPN.
     fn supersede(&mut self, old: u32) {
-        let b = (old / self.geo.units_per_block) as usize;
+        let b = self.block_of(old) as usize;
         if self.geo.cache_units > 0
             && (self.max_seq[b] <= self.flushed_seq
                 || self.oob[old as usize].seq <= self.flushed_seq)
@@ -436,7 +467,6 @@ impl Ftl {
         let seq0 = self.next_seq;
         let t0 = self.timing.as_ref().map_or(0, Timeline::command_start);
         let mut ack = t0;
-        let upb = self.geo.units_per_block;
         for i in 0..n {
             let l = lpn + i;
             // Load the (usually cache-missing) L2P entry before allocating, so the miss overlaps
@@ -466,7 +496,7 @@ impl Ftl {
                 &d[o..o + crate::SECTOR_SIZE]
             });
             self.store.write(ppn, chunk)?;
-            let b = ppn / upb;
+            let b = self.block_of(ppn);
             self.valid[b as usize] += 1;
             self.set_valid_bit(ppn);
             self.max_seq[b as usize] = seq;

@@ -2,7 +2,7 @@
 //! relocation of a victim's valid units to its stream's GC write point.
 
 use super::config::GcPolicy;
-use super::ftl::{BState, Ftl, NONE};
+use super::ftl::{prefetch, BState, Ftl, NONE};
 use crate::error::{DeviceError, Result};
 
 /// Closed blocks bucketed by valid count: intrusive doubly-linked lists (`next`/`prev` per
@@ -75,6 +75,9 @@ impl Buckets {
         self.len = 0;
     }
 }
+
+/// How many units ahead relocation prefetches L2P entries.
+const RELOCATE_PREFETCH: usize = 8;
 
 impl Ftl {
     /// Runs GC while free blocks are below the low mark, until the high mark.
@@ -188,6 +191,12 @@ impl Ftl {
             let mut max_seq = self.max_seq[db as usize];
             for (j, &ppn) in buf[i..i + k].iter().enumerate() {
                 let dst = base + j as u32;
+                // The L2P entries updated below are random (cache-missing) lines: request the
+                // one a few units ahead now so the misses overlap.
+                if let Some(&ahead) = buf.get(i + j + RELOCATE_PREFETCH) {
+                    let lpn = self.oob[ahead as usize].lpn;
+                    prefetch(self.l2p.as_ptr().wrapping_add(lpn as usize));
+                }
                 if let Err(e) = self.store.relocate(ppn, dst) {
                     // Keep the block's counts true to what was moved so far.
                     self.max_seq[db as usize] = max_seq;
