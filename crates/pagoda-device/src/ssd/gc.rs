@@ -193,9 +193,14 @@ impl Ftl {
                 let dst = base + j as u32;
                 // The L2P entries updated below are random (cache-missing) lines: request the
                 // one a few units ahead now so the misses overlap.
+                // The victim's OOB (written long ago) is fetched further ahead, as it feeds the
+                // L2P prefetch.
                 if let Some(&ahead) = buf.get(i + j + RELOCATE_PREFETCH) {
                     let lpn = self.oob[ahead as usize].lpn;
                     prefetch(self.l2p.as_ptr().wrapping_add(lpn as usize));
+                }
+                if let Some(&ahead) = buf.get(i + j + 2 * RELOCATE_PREFETCH) {
+                    prefetch(self.oob.as_ptr().wrapping_add(ahead as usize));
                 }
                 if let Err(e) = self.store.relocate(ppn, dst) {
                     // Keep the block's counts true to what was moved so far.
