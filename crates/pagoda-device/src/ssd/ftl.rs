@@ -22,6 +22,9 @@ use crate::error::{DeviceError, Result};
 use crate::stats::{DeviceStats, StreamStats};
 use std::collections::VecDeque;
 
+/// OOB entries per 64-byte cache line.
+const OOB_PER_LINE: usize = 64 / std::mem::size_of::<Oob>();
+
 /// "No unit / no block / unmapped".
 pub(crate) const NONE: u32 = u32::MAX;
 
@@ -482,6 +485,9 @@ impl Ftl {
             if old != NONE {
                 self.supersede(old);
             }
+            // Host writes rotate over `stripe` open blocks, too many streams for the hardware
+            // prefetcher: fetch this block's next OOB line now, long before it is written.
+            prefetch(self.oob.as_ptr().wrapping_add(ppn as usize + OOB_PER_LINE));
             let seq = self.next_seq;
             self.next_seq += 1;
             self.oob[ppn as usize] = Oob {
