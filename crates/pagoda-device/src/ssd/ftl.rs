@@ -260,15 +260,18 @@ impl Ftl {
 
     // ---- pins ------------------------------------------------------------------------------
 
+    #[inline]
     pub(crate) fn is_pinned(&self, ppn: u32) -> bool {
         self.pinned[(ppn / 64) as usize] & (1 << (ppn % 64)) != 0
     }
 
+    #[inline]
     pub(crate) fn pin(&mut self, ppn: u32) {
         self.pinned[(ppn / 64) as usize] |= 1 << (ppn % 64);
         self.pin_list.push(ppn);
     }
 
+    #[inline]
     pub(crate) fn unpin_bit(&mut self, ppn: u32) {
         self.pinned[(ppn / 64) as usize] &= !(1 << (ppn % 64));
     }
@@ -431,6 +434,7 @@ impl Ftl {
 
     // ---- mapping updates ---------------------------------------------------------------------
 
+    #[inline]
     fn invalidate(&mut self, ppn: u32) {
         let b = self.block_of(ppn);
         let v = self.valid[b as usize];
@@ -444,6 +448,7 @@ impl Ftl {
     }
 
     /// The unit `old` no longer holds the newest version of its LPN.
+    #[inline]
     fn supersede(&mut self, old: u32) {
         let b = self.block_of(old) as usize;
         if self.geo.cache_units > 0

@@ -29,6 +29,7 @@ impl Buckets {
         }
     }
 
+    #[inline]
     pub(crate) fn insert(&mut self, b: u32, valid: u32) {
         let v = valid as usize;
         let h = self.head[v];
@@ -42,6 +43,7 @@ impl Buckets {
         self.len += 1;
     }
 
+    #[inline]
     pub(crate) fn remove(&mut self, b: u32, valid: u32) {
         let (n, p) = (self.next[b as usize], self.prev[b as usize]);
         if p == NONE {
