@@ -194,9 +194,8 @@ impl Ftl {
             for (j, &ppn) in buf[i..i + k].iter().enumerate() {
                 let dst = base + j as u32;
                 // The L2P entries updated below are random (cache-missing) lines: request the
-                // one a few units ahead now so the misses overlap.
-                // The victim's OOB (written long ago) is fetched further ahead, as it feeds the
-                // L2P prefetch.
+                // one a few units ahead now so the misses overlap. The victim's OOB (written
+                // long ago) is requested twice as far ahead, as it feeds that L2P prefetch.
                 if let Some(&ahead) = buf.get(i + j + RELOCATE_PREFETCH) {
                     let lpn = self.oob[ahead as usize].lpn;
                     prefetch(self.l2p.as_ptr().wrapping_add(lpn as usize));
