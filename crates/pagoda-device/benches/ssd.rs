@@ -1,7 +1,8 @@
 //! SSD emulator benchmark (plain main, prints tables; ~1 minute).
 //!
-//! `cargo bench -p pagoda-device --bench ssd [-- quick] [-- only=a|b|c]` — `quick` shortens
-//! every run, `only=` picks sections.
+//! `cargo bench -p pagoda-device --bench ssd [-- quick] [-- only=a|b|c] [-- rows=N]` — `quick`
+//! shortens every run, `only=` picks sections, `rows=N` runs only the first N rows of (a) (for
+//! repeated A/B runs of the 1 GiB row).
 //! (a) count mode: host 4 KiB writes/s with GC active (op 0.28, uniform random, steady
 //!     state), single thread, via `write_units` and via `BlockDevice::write`;
 //! (b) emulate mode: QD1 read/write latency vs the preset's nominal figures;
@@ -32,7 +33,7 @@ fn cpu_seconds() -> f64 {
     ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
 }
 
-fn count_mode(quick: bool) {
+fn count_mode(quick: bool, rows: usize) {
     println!(
         "## (a) count mode, op=0.28, uniform random 4 KiB writes after preconditioning, 1 thread"
     );
@@ -57,7 +58,10 @@ fn count_mode(quick: bool) {
             true,
         ),
         ("BlockDevice::write 4 KiB, 1 GiB, ram", "1GiB", "ram", true),
-    ] {
+    ]
+    .into_iter()
+    .take(rows)
+    {
         let d = ssd(
             "sata-ssd",
             &[
@@ -257,10 +261,14 @@ fn main() {
         .iter()
         .filter_map(|a| a.strip_prefix("only="))
         .collect();
+    let rows = args
+        .iter()
+        .find_map(|a| a.strip_prefix("rows="))
+        .map_or(usize::MAX, |n| n.parse().expect("rows=N"));
     let run = |s: &str| only.is_empty() || only.contains(&s);
     let t = Instant::now();
     if run("a") {
-        count_mode(quick);
+        count_mode(quick, rows);
     }
     if run("b") {
         qd1_latency(quick);

@@ -53,8 +53,17 @@ impl Store {
         })
     }
 
-    /// Stores one unit; `None` means a zero-filled unit.
+    /// Stores one unit; `None` means a zero-filled unit. (Inlined check: with no backing the
+    /// hot paths pay no call.)
+    #[inline]
     pub(crate) fn write(&mut self, ppn: u32, data: Option<&[u8]>) -> Result<()> {
+        if let Store::None = self {
+            return Ok(());
+        }
+        self.write_backed(ppn, data)
+    }
+
+    fn write_backed(&mut self, ppn: u32, data: Option<&[u8]>) -> Result<()> {
         match self {
             Store::None => Ok(()),
             Store::Ram(v) => {
@@ -95,7 +104,15 @@ impl Store {
     }
 
     /// GC relocation: the source is erased right after, so RAM moves the box.
+    #[inline]
     pub(crate) fn relocate(&mut self, from: u32, to: u32) -> Result<()> {
+        if let Store::None = self {
+            return Ok(());
+        }
+        self.relocate_backed(from, to)
+    }
+
+    fn relocate_backed(&mut self, from: u32, to: u32) -> Result<()> {
         match self {
             Store::None => Ok(()),
             Store::Ram(v) => {

@@ -22,6 +22,9 @@ use crate::error::{DeviceError, Result};
 use crate::stats::{DeviceStats, StreamStats};
 use std::collections::VecDeque;
 
+/// OOB entries per 64-byte cache line.
+const OOB_PER_LINE: usize = 64 / std::mem::size_of::<Oob>();
+
 /// "No unit / no block / unmapped".
 pub(crate) const NONE: u32 = u32::MAX;
 
@@ -81,6 +84,8 @@ pub(crate) struct TrimRec {
 #[derive(Debug)]
 pub(crate) struct Ftl {
     pub geo: Geometry,
+    /// log2(units_per_block) when it is a power of two, else `u32::MAX` (divide).
+    upb_shift: u32,
     pub policy: GcPolicy,
     pub gc_low: u32,
     pub gc_high: u32,
@@ -88,6 +93,9 @@ pub(crate) struct Ftl {
     pub oob: Vec<Oob>,
     pinned: Vec<u64>,
     pin_list: Vec<u32>,
+    /// One bit per physical unit, set iff the unit counts in its block's `valid` count (live or
+    /// pinned): GC finds the units to move from it without touching the L2P table.
+    vbits: Vec<u64>,
     pub valid: Vec<u32>,
     pub written: Vec<u32>,
     pub erase_count: Vec<u32>,
@@ -117,6 +125,19 @@ pub(crate) struct Ftl {
     pub stats: DeviceStats,
     pub store: Store,
     pub timing: Option<Timeline>,
+}
+
+/// Hints the CPU to start loading the cache line at `p` (no effect on results).
+#[inline(always)]
+pub(crate) fn prefetch<T>(p: *const T) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch is only a hint: it never dereferences `p` architecturally and never
+    // faults, whatever the address, so any pointer value is fine.
+    unsafe {
+        core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(p.cast());
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
 }
 
 fn alloc<T: Clone>(n: usize, v: T) -> Result<Vec<T>> {
@@ -151,8 +172,15 @@ impl Ftl {
         let l2p = alloc(geo.logical_units as usize, NONE)?;
         let oob = alloc(geo.physical_units() as usize, Oob::ERASED)?;
         let pinned = alloc((geo.physical_units() as usize).div_ceil(64), 0u64)?;
+        let vbits = alloc((geo.physical_units() as usize).div_ceil(64), 0u64)?;
+        let upb = geo.units_per_block;
         let mut ftl = Self {
             geo,
+            upb_shift: if upb.is_power_of_two() {
+                upb.trailing_zeros()
+            } else {
+                u32::MAX
+            },
             policy: cfg.gc,
             gc_low: cfg.gc_low_blocks,
             gc_high: cfg.gc_high_blocks,
@@ -160,6 +188,7 @@ impl Ftl {
             oob,
             pinned,
             pin_list: Vec::new(),
+            vbits,
             valid: vec![0; blocks],
             written: vec![0; blocks],
             erase_count: vec![0; blocks],
@@ -193,6 +222,16 @@ impl Ftl {
         Ok(ftl)
     }
 
+    /// The erase block holding physical unit `ppn` (a shift for power-of-two blocks).
+    #[inline]
+    pub(crate) fn block_of(&self, ppn: u32) -> u32 {
+        if self.upb_shift < 32 {
+            ppn >> self.upb_shift
+        } else {
+            ppn / self.geo.units_per_block
+        }
+    }
+
     pub(crate) fn pu_of_block(&self, b: u32) -> u32 {
         b % self.geo.pus
     }
@@ -221,15 +260,18 @@ impl Ftl {
 
     // ---- pins ------------------------------------------------------------------------------
 
+    #[inline]
     pub(crate) fn is_pinned(&self, ppn: u32) -> bool {
         self.pinned[(ppn / 64) as usize] & (1 << (ppn % 64)) != 0
     }
 
+    #[inline]
     pub(crate) fn pin(&mut self, ppn: u32) {
         self.pinned[(ppn / 64) as usize] |= 1 << (ppn % 64);
         self.pin_list.push(ppn);
     }
 
+    #[inline]
     pub(crate) fn unpin_bit(&mut self, ppn: u32) {
         self.pinned[(ppn / 64) as usize] &= !(1 << (ppn % 64));
     }
@@ -237,6 +279,71 @@ impl Ftl {
     pub(crate) fn clear_pins(&mut self) {
         self.pinned.iter_mut().for_each(|w| *w = 0);
         self.pin_list.clear();
+    }
+
+    // ---- valid bitmap --------------------------------------------------------------------
+
+    #[cfg(test)]
+    pub(crate) fn is_valid_bit(&self, ppn: u32) -> bool {
+        self.vbits[(ppn / 64) as usize] & (1 << (ppn % 64)) != 0
+    }
+
+    #[inline]
+    pub(crate) fn set_valid_bit(&mut self, ppn: u32) {
+        self.vbits[(ppn / 64) as usize] |= 1 << (ppn % 64);
+    }
+
+    #[inline]
+    pub(crate) fn clear_valid_bit(&mut self, ppn: u32) {
+        self.vbits[(ppn / 64) as usize] &= !(1 << (ppn % 64));
+    }
+
+    /// Clears the valid bits of units `first..first + n`.
+    pub(crate) fn clear_valid_range(&mut self, first: u32, n: u32) {
+        let (mut p, end) = (first, first + n);
+        while p < end {
+            let bit = p % 64;
+            let take = (64 - bit).min(end - p);
+            let mask = if take == 64 {
+                u64::MAX
+            } else {
+                ((1u64 << take) - 1) << bit
+            };
+            self.vbits[(p / 64) as usize] &= !mask;
+            p += take;
+        }
+    }
+
+    /// Appends to `out` the units of `first..first + n` whose valid bit is set, in order.
+    pub(crate) fn collect_valid(&self, first: u32, n: u32, out: &mut Vec<u32>) {
+        let (mut p, end) = (first, first + n);
+        while p < end {
+            let bit = p % 64;
+            let take = (64 - bit).min(end - p);
+            let mask = if take == 64 {
+                u64::MAX
+            } else {
+                ((1u64 << take) - 1) << bit
+            };
+            let mut w = self.vbits[(p / 64) as usize] & mask;
+            let base = p - bit;
+            while w != 0 {
+                out.push(base + w.trailing_zeros());
+                w &= w - 1;
+            }
+            p += take;
+        }
+    }
+
+    /// Rebuilds the valid bitmap from the mapping (no pins; recovery).
+    pub(crate) fn rebuild_valid_bits(&mut self) {
+        self.vbits.iter_mut().for_each(|w| *w = 0);
+        for i in 0..self.l2p.len() {
+            let ppn = self.l2p[i];
+            if ppn != NONE {
+                self.set_valid_bit(ppn);
+            }
+        }
     }
 
     // ---- allocation ------------------------------------------------------------------------
@@ -311,6 +418,7 @@ impl Ftl {
             *o = Oob::ERASED;
         }
         self.store.erase(first, upb);
+        self.clear_valid_range(first, upb);
         self.valid[b as usize] = 0;
         self.written[b as usize] = 0;
         self.max_seq[b as usize] = 0;
@@ -326,11 +434,13 @@ impl Ftl {
 
     // ---- mapping updates ---------------------------------------------------------------------
 
+    #[inline]
     fn invalidate(&mut self, ppn: u32) {
-        let b = ppn / self.geo.units_per_block;
+        let b = self.block_of(ppn);
         let v = self.valid[b as usize];
         debug_assert!(v > 0, "valid count of block {b} underflows");
         self.valid[b as usize] = v - 1;
+        self.clear_valid_bit(ppn);
         if self.state[b as usize] == BState::Closed {
             self.buckets.remove(b, v);
             self.buckets.insert(b, v - 1);
@@ -338,8 +448,9 @@ impl Ftl {
     }
 
     /// The unit `old` no longer holds the newest version of its LPN.
+    #[inline]
     fn supersede(&mut self, old: u32) {
-        let b = (old / self.geo.units_per_block) as usize;
+        let b = self.block_of(old) as usize;
         if self.geo.cache_units > 0
             && (self.max_seq[b] <= self.flushed_seq
                 || self.oob[old as usize].seq <= self.flushed_seq)
@@ -364,7 +475,6 @@ impl Ftl {
         let seq0 = self.next_seq;
         let t0 = self.timing.as_ref().map_or(0, Timeline::command_start);
         let mut ack = t0;
-        let upb = self.geo.units_per_block;
         for i in 0..n {
             let l = lpn + i;
             // Load the (usually cache-missing) L2P entry before allocating, so the miss overlaps
@@ -380,6 +490,9 @@ impl Ftl {
             if old != NONE {
                 self.supersede(old);
             }
+            // Host writes rotate over `stripe` open blocks, too many streams for the hardware
+            // prefetcher: fetch this block's next OOB line now, long before it is written.
+            prefetch(self.oob.as_ptr().wrapping_add(ppn as usize + OOB_PER_LINE));
             let seq = self.next_seq;
             self.next_seq += 1;
             self.oob[ppn as usize] = Oob {
@@ -394,8 +507,9 @@ impl Ftl {
                 &d[o..o + crate::SECTOR_SIZE]
             });
             self.store.write(ppn, chunk)?;
-            let b = ppn / upb;
+            let b = self.block_of(ppn);
             self.valid[b as usize] += 1;
+            self.set_valid_bit(ppn);
             self.max_seq[b as usize] = seq;
             if let Some(t) = self.timing.as_mut() {
                 ack = ack.max(t.host_write_unit(b % self.geo.pus, t0));
@@ -514,11 +628,16 @@ impl Ftl {
             for ppn in b * upb..b * upb + self.written[b as usize] {
                 let lpn = self.oob[ppn as usize].lpn;
                 let live = lpn != NONE && self.l2p[lpn as usize] == ppn;
-                if live || self.is_pinned(ppn) {
+                let counted = live || self.is_pinned(ppn);
+                assert_eq!(counted, self.is_valid_bit(ppn), "valid bit of unit {ppn}");
+                if counted {
                     v += 1;
                 }
             }
             assert_eq!(v, self.valid[b as usize], "block {b} valid count");
+            for ppn in b * upb + self.written[b as usize]..(b + 1) * upb {
+                assert!(!self.is_valid_bit(ppn), "valid bit of unwritten unit {ppn}");
+            }
         }
     }
 }

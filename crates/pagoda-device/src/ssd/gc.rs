@@ -2,7 +2,7 @@
 //! relocation of a victim's valid units to its stream's GC write point.
 
 use super::config::GcPolicy;
-use super::ftl::{BState, Ftl, NONE};
+use super::ftl::{prefetch, BState, Ftl, NONE};
 use crate::error::{DeviceError, Result};
 
 /// Closed blocks bucketed by valid count: intrusive doubly-linked lists (`next`/`prev` per
@@ -29,6 +29,7 @@ impl Buckets {
         }
     }
 
+    #[inline]
     pub(crate) fn insert(&mut self, b: u32, valid: u32) {
         let v = valid as usize;
         let h = self.head[v];
@@ -42,6 +43,7 @@ impl Buckets {
         self.len += 1;
     }
 
+    #[inline]
     pub(crate) fn remove(&mut self, b: u32, valid: u32) {
         let (n, p) = (self.next[b as usize], self.prev[b as usize]);
         if p == NONE {
@@ -75,6 +77,9 @@ impl Buckets {
         self.len = 0;
     }
 }
+
+/// How many units ahead relocation prefetches L2P entries.
+const RELOCATE_PREFETCH: usize = 8;
 
 impl Ftl {
     /// Runs GC while free blocks are below the low mark, until the high mark.
@@ -138,33 +143,24 @@ impl Ftl {
         let stream = self.bstream[victim as usize];
         let first = victim * upb;
         let src_pu = self.pu_of_block(victim);
-        // Pass 1 collects the units to move without data-dependent branches, so the random
-        // L2P loads overlap; pass 2 moves them.
+        // The units to move are those counted valid (live or pinned): read from the valid
+        // bitmap, so the scan touches neither the OOB nor the (cache-missing) L2P table.
         let mut buf = std::mem::take(&mut self.gc_buf);
         buf.clear();
-        buf.resize(upb as usize, 0);
-        let mut k = 0;
-        for ppn in first..first + self.written[victim as usize] {
-            let lpn = self.oob[ppn as usize].lpn;
-            let mapped = if lpn == NONE {
-                NONE
-            } else {
-                self.l2p[lpn as usize]
-            };
-            buf[k] = ppn;
-            k += usize::from((mapped == ppn) | self.is_pinned(ppn));
-        }
-        buf.truncate(k);
+        self.collect_valid(first, self.written[victim as usize], &mut buf);
         let moved = self.relocate_all(&buf, stream, src_pu);
         if let Err(e) = moved {
             // Cannot happen while GC keeps free blocks above its low mark; stay consistent
             // anyway: the victim goes back to the closed blocks with its true valid count.
-            let v = (first..first + upb)
-                .filter(|&p| {
-                    let l = self.oob[p as usize].lpn;
-                    (l != NONE && self.l2p[l as usize] == p) || self.is_pinned(p)
-                })
-                .count() as u32;
+            let mut v = 0;
+            for p in first..first + upb {
+                let l = self.oob[p as usize].lpn;
+                if (l != NONE && self.l2p[l as usize] == p) || self.is_pinned(p) {
+                    v += 1;
+                } else {
+                    self.clear_valid_bit(p);
+                }
+            }
             self.valid[victim as usize] = v;
             self.state[victim as usize] = BState::Closed;
             self.buckets.insert(victim, v);
@@ -197,6 +193,16 @@ impl Ftl {
             let mut max_seq = self.max_seq[db as usize];
             for (j, &ppn) in buf[i..i + k].iter().enumerate() {
                 let dst = base + j as u32;
+                // The L2P entries updated below are random (cache-missing) lines: request the
+                // one a few units ahead now so the misses overlap. The victim's OOB (written
+                // long ago) is requested twice as far ahead, as it feeds that L2P prefetch.
+                if let Some(&ahead) = buf.get(i + j + RELOCATE_PREFETCH) {
+                    let lpn = self.oob[ahead as usize].lpn;
+                    prefetch(self.l2p.as_ptr().wrapping_add(lpn as usize));
+                }
+                if let Some(&ahead) = buf.get(i + j + 2 * RELOCATE_PREFETCH) {
+                    prefetch(self.oob.as_ptr().wrapping_add(ahead as usize));
+                }
                 if let Err(e) = self.store.relocate(ppn, dst) {
                     // Keep the block's counts true to what was moved so far.
                     self.max_seq[db as usize] = max_seq;
@@ -207,13 +213,16 @@ impl Ftl {
                 let o = self.oob[ppn as usize];
                 self.oob[dst as usize] = o;
                 max_seq = max_seq.max(o.seq);
-                if self.l2p[o.lpn as usize] == ppn {
-                    self.l2p[o.lpn as usize] = dst;
-                }
+                // A valid unit is either pinned (superseded, kept until the next flush) or live.
                 if self.is_pinned(ppn) {
                     self.unpin_bit(ppn);
                     self.pin(dst);
+                } else {
+                    debug_assert_eq!(self.l2p[o.lpn as usize], ppn);
+                    self.l2p[o.lpn as usize] = dst;
                 }
+                self.clear_valid_bit(ppn);
+                self.set_valid_bit(dst);
                 if let Some(t) = self.timing.as_mut() {
                     t.copyback(src_pu, db % self.geo.pus);
                 }

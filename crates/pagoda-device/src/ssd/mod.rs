@@ -8,7 +8,8 @@
 //!   document their figures and sources on [`SsdConfig::preset`].
 //! * **FTL** (`ftl`): page mapping on 4 KiB units — flat `Vec<u32>` L2P, 16-byte OOB per
 //!   physical unit (LPN, sequence number, atomic group size/index) which also serves as P2L
-//!   (a unit is live iff `l2p[oob.lpn] == ppn`), per-block valid/written/erase counts. Each
+//!   (a unit is live iff `l2p[oob.lpn] == ppn`), a valid bitmap (live or pinned units, so GC
+//!   finds what to move without L2P lookups), per-block valid/written/erase counts. Each
 //!   stream has `stripe` host write points (round-robin over PUs, for parallelism) and one GC
 //!   write point. Free blocks sit in FIFO lists per PU, so erases rotate over all blocks
 //!   (simple dynamic wear levelling); erase counts are lifetime figures (not reset by
@@ -70,6 +71,9 @@ pub struct Ssd {
     caps: Capabilities,
     clock: Option<EmuClock>,
     ftl: Mutex<Ftl>,
+    /// Address of the L2P table (allocated once, never resized), only for prefetching the
+    /// entry a write will read before the lock is taken; never dereferenced.
+    l2p_addr: usize,
 }
 
 impl Ssd {
@@ -78,6 +82,7 @@ impl Ssd {
         let geo = cfg.geometry()?;
         let store = backing::Store::open(&cfg.backing, geo.physical_units())?;
         let ftl = Ftl::new(&cfg, geo, store)?;
+        let l2p_addr = ftl.l2p.as_ptr() as usize;
         let caps = Capabilities {
             sector_size: SECTOR_SIZE,
             capacity_sectors: u64::from(geo.logical_units),
@@ -92,6 +97,7 @@ impl Ssd {
             caps,
             clock,
             ftl: Mutex::new(ftl),
+            l2p_addr,
         })
     }
 
@@ -117,6 +123,7 @@ impl Ssd {
     /// Fast path for synthetic workloads: writes `n` zero-filled 4 KiB units at `lpn` without
     /// a buffer (same FTL path, counters, timing and power-cut semantics as [`BlockDevice::write`]).
     pub fn write_units(&self, lpn: u64, n: u64, hints: WriteHints) -> Result<()> {
+        self.prefetch_l2p(lpn);
         if n == 0 {
             check_io(&self.caps, lpn, 0)?;
         }
@@ -125,6 +132,14 @@ impl Ssd {
         let bytes = usize::try_from(n * SECTOR_SIZE as u64).unwrap_or(usize::MAX);
         check_hints(&self.caps, lpn, bytes, hints)?;
         self.do_write(lpn as u32, n as u32, hints, None)
+    }
+
+    /// Starts loading the (usually cache-missing) L2P entry of `lpn` so the miss overlaps with
+    /// argument checks and locking. Harmless for any `lpn`: a prefetch never faults.
+    #[inline(always)]
+    fn prefetch_l2p(&self, lpn: u64) {
+        let addr = self.l2p_addr.wrapping_add((lpn as usize).wrapping_mul(4));
+        ftl::prefetch(std::ptr::without_provenance::<u32>(addr));
     }
 
     fn now(&self) -> u64 {
@@ -216,6 +231,7 @@ impl BlockDevice for Ssd {
     }
 
     fn write(&self, sector: u64, buf: &[u8], hints: WriteHints) -> Result<()> {
+        self.prefetch_l2p(sector);
         let n = check_io(&self.caps, sector, buf.len())?;
         check_hints(&self.caps, sector, buf.len(), hints)?;
         if matches!(self.cfg.backing, Backing::None) {

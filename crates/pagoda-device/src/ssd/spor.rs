@@ -146,6 +146,7 @@ impl Ftl {
             }
         }
         self.clear_pins();
+        self.rebuild_valid_bits();
         self.buckets.clear();
         self.reset_write_points();
         for b in 0..self.geo.blocks {
