@@ -759,6 +759,11 @@ impl Db {
         }
     }
 
+    /// Counters of the data and log devices (host I/O, and FTL counters on an emulated SSD).
+    pub fn device_stats(&self) -> (pagoda_device::DeviceStats, pagoda_device::DeviceStats) {
+        (self.inner.data.stats(), self.inner.wal.device().stats())
+    }
+
     /// Checkpoints and closes. Other handles of this database fail with [`Error::Closed`].
     pub fn close(self) -> Result<()> {
         self.stop_background();

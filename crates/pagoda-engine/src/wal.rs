@@ -86,6 +86,11 @@ pub struct Wal {
 }
 
 impl Wal {
+    /// The log device.
+    pub(crate) fn device(&self) -> &DeviceRef {
+        &self.dev
+    }
+
     /// A log on `dev` whose ring holds `capacity` bytes, continuing at `next_lsn` (a group
     /// boundary); records before `reclaim` may be overwritten.
     pub fn new(dev: DeviceRef, capacity: u64, stream: u16, next_lsn: u64, reclaim: u64) -> Self {

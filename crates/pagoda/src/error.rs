@@ -24,6 +24,9 @@ pub enum CliError {
     /// From a workload (bad configuration, a database loaded with other parameters).
     #[error(transparent)]
     Workload(#[from] pagoda_workload::WorkloadError),
+    /// A workload option that cannot run.
+    #[error(transparent)]
+    WorkloadConfig(#[from] pagoda_workload::ConfigError),
     /// A check that ran and failed (crashtest, inspect, bench --check); the report was
     /// printed already.
     #[error("{0}")]

@@ -4,6 +4,7 @@ mod cmd;
 mod error;
 mod progress;
 mod report;
+mod store;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -21,6 +22,9 @@ enum Command {
     /// Emulated SSD experiments: synthetic patterns and trace replay.
     #[command(subcommand)]
     Ssd(cmd::ssd::SsdCommand),
+    /// Workloads on the engine: YCSB, TPC-C, LinkBench.
+    #[command(subcommand)]
+    Bench(cmd::bench::BenchCommand),
     /// Power-cut crash test of the engine on an emulated device.
     Crashtest(cmd::crashtest::CrashtestArgs),
     /// Verify a database's pages and log offline.
@@ -37,6 +41,7 @@ fn main() -> ExitCode {
     };
     let result = match cli.command {
         Command::Ssd(c) => cmd::ssd::run(c),
+        Command::Bench(c) => cmd::bench::run(c),
         Command::Crashtest(a) => cmd::crashtest::run(&a),
         Command::Inspect { path } => cmd::inspect::run(&path),
     };

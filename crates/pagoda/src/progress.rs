@@ -15,6 +15,7 @@ pub struct Progress {
     start: Instant,
     last_line: Instant,
     done: u64,
+    message: String,
 }
 
 impl Progress {
@@ -24,7 +25,7 @@ impl Progress {
             let b = ProgressBar::new(total);
             let style = ProgressStyle::with_template(&format!(
                 "{{prefix}} [{{elapsed_precise}}] {{wide_bar}} {{percent}}% {{human_pos}}/{{human_len}} {unit} \
-                 ({{per_sec}}, eta {{eta}})"
+                 ({{per_sec}}, eta {{eta}}) {{msg}}"
             ))
             .unwrap_or_else(|_| ProgressStyle::default_bar());
             b.set_style(style);
@@ -40,6 +41,7 @@ impl Progress {
             start: now,
             last_line: now,
             done: 0,
+            message: String::new(),
         }
     }
 
@@ -52,6 +54,16 @@ impl Progress {
             self.last_line = Instant::now();
             eprintln!("{}", self.line());
         }
+    }
+
+    /// Sets the position and a free-form status (e.g. live throughput when the bar counts
+    /// seconds).
+    pub fn set_with_message(&mut self, done: u64, message: String) {
+        if let Some(b) = &self.bar {
+            b.set_message(message.clone());
+        }
+        self.message = message;
+        self.set(done);
     }
 
     fn line(&self) -> String {
@@ -68,8 +80,8 @@ impl Progress {
             0.0
         };
         format!(
-            "{}: {pct:.0}% {}/{} {} ({rate:.0} {}/s, elapsed {secs:.0}s, eta {eta:.0}s)",
-            self.label, self.done, self.total, self.unit, self.unit
+            "{}: {pct:.0}% {}/{} {} ({rate:.0} {}/s, elapsed {secs:.0}s, eta {eta:.0}s) {}",
+            self.label, self.done, self.total, self.unit, self.unit, self.message
         )
     }
 

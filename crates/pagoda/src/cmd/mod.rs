@@ -1,5 +1,6 @@
 //! Subcommands, one module each.
 
+pub mod bench;
 pub mod crashtest;
 pub mod inspect;
 pub mod ssd;

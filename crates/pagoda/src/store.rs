@@ -1,0 +1,143 @@
+//! The pagoda engine behind the workload crate's `Store` trait.
+
+use pagoda_engine::{Db, Error, Txn};
+use pagoda_workload::store::Rows;
+use pagoda_workload::{Store, StoreError, StoreTxn};
+use std::ops::Bound;
+
+/// A pagoda database as a workload store.
+#[derive(Debug)]
+pub struct PagodaStore {
+    db: Db,
+    describe: String,
+}
+
+impl PagodaStore {
+    /// Wraps an open database; `describe` names its devices and options.
+    pub fn new(db: Db, describe: String) -> Self {
+        Self { db, describe }
+    }
+
+    /// The database.
+    pub fn db(&self) -> &Db {
+        &self.db
+    }
+
+    /// Closes the database (checkpoint), consuming the store.
+    pub fn close(self) -> Result<(), Error> {
+        self.db.close()
+    }
+}
+
+fn store_err(e: Error) -> StoreError {
+    match e {
+        Error::Conflict { .. } => StoreError::Conflict,
+        other => StoreError::Other(other.to_string()),
+    }
+}
+
+impl Store for PagodaStore {
+    fn create_table(&self, name: &str) -> Result<(), StoreError> {
+        if self.db.list_tables().iter().any(|t| t == name) {
+            return Ok(());
+        }
+        match self.db.create_table(name) {
+            // Another loader thread may have created it meanwhile.
+            Err(_) if self.db.list_tables().iter().any(|t| t == name) => Ok(()),
+            r => r.map_err(store_err),
+        }
+    }
+
+    fn begin(&self) -> Result<Box<dyn StoreTxn + '_>, StoreError> {
+        Ok(Box::new(PagodaTxn(self.db.begin().map_err(store_err)?)))
+    }
+
+    fn begin_read(&self) -> Result<Box<dyn StoreTxn + '_>, StoreError> {
+        Ok(Box::new(PagodaTxn(
+            self.db.begin_read().map_err(store_err)?,
+        )))
+    }
+
+    fn stats_json(&self) -> serde_json::Value {
+        let s = self.db.stats();
+        let mut v = serde_json::json!({
+            "buffer_hit_ratio": s.buffer.hit_ratio,
+            "buffer_reads": s.buffer.reads,
+            "buffer_writes": s.buffer.writes,
+            "commits": s.commits,
+            "log_syncs": s.log_syncs,
+            "commits_per_sync": s.commits_per_sync,
+            "flash_cache_hit_ratio": 0.0,
+        });
+        if let (Some(obj), Ok(full)) = (v.as_object_mut(), serde_json::to_value(&s)) {
+            obj.insert("detail".to_string(), full);
+        }
+        v
+    }
+
+    fn describe(&self) -> String {
+        self.describe.clone()
+    }
+}
+
+/// One engine transaction.
+struct PagodaTxn(Txn);
+
+impl StoreTxn for PagodaTxn {
+    fn get(&mut self, table: &str, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
+        self.0.get(table, key).map_err(store_err)
+    }
+
+    fn put(&mut self, table: &str, key: &[u8], value: &[u8]) -> Result<(), StoreError> {
+        self.0.put(table, key, value).map_err(store_err)
+    }
+
+    fn delete(&mut self, table: &str, key: &[u8]) -> Result<bool, StoreError> {
+        let existed = self.0.get(table, key).map_err(store_err)?.is_some();
+        if existed {
+            self.0.delete(table, key).map_err(store_err)?;
+        }
+        Ok(existed)
+    }
+
+    fn scan(
+        &mut self,
+        table: &str,
+        start: &[u8],
+        end: Option<&[u8]>,
+        limit: usize,
+        reverse: bool,
+    ) -> Result<Rows, StoreError> {
+        if end.is_some_and(|e| e <= start) {
+            return Ok(Vec::new());
+        }
+        let range = (
+            Bound::Included(start),
+            end.map_or(Bound::Unbounded, Bound::Excluded),
+        );
+        let scan = if reverse {
+            self.0.range_rev(table, range)
+        } else {
+            self.0.range(table, range)
+        }
+        .map_err(store_err)?;
+        scan.take(limit)
+            .collect::<Result<Rows, Error>>()
+            .map_err(store_err)
+    }
+
+    fn commit(self: Box<Self>) -> Result<(), StoreError> {
+        self.0.commit().map(|_| ()).map_err(store_err)
+    }
+
+    fn rollback(self: Box<Self>) -> Result<(), StoreError> {
+        self.0.rollback();
+        Ok(())
+    }
+}
+
+impl std::fmt::Debug for PagodaTxn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("PagodaTxn")
+    }
+}
