@@ -4,7 +4,6 @@ mod cmd;
 mod error;
 mod progress;
 mod report;
-mod store;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;

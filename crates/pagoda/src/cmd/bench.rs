@@ -4,7 +4,7 @@
 use crate::error::{CliError, CliResult};
 use crate::progress::Progress as Bar;
 use crate::report::write_json;
-use crate::store::PagodaStore;
+use pagoda::store::PagodaStore;
 use clap::{Args, Subcommand};
 use pagoda_device::spec::{DeviceKind, DeviceSpec};
 use pagoda_device::units::{parse_duration, parse_size};
