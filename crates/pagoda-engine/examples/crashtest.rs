@@ -1,4 +1,4 @@
-//! `cargo run --release -p pagoda-engine --example crashtest -- doublewrite 1000 7 [threads]`
+//! `cargo run --release -p pagoda-engine --example crashtest -- doublewrite 1000 7 [threads] [device]`
 //! (what `pagoda crashtest` runs).
 use pagoda_engine::crashtest::{run, CrashTestOptions};
 use pagoda_engine::TornMode;
@@ -9,12 +9,17 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let cycles = a.get(2).map_or(Ok(100), |s| s.parse())?;
     let seed = a.get(3).map_or(Ok(1), |s| s.parse())?;
     let threads = a.get(4).map_or(Ok(4), |s| s.parse())?;
+    let device = a
+        .get(5)
+        .map(|s| pagoda_device::spec::DeviceSpec::parse(s))
+        .transpose()?;
     let t0 = std::time::Instant::now();
     let report = run(CrashTestOptions {
         torn,
         cycles,
         seed,
         threads,
+        device,
         ..CrashTestOptions::default()
     })?;
     println!("{}", report.summary_line());

@@ -1298,8 +1298,18 @@ impl Txn {
             .map(|((_, k), v)| (k.len() + v.as_ref().map_or(0, Vec::len) + 64) as u64)
             .sum::<u64>()
             + (8 + self.writes.len() as u64 / 16) * ps as u64;
-        db.ensure_log_space(estimate)?;
-        let mut cs = db.inner.commit.lock();
+        // Room in the log is checked again under the commit lock (other committers may have
+        // used it meanwhile): once a commit has changed pages, its record must fit.
+        let mut cs = loop {
+            db.ensure_log_space(estimate)?;
+            let cs = db.inner.commit.lock();
+            let cap = db.inner.wal.capacity();
+            if db.inner.wal.used() + estimate <= cap / 8 * 7 {
+                break cs;
+            }
+            drop(cs);
+            db.checkpoint()?;
+        };
         let mvcc = &db.inner.mvcc;
         for wk in self.writes.keys() {
             if mvcc.newest(wk).is_some_and(|c| c > self.snapshot) {

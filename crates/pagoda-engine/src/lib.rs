@@ -6,6 +6,12 @@
 //!
 //! Start at [`Db`]. The on-disk format is described in `docs/format.md`.
 //!
+//! Layers: [`Db`]/[`Txn`] (snapshot isolation, [`mvcc`]) → [`btree`] (single writer, latch
+//! coupling readers) → [`pool`] (frames, hot/cold LRU, sorted-batch cleaner, torn-write
+//! guard) and [`wal`] (consolidation-array group commit, redo-only records, ring reuse after
+//! checkpoints). [`crashtest`] and [`inspect`] back the `pagoda crashtest` and
+//! `pagoda inspect` commands.
+//!
 //! ```
 //! use pagoda_engine::{Db, DbOptions};
 //! # fn main() -> pagoda_engine::Result<()> {

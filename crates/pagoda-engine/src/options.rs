@@ -103,7 +103,8 @@ pub struct DbOptions {
     /// Size of a new log file in bytes (written out with zeros at creation so that log writes
     /// never allocate). Default 128 MiB.
     pub log_file_bytes: u64,
-    /// Periodic checkpoint interval (also triggered when half the log is in use).
+    /// Periodic checkpoint interval (default 60 s; a checkpoint is also taken when half the
+    /// log is in use, and on demand with `Db::checkpoint`). `None`: by log use only.
     pub checkpoint_interval: Option<Duration>,
     /// Verify every allocated page's checksum at open, so that damage is reported at once by
     /// page id (default on; it reads the whole database: turn it off for large ones).
@@ -145,7 +146,7 @@ impl Default for DbOptions {
             dw_pages: 32,
             data_file_bytes: 64 << 30,
             log_file_bytes: 128 << 20,
-            checkpoint_interval: None,
+            checkpoint_interval: Some(Duration::from_secs(60)),
             verify_on_open: true,
             allow_corrupt: false,
             background: true,

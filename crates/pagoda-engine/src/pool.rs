@@ -12,7 +12,7 @@
 //! (3) the log is durable up to its page LSN (the WAL rule, asserted before every write).
 
 use crate::error::{Error, Result};
-use crate::format::{decode_page, encode_page, is_zero, Node, Page, SECTOR};
+use crate::format::{decode_page, encode_page, is_zero, Page, SECTOR};
 use crate::wal::Wal;
 use crate::TornMode;
 use pagoda_device::{DeviceRef, WriteHints};
@@ -688,13 +688,5 @@ impl Pool {
         }
         self.dev.flush()?;
         Ok(())
-    }
-
-    /// Drops a page from the pool without writing it (a page freed by the tree).
-    pub fn forget(&self, _pid: u64) {}
-
-    /// Creates a brand-new page object (not yet in the pool).
-    pub fn new_page(id: u64, node: Node) -> Page {
-        Page { id, lsn: 0, node }
     }
 }
