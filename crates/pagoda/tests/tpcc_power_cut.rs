@@ -53,7 +53,11 @@ fn tpcc_is_consistent_after_a_power_cut_and_recovery() {
     let store = open(&data, &log);
     let rec = store.db().stats().recovery;
     let check = tpcc::check(&store, 2).unwrap();
-    assert!(check.is_consistent(), "after recovery {rec:?}: {}", check.render());
+    assert!(
+        check.is_consistent(),
+        "after recovery {rec:?}: {}",
+        check.render()
+    );
 
     // The recovered database keeps working and stays consistent.
     let report = tpcc::run(&store, &cfg, &driver, None).unwrap();
@@ -77,10 +81,19 @@ fn store_adapter_maps_conflicts_and_scans() {
     t.commit().unwrap();
     let mut r = store.begin_read().unwrap();
     let fwd = r.scan("t", &[10], Some(&[20]), 5, false).unwrap();
-    assert_eq!(fwd.iter().map(|(k, _)| k[0]).collect::<Vec<_>>(), [10, 11, 12, 13, 14]);
+    assert_eq!(
+        fwd.iter().map(|(k, _)| k[0]).collect::<Vec<_>>(),
+        [10, 11, 12, 13, 14]
+    );
     let rev = r.scan("t", &[10], Some(&[20]), 3, true).unwrap();
-    assert_eq!(rev.iter().map(|(k, _)| k[0]).collect::<Vec<_>>(), [19, 18, 17]);
-    assert!(r.scan("t", &[20], Some(&[10]), 3, false).unwrap().is_empty());
+    assert_eq!(
+        rev.iter().map(|(k, _)| k[0]).collect::<Vec<_>>(),
+        [19, 18, 17]
+    );
+    assert!(r
+        .scan("t", &[20], Some(&[10]), 3, false)
+        .unwrap()
+        .is_empty());
     drop(r);
 
     let mut a = store.begin().unwrap();

@@ -4,8 +4,8 @@
 use crate::error::{CliError, CliResult};
 use crate::progress::Progress as Bar;
 use crate::report::write_json;
-use pagoda::store::PagodaStore;
 use clap::{Args, Subcommand};
+use pagoda::store::PagodaStore;
 use pagoda_device::spec::{DeviceKind, DeviceSpec};
 use pagoda_device::units::{parse_duration, parse_size};
 use pagoda_engine::{CommitMode, Db, DbOptions, TornMode};
