@@ -1,0 +1,198 @@
+//! End-to-end tests of `pagoda bench` on the engine: small runs of every workload (so they
+//! cannot rot) and the errors a user meets before any work starts.
+#![allow(clippy::unwrap_used)] // test helpers: a failure should panic with the cause
+
+use std::process::{Command, Output};
+
+fn pagoda(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_pagoda"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn ok(o: &Output) -> String {
+    assert!(
+        o.status.success(),
+        "stdout: {}\nstderr: {}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn fails_with(o: &Output, needle: &str) {
+    assert!(
+        !o.status.success(),
+        "should fail: {}",
+        String::from_utf8_lossy(&o.stdout)
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    let lines: Vec<&str> = err
+        .lines()
+        .filter(|l| l.starts_with("pagoda: error"))
+        .collect();
+    assert_eq!(lines.len(), 1, "{err}");
+    assert!(lines[0].contains(needle), "want '{needle}' in: {err}");
+}
+
+#[test]
+fn ycsb_runs_on_the_engine_and_writes_the_bench_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("y.json");
+    let out = ok(&pagoda(&[
+        "bench",
+        "ycsb",
+        "--workload",
+        "a",
+        "--records",
+        "2000",
+        "--ops",
+        "3000",
+        "--threads",
+        "2",
+        "--data",
+        "mem",
+        "--log",
+        "mem",
+        "--json",
+        json.to_str().unwrap(),
+    ]));
+    assert!(out.contains("[OVERALL], Throughput(ops/sec)"), "{out}");
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    assert_eq!(v["command"], "bench ycsb");
+    assert_eq!(v["ops"], 3000);
+    assert!(v["throughput_ops_s"].as_f64().unwrap() > 0.0);
+    for k in ["p50", "p95", "p99", "max"] {
+        assert!(v["latency_us"][k].is_number(), "latency_us.{k}");
+    }
+    for k in [
+        "buffer_hit_ratio",
+        "buffer_reads",
+        "buffer_writes",
+        "commits",
+        "log_syncs",
+    ] {
+        assert!(v["engine"][k].is_number(), "engine.{k} in {}", v["engine"]);
+    }
+    assert!(
+        v["engine"]["commits"].as_u64().unwrap() >= 1500,
+        "updates commit"
+    );
+    assert!(v["devices"]["data"]["host_write_pages"].as_u64().unwrap() > 0);
+    assert!(v["devices"]["log"]["host_write_pages"].as_u64().unwrap() > 0);
+    assert_eq!(v["config"]["data"], "mem");
+    assert_eq!(v["config"]["torn"], "doublewrite");
+}
+
+#[test]
+fn every_ycsb_workload_and_linkbench_run_small() {
+    for w in ["b", "c", "d", "e", "f", "update-only"] {
+        let out = ok(&pagoda(&[
+            "bench",
+            "ycsb",
+            "--workload",
+            w,
+            "--records",
+            "500",
+            "--ops",
+            "500",
+            "--data",
+            "mem",
+            "--log",
+            "mem",
+        ]));
+        assert!(out.contains("[OVERALL], RunTime(ms)"), "{w}: {out}");
+    }
+    for mix in ["default", "seed-001"] {
+        let out = ok(&pagoda(&[
+            "bench",
+            "linkbench",
+            "--nodes",
+            "2000",
+            "--requests",
+            "2000",
+            "--mix",
+            mix,
+            "--data",
+            "sata-ssd",
+            "--threads",
+            "2",
+        ]));
+        assert!(out.contains("REQUEST PHASE COMPLETED"), "{mix}: {out}");
+    }
+}
+
+#[test]
+fn load_only_then_run_only_on_a_persistent_database() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap();
+    let base = [
+        "bench",
+        "ycsb",
+        "--records",
+        "1000",
+        "--ops",
+        "500",
+        "--dir",
+        d,
+    ];
+    ok(&pagoda(&[&base[..], &["--load-only"]].concat()));
+    let out = ok(&pagoda(&[&base[..], &["--run-only"]].concat()));
+    assert!(out.contains("[READ], Operations"), "{out}");
+    // Loading again into the loaded directory, or running with other parameters: refused.
+    fails_with(
+        &pagoda(&[&base[..], &["--load-only"]].concat()),
+        "already holds",
+    );
+    fails_with(
+        &pagoda(&[
+            "bench",
+            "ycsb",
+            "--records",
+            "5000",
+            "--run-only",
+            "--dir",
+            d,
+        ]),
+        "was loaded with",
+    );
+}
+
+#[test]
+fn bad_flags_fail_before_any_work() {
+    fails_with(
+        &pagoda(&["bench", "tpcc", "--warehouses", "0"]),
+        "warehouses",
+    );
+    fails_with(
+        &pagoda(&["bench", "ycsb", "--buffer", "100TiB"]),
+        "larger than this machine's memory",
+    );
+    fails_with(&pagoda(&["bench", "ycsb", "--threads", "0"]), "threads");
+    fails_with(&pagoda(&["bench", "ycsb", "--workload", "z"]), "workload");
+    fails_with(
+        &pagoda(&["bench", "ycsb", "--page-size", "3KiB"]),
+        "page size",
+    );
+    fails_with(&pagoda(&["bench", "ycsb", "--run-only"]), "--dir");
+    fails_with(
+        &pagoda(&["bench", "linkbench", "--mix", "/nonexistent/mix"]),
+        "mix",
+    );
+    fails_with(
+        &pagoda(&["bench", "ycsb", "--data", "floppy"]),
+        "unknown device",
+    );
+    let empty = tempfile::tempdir().unwrap();
+    fails_with(
+        &pagoda(&[
+            "bench",
+            "ycsb",
+            "--run-only",
+            "--dir",
+            empty.path().to_str().unwrap(),
+        ]),
+        "no loaded benchmark database",
+    );
+}
