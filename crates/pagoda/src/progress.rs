@@ -79,9 +79,15 @@ impl Progress {
         } else {
             0.0
         };
+        // A bar that counts seconds (timed runs) has no rate of its own: the message has it.
+        let rate = if self.unit == "s" {
+            String::new()
+        } else {
+            format!("{rate:.0} {}/s, ", self.unit)
+        };
         format!(
-            "{}: {pct:.0}% {}/{} {} ({rate:.0} {}/s, elapsed {secs:.0}s, eta {eta:.0}s) {}",
-            self.label, self.done, self.total, self.unit, self.unit, self.message
+            "{}: {pct:.0}% {}/{} {} ({rate}elapsed {secs:.0}s, eta {eta:.0}s) {}",
+            self.label, self.done, self.total, self.unit, self.message
         )
     }
 
