@@ -35,13 +35,17 @@ pub mod format;
 pub mod inspect;
 pub mod mvcc;
 mod options;
+mod pipeline;
 pub mod pool;
+pub mod profile;
 pub mod wal;
 
 pub use btree::MAX_KEY_LEN;
 pub use db::{BufferStats, CheckpointInfo, CommitInfo, Db, DbStats, RecoveryStats, Scan, Txn};
 pub use error::{Error, Result};
 pub use options::{CommitMode, DbOptions, TornMode};
+pub use pipeline::{CommitTicket, DurableCallback};
+pub use profile::{PhaseStat, ProfileStats};
 
 /// Largest value in bytes (values above a quarter page go to overflow pages); a value must
 /// also fit in a quarter of the log.

@@ -20,10 +20,12 @@ use crate::error::{Error, Result};
 use crate::format::{
     align_up, parse_records, seal_record, CommitRecord, GroupHeader, GROUP_HEADER, SECTOR,
 };
+use crate::profile::{Phase, Profile};
 use pagoda_device::{DeviceRef, WriteHints};
 use parking_lot::{Condvar, Mutex};
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
 
 /// A group larger than this is closed so that the next joiner opens a new slot.
 pub const MAX_GROUP_BYTES: u64 = 1 << 20;
@@ -83,6 +85,8 @@ pub struct Wal {
     cond: Condvar,
     /// Counters.
     pub counters: WalCounters,
+    /// Phase times of the log path (and of the transactions of the database using it).
+    pub profile: Profile,
 }
 
 impl Wal {
@@ -112,6 +116,7 @@ impl Wal {
             }),
             cond: Condvar::new(),
             counters: WalCounters::default(),
+            profile: Profile::default(),
         }
     }
 
@@ -139,7 +144,14 @@ impl Wal {
 
     /// Joins the open slot with an encoded record (see [`CommitRecord::encode`]). Returns the
     /// record's `(lsn, end)`. Records are ordered by the caller (the commit critical section).
-    pub fn append(&self, mut rec: Vec<u8>) -> Result<(u64, u64)> {
+    pub fn append(&self, rec: Vec<u8>) -> Result<(u64, u64)> {
+        let t0 = Instant::now();
+        let r = self.append_inner(rec);
+        self.profile.add(Phase::LogJoin, t0);
+        r
+    }
+
+    fn append_inner(&self, mut rec: Vec<u8>) -> Result<(u64, u64)> {
         let mut st = self.state.lock();
         if let Some(f) = &st.failed {
             return Err(Error::Failed(f.clone()));
@@ -202,7 +214,9 @@ impl Wal {
             if st.written < target {
                 let room = MAX_INFLIGHT_GROUPS.saturating_sub(st.unsynced.len());
                 if st.writing || room == 0 || st.slots.is_empty() {
+                    let t0 = Instant::now();
                     self.cond.wait(&mut st);
+                    self.profile.add(Phase::LogWaitSlot, t0);
                     continue;
                 }
                 let take = room.min(st.slots.len());
@@ -215,7 +229,9 @@ impl Wal {
                 }
                 st.writing = true;
                 drop(st);
+                let t0 = Instant::now();
                 let res = self.write_slots(&slots);
+                self.profile.add(Phase::LogWrite, t0);
                 st = self.state.lock();
                 st.writing = false;
                 match res {
@@ -233,13 +249,17 @@ impl Wal {
             }
             if st.sync_cover >= target {
                 // A sync in flight covers the target.
+                let t0 = Instant::now();
                 self.cond.wait(&mut st);
+                self.profile.add(Phase::LogSync, t0);
                 continue;
             }
             let cover = st.written;
             st.sync_cover = cover;
             drop(st);
+            let t0 = Instant::now();
             let res = self.dev.flush();
+            self.profile.add(Phase::LogSync, t0);
             st = self.state.lock();
             match res {
                 Ok(()) => {
