@@ -581,6 +581,11 @@ impl Db {
         Ok(t)
     }
 
+    /// Zeroes the phase profile of [`DbStats::profile`] (e.g. before a measured run).
+    pub fn reset_profile(&self) {
+        self.inner.wal.profile.reset();
+    }
+
     /// The commit mode.
     pub fn commit_mode(&self) -> CommitMode {
         self.inner.opts.commit

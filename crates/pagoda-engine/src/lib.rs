@@ -45,7 +45,7 @@ pub use db::{BufferStats, CheckpointInfo, CommitInfo, Db, DbStats, RecoveryStats
 pub use error::{Error, Result};
 pub use options::{CommitMode, DbOptions, TornMode};
 pub use pipeline::{CommitTicket, DurableCallback};
-pub use profile::{PhaseStat, ProfileStats};
+pub use profile::{CpuClock, CpuUsage, PhaseStat, ProfileStats};
 
 /// Largest value in bytes (values above a quarter page go to overflow pages); a value must
 /// also fit in a quarter of the log.

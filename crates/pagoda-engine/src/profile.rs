@@ -93,6 +93,13 @@ impl Profile {
         now
     }
 
+    /// Zeroes every counter (e.g. after loading, before a measured run).
+    pub fn reset(&self) {
+        for a in self.nanos.iter().chain(self.counts.iter()) {
+            a.store(0, Ordering::Relaxed);
+        }
+    }
+
     /// The table.
     pub fn stats(&self) -> ProfileStats {
         ProfileStats {
@@ -115,5 +122,103 @@ impl Profile {
                 })
                 .collect(),
         }
+    }
+}
+
+/// CPU time of the process (user + system, all threads) with a wall-clock start, to give the
+/// CPU utilisation of a run: CPU seconds over wall seconds times cores.
+#[derive(Clone, Copy, Debug)]
+pub struct CpuClock {
+    wall: Instant,
+    user: f64,
+    sys: f64,
+}
+
+/// CPU utilisation of a run.
+#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize)]
+pub struct CpuUsage {
+    /// Wall-clock seconds.
+    pub wall_s: f64,
+    /// User CPU seconds (all threads).
+    pub user_s: f64,
+    /// System CPU seconds (all threads).
+    pub sys_s: f64,
+    /// Cores available to the process.
+    pub cores: usize,
+    /// (user + sys) / (wall × cores), 0..=1.
+    pub utilisation: f64,
+}
+
+fn rusage_self() -> (f64, f64) {
+    // SAFETY: getrusage only writes the struct we pass; a zeroed rusage is a valid value.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: RUSAGE_SELF with a valid pointer to an rusage.
+    let rc = unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
+    if rc != 0 {
+        return (0.0, 0.0);
+    }
+    let t = |tv: libc::timeval| tv.tv_sec as f64 + tv.tv_usec as f64 / 1e6;
+    (t(ru.ru_utime), t(ru.ru_stime))
+}
+
+impl CpuClock {
+    /// Starts measuring now.
+    pub fn start() -> Self {
+        let (user, sys) = rusage_self();
+        Self {
+            wall: Instant::now(),
+            user,
+            sys,
+        }
+    }
+
+    /// Utilisation since [`CpuClock::start`].
+    pub fn usage(&self) -> CpuUsage {
+        let (user, sys) = rusage_self();
+        let wall_s = self.wall.elapsed().as_secs_f64();
+        let cores = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
+        let (user_s, sys_s) = ((user - self.user).max(0.0), (sys - self.sys).max(0.0));
+        CpuUsage {
+            wall_s,
+            user_s,
+            sys_s,
+            cores,
+            utilisation: if wall_s > 0.0 {
+                (user_s + sys_s) / (wall_s * cores as f64)
+            } else {
+                0.0
+            },
+        }
+    }
+}
+
+impl ProfileStats {
+    /// The phase table as text (seed 002 style): phase, events, mean µs, total ms, and the
+    /// share of the transaction time (begin + search + update + commit).
+    pub fn render(&self) -> String {
+        let txn_ms: f64 = ["begin", "search", "update", "commit"]
+            .iter()
+            .filter_map(|p| self.get(p))
+            .map(|p| p.total_ms)
+            .sum();
+        let mut out = format!(
+            "{:<22} {:>12} {:>12} {:>12} {:>8}\n",
+            "phase", "events", "mean_us", "total_ms", "% txn"
+        );
+        for p in &self.phases {
+            out.push_str(&format!(
+                "{:<22} {:>12} {:>12.2} {:>12.1} {:>7.1}%\n",
+                p.phase,
+                p.count,
+                p.mean_us,
+                p.total_ms,
+                if txn_ms > 0.0 {
+                    100.0 * p.total_ms / txn_ms
+                } else {
+                    0.0
+                }
+            ));
+        }
+        out
     }
 }
