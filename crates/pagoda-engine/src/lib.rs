@@ -6,6 +6,11 @@
 //!
 //! Start at [`Db`]. The on-disk format is described in `docs/format.md`.
 //!
+//! Commit modes ([`CommitMode`]): `sync` ([`Txn::commit`] returns once durable) and
+//! `pipelined` ([`Txn::commit_pipelined`] returns a [`CommitTicket`] at once; a flush thread
+//! makes the log durable and resolves it; the transaction is committed and visible only then).
+//! [`DbStats::profile`] breaks transaction and log time down per phase.
+//!
 //! Layers: [`Db`]/[`Txn`] (snapshot isolation, [`mvcc`]) → [`btree`] (single writer, latch
 //! coupling readers) → [`pool`] (frames, hot/cold LRU, sorted-batch cleaner, torn-write
 //! guard) and [`wal`] (consolidation-array group commit, redo-only records, ring reuse after

@@ -59,7 +59,7 @@ pub struct EngineArgs {
     commit: CommitMode,
     /// Commits each client thread keeps in flight with --commit pipelined (operations count,
     /// and their latency ends, only once durable).
-    #[arg(long, default_value_t = 8)]
+    #[arg(long, default_value_t = 32)]
     pipeline_depth: usize,
     /// Seed of every random choice.
     #[arg(long, default_value_t = 1)]
