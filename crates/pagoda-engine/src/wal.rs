@@ -213,41 +213,45 @@ impl Wal {
             }
             if st.written < target {
                 let room = MAX_INFLIGHT_GROUPS.saturating_sub(st.unsynced.len());
-                if st.writing || room == 0 || st.slots.is_empty() {
+                if !st.writing && room > 0 && !st.slots.is_empty() {
+                    let take = room.min(st.slots.len());
+                    let mut slots: Vec<Slot> = st.slots.drain(..take).collect();
+                    if let Some(last) = slots.last_mut() {
+                        if last.open {
+                            last.open = false;
+                            st.next_lsn = align_up(st.next_lsn);
+                        }
+                    }
+                    st.writing = true;
+                    drop(st);
+                    let t0 = Instant::now();
+                    let res = self.write_slots(&slots);
+                    self.profile.add(Phase::LogWrite, t0);
+                    st = self.state.lock();
+                    st.writing = false;
+                    match res {
+                        Ok(()) => {
+                            for sl in &slots {
+                                let end = align_up(sl.end);
+                                st.written = end;
+                                st.unsynced.push_back(end);
+                            }
+                        }
+                        Err(e) => st.failed = Some(format!("log write failed: {e}")),
+                    }
+                    self.cond.notify_all();
+                    continue;
+                }
+                // With every in-flight group unsynced and no sync in flight for them, nobody
+                // else may be due to sync (e.g. the pipelined flush thread alone): sync them
+                // here to make room. Otherwise wait for the writer or the sync in flight.
+                if !(room == 0 && st.sync_cover < st.written) {
                     let t0 = Instant::now();
                     self.cond.wait(&mut st);
                     self.profile.add(Phase::LogWaitSlot, t0);
                     continue;
                 }
-                let take = room.min(st.slots.len());
-                let mut slots: Vec<Slot> = st.slots.drain(..take).collect();
-                if let Some(last) = slots.last_mut() {
-                    if last.open {
-                        last.open = false;
-                        st.next_lsn = align_up(st.next_lsn);
-                    }
-                }
-                st.writing = true;
-                drop(st);
-                let t0 = Instant::now();
-                let res = self.write_slots(&slots);
-                self.profile.add(Phase::LogWrite, t0);
-                st = self.state.lock();
-                st.writing = false;
-                match res {
-                    Ok(()) => {
-                        for sl in &slots {
-                            let end = align_up(sl.end);
-                            st.written = end;
-                            st.unsynced.push_back(end);
-                        }
-                    }
-                    Err(e) => st.failed = Some(format!("log write failed: {e}")),
-                }
-                self.cond.notify_all();
-                continue;
-            }
-            if st.sync_cover >= target {
+            } else if st.sync_cover >= target {
                 // A sync in flight covers the target.
                 let t0 = Instant::now();
                 self.cond.wait(&mut st);

@@ -294,3 +294,44 @@ fn sync_mode_commit_pipelined_is_resolved_at_once() {
     assert!(st.profile.get("begin").unwrap().count >= 2);
     db.close().unwrap();
 }
+
+#[test]
+fn flush_thread_alone_syncs_when_every_inflight_group_is_unsynced() {
+    // More than MAX_INFLIGHT_GROUPS (4) groups queue up behind a held sync; the flush thread
+    // then has to sync to make room for the rest, as no committing thread does I/O.
+    let data: DeviceRef = Arc::new(MemDevice::with_capacity(256 << 20).unwrap());
+    let log_inner: DeviceRef = Arc::new(MemDevice::with_capacity(32 << 20).unwrap());
+    let gate = GateDevice::new(log_inner);
+    let log: DeviceRef = gate.clone();
+    let db = Db::open(
+        DbOptions::with_devices(data, log)
+            .buffer_bytes(128 << 20)
+            .torn(TornMode::None)
+            .commit(CommitMode::Pipelined)
+            .background(false),
+    )
+    .unwrap();
+    db.create_table("t").unwrap();
+    gate.set(false);
+    let big = vec![7u8; 700 << 10];
+    let tickets: Vec<_> = (0..12u8)
+        .map(|i| {
+            let mut tx = db.begin().unwrap();
+            tx.put("t", &[i], &big).unwrap();
+            tx.commit_pipelined().unwrap()
+        })
+        .collect();
+    gate.set(true);
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let ok = tickets.iter().all(|t| t.wait().is_ok());
+        let _ = tx.send(ok);
+    });
+    assert_eq!(
+        rx.recv_timeout(Duration::from_secs(20)),
+        Ok(true),
+        "pipelined commits must resolve (flush thread stuck?)"
+    );
+    assert_eq!(get(&db, &[11]).map(|v| v.len()), Some(700 << 10));
+    db.close().unwrap();
+}
