@@ -175,13 +175,16 @@ fn inflight_commits_are_bounded_with_back_pressure() {
             t.wait().unwrap()
         });
         std::thread::sleep(Duration::from_millis(100));
-        assert!(
-            !returned.load(Ordering::Acquire),
-            "the third commit must block while two are in flight"
-        );
-        assert!(db.stats().pipelined_inflight <= 2);
+        let blocked = !returned.load(Ordering::Acquire);
+        let inflight = db.stats().pipelined_inflight;
+        // Release the sync before asserting, so that a failure does not hang the test.
         gate.set(true);
         h.join().unwrap();
+        assert!(
+            blocked,
+            "the third commit must block while two are in flight"
+        );
+        assert!(inflight <= 2, "{inflight} in flight");
     });
     for t in &tickets {
         t.wait().unwrap();
