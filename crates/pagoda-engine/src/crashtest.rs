@@ -9,6 +9,12 @@
 //! write missing) or an uncommitted effect (a value no committed transaction wrote). In mode
 //! `none`, keys whose reads fail with [`Error::Corruption`] are excused (the torn page was
 //! detected); a wrong value without such an error is an undetected torn page.
+//!
+//! With [`CommitMode::Pipelined`] each worker keeps up to [`PIPELINE_DEPTH`] commits in
+//! flight; a commit counts as acknowledged only once its ticket resolves (pending ones at the
+//! cut are in flight). While running, a worker also reads back each key it has just committed
+//! through a new snapshot: seeing its value while the log is not yet durable up to the commit
+//! record would expose a pending commit, and is counted as an uncommitted effect.
 
 use crate::error::{Error, Result};
 use crate::{CommitMode, Db, DbOptions, TornMode};
@@ -21,10 +27,14 @@ use pagoda_device::{
 use parking_lot::{Mutex, RwLock};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
+use std::collections::VecDeque;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
+
+/// Pipelined commits a crash-test worker keeps in flight.
+pub const PIPELINE_DEPTH: usize = 4;
 
 /// Options of a crash test.
 pub struct CrashTestOptions {
@@ -391,6 +401,7 @@ pub fn run(opts: CrashTestOptions) -> Result<CrashTestReport> {
         let uid = Arc::new(AtomicU64::new(uid_next));
         let stop = Arc::new(AtomicBool::new(false));
         let running = Arc::new(AtomicU64::new(opts.threads as u64));
+        let exposed = Arc::new(AtomicU64::new(0));
         switch.countdown.store(
             rng.gen_range(1..=opts.max_ops_before_cut) as i64,
             Ordering::Release,
@@ -402,11 +413,19 @@ pub fn run(opts: CrashTestOptions) -> Result<CrashTestReport> {
                 let uid = uid.clone();
                 let stop = stop.clone();
                 let running = running.clone();
+                let exposed = exposed.clone();
                 let seed = rng.gen::<u64>() ^ t as u64;
                 let keys = opts.keys;
                 let ps = opts.page_size;
                 s.spawn(move || {
-                    worker(&db, &history, &uid, &stop, seed, keys, ps);
+                    let w = Work {
+                        db: &db,
+                        history: &history,
+                        uid: &uid,
+                        stop: &stop,
+                        exposed: &exposed,
+                    };
+                    w.run(seed, keys, ps);
                     running.fetch_sub(1, Ordering::AcqRel);
                 });
             }
@@ -431,6 +450,7 @@ pub fn run(opts: CrashTestOptions) -> Result<CrashTestReport> {
             // Workers stop on their own after a bounded number of transactions.
         });
         stop.store(true, Ordering::Release);
+        report.uncommitted_visible += exposed.load(Ordering::Acquire);
         db.abandon();
         switch.cut()?;
         if switch.cut_mid_ckpt.load(Ordering::Acquire) {
@@ -455,74 +475,142 @@ pub fn run(opts: CrashTestOptions) -> Result<CrashTestReport> {
     Ok(report)
 }
 
-fn worker(
-    db: &Db,
-    history: &Mutex<Vec<TxRec>>,
-    uid: &AtomicU64,
-    stop: &AtomicBool,
-    seed: u64,
-    keys: usize,
-    page_size: usize,
-) {
-    let mut rng = SmallRng::seed_from_u64(seed);
-    for _ in 0..150 {
-        if stop.load(Ordering::Acquire) {
-            return;
-        }
-        let Ok(mut tx) = db.begin() else { return };
-        let n = rng.gen_range(1..=3);
-        let mut writes = Vec::new();
-        let mut ok = true;
-        for _ in 0..n {
-            let k = key_name(rng.gen_range(0..keys));
-            let u = uid.fetch_add(1, Ordering::AcqRel);
-            let v = if rng.gen_bool(0.2) {
-                None
-            } else {
-                let len = if rng.gen_bool(0.1) {
-                    rng.gen_range(page_size..3 * page_size)
-                } else {
-                    rng.gen_range(16..400)
-                };
-                Some(value_for(&k, u, len))
-            };
-            let r = match &v {
-                Some(v) => tx.put("t", &k, v),
-                None => tx.delete("t", &k),
-            };
-            match r {
-                Ok(()) => {
-                    writes.retain(|(wk, _): &(Vec<u8>, Option<Vec<u8>>)| *wk != k);
-                    writes.push((k, v));
-                }
-                Err(Error::Conflict { .. }) => {
-                    ok = false;
-                    break;
-                }
-                Err(_) => return,
-            }
-        }
-        if !ok {
-            tx.rollback();
-            continue;
-        }
-        let idx = {
-            let mut h = history.lock();
-            h.push(TxRec {
-                writes,
-                status: Status::Pending,
-            });
-            h.len() - 1
-        };
-        let status = match tx.commit() {
+struct Work<'a> {
+    db: &'a Db,
+    history: &'a Mutex<Vec<TxRec>>,
+    uid: &'a AtomicU64,
+    stop: &'a AtomicBool,
+    exposed: &'a AtomicU64,
+}
+
+impl Work<'_> {
+    /// Records the outcome of a resolved pipelined commit; false when the worker must stop.
+    fn settle(&self, idx: usize, r: Result<crate::CommitInfo>) -> bool {
+        let status = match r {
             Ok(info) => Status::Acked(info.cts),
-            Err(Error::Conflict { .. }) => Status::Aborted,
             Err(_) => Status::Unknown,
         };
         let unknown = status == Status::Unknown;
-        history.lock()[idx].status = status;
-        if unknown {
-            return;
+        self.history.lock()[idx].status = status;
+        !unknown
+    }
+
+    /// A pending commit must not be visible: read a key it put through a new snapshot.
+    fn check_not_exposed(&self, key: &[u8], value: &[u8], end_lsn: u64) {
+        let Ok(r) = self.db.begin_read() else { return };
+        if let Ok(Some(v)) = r.get("t", key) {
+            if v == value && self.db.durable_lsn() < end_lsn {
+                self.exposed.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+
+    fn run(&self, seed: u64, keys: usize, page_size: usize) {
+        let db = self.db;
+        let pipelined = db.commit_mode() == CommitMode::Pipelined;
+        let mut inflight: VecDeque<(usize, crate::CommitTicket)> = VecDeque::new();
+        let mut rng = SmallRng::seed_from_u64(seed);
+        for _ in 0..150 {
+            if self.stop.load(Ordering::Acquire) {
+                break;
+            }
+            let Ok(mut tx) = db.begin() else { break };
+            let n = rng.gen_range(1..=3);
+            let mut writes = Vec::new();
+            let mut ok = true;
+            for _ in 0..n {
+                let k = key_name(rng.gen_range(0..keys));
+                let u = self.uid.fetch_add(1, Ordering::AcqRel);
+                let v = if rng.gen_bool(0.2) {
+                    None
+                } else {
+                    let len = if rng.gen_bool(0.1) {
+                        rng.gen_range(page_size..3 * page_size)
+                    } else {
+                        rng.gen_range(16..400)
+                    };
+                    Some(value_for(&k, u, len))
+                };
+                let r = match &v {
+                    Some(v) => tx.put("t", &k, v),
+                    None => tx.delete("t", &k),
+                };
+                match r {
+                    Ok(()) => {
+                        writes.retain(|(wk, _): &(Vec<u8>, Option<Vec<u8>>)| *wk != k);
+                        writes.push((k, v));
+                    }
+                    Err(Error::Conflict { .. }) => {
+                        ok = false;
+                        break;
+                    }
+                    Err(_) => return,
+                }
+            }
+            if !ok {
+                tx.rollback();
+                continue;
+            }
+            let probe = writes
+                .iter()
+                .find_map(|(k, v)| v.as_ref().map(|v| (k.clone(), v.clone())));
+            let idx = {
+                let mut h = self.history.lock();
+                h.push(TxRec {
+                    writes,
+                    status: Status::Pending,
+                });
+                h.len() - 1
+            };
+            if pipelined {
+                match tx.commit_pipelined() {
+                    Ok(t) => {
+                        if let Some((k, v)) = probe {
+                            self.check_not_exposed(&k, &v, t.info().lsn);
+                        }
+                        inflight.push_back((idx, t));
+                    }
+                    Err(Error::Conflict { .. }) => {
+                        self.history.lock()[idx].status = Status::Aborted;
+                    }
+                    Err(_) => {
+                        self.history.lock()[idx].status = Status::Unknown;
+                        break;
+                    }
+                }
+                // Settle what resolved; wait for the oldest beyond the pipeline depth.
+                while let Some((i, t)) = inflight.front() {
+                    let r = if inflight.len() > PIPELINE_DEPTH {
+                        Some(t.wait())
+                    } else {
+                        t.try_wait()
+                    };
+                    let Some(r) = r else { break };
+                    let i = *i;
+                    inflight.pop_front();
+                    if !self.settle(i, r) {
+                        ok = false;
+                        break;
+                    }
+                }
+                if !ok {
+                    break;
+                }
+                continue;
+            }
+            let status = match tx.commit() {
+                Ok(info) => Status::Acked(info.cts),
+                Err(Error::Conflict { .. }) => Status::Aborted,
+                Err(_) => Status::Unknown,
+            };
+            let unknown = status == Status::Unknown;
+            self.history.lock()[idx].status = status;
+            if unknown {
+                return;
+            }
+        }
+        for (i, t) in inflight {
+            self.settle(i, t.wait());
         }
     }
 }

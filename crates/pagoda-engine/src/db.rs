@@ -7,8 +7,10 @@ use crate::format::{
     Node, Page, RedoOp, Superblock, Val, HEADER_BYTES, SECTOR,
 };
 use crate::mvcc::{Mvcc, Resolved, Value, Version};
-use crate::options::{DbOptions, TornMode};
+use crate::options::{CommitMode, DbOptions, TornMode};
+use crate::pipeline::{Admission, CommitTicket, Pipeline, Target};
 use crate::pool::{Pool, Streams};
+use crate::profile::{Phase, ProfileStats};
 use crate::wal::{self, Wal};
 use crate::MAX_VALUE_LEN;
 use pagoda_device::file::{FileDevice, FileOptions};
@@ -118,6 +120,12 @@ pub struct DbStats {
     pub torn: TornMode,
     /// Failure reason, once the database refuses writes.
     pub failed: Option<String>,
+    /// Commit mode.
+    pub commit_mode: CommitMode,
+    /// Pipelined commits admitted and not yet durable.
+    pub pipelined_inflight: u64,
+    /// Per-phase time of transactions and of the log path.
+    pub profile: ProfileStats,
 }
 
 /// Result of a commit.
@@ -173,6 +181,8 @@ struct Inner {
     rec_times: Mutex<(f64, u64)>,
     opts: DbOptions,
     data_stream: u16,
+    pipe: Option<Arc<Pipeline>>,
+    flusher: Mutex<Option<std::thread::JoinHandle<()>>>,
 }
 
 /// A database: named tables of ordered byte-string keys with snapshot-isolated transactions.
@@ -449,6 +459,9 @@ impl Db {
             corrupt: RwLock::new(corrupt),
             rec_times: Mutex::new((0.0, 0)),
             data_stream: streams.data,
+            pipe: (opts.commit == CommitMode::Pipelined)
+                .then(|| Arc::new(Pipeline::new(opts.max_inflight_commits))),
+            flusher: Mutex::new(None),
             opts,
         });
         let db = Db { inner };
@@ -460,7 +473,38 @@ impl Db {
         if db.inner.opts.background {
             db.start_background();
         }
+        db.start_flusher()?;
         Ok(db)
+    }
+
+    /// Starts the flush thread of pipelined commit.
+    fn start_flusher(&self) -> Result<()> {
+        let Some(pipe) = self.inner.pipe.clone() else {
+            return Ok(());
+        };
+        let weak: Weak<Inner> = Arc::downgrade(&self.inner);
+        let h = std::thread::Builder::new()
+            .name("pagoda-flush".into())
+            .spawn(move || flusher(weak, pipe))
+            .map_err(|e| Error::config(format!("cannot start the flush thread: {e}")))?;
+        *self.inner.flusher.lock() = Some(h);
+        Ok(())
+    }
+
+    /// Stops the flush thread: after draining the queue (`drain`), or at once failing what is
+    /// queued.
+    fn stop_flusher(&self, drain: bool) {
+        let Some(pipe) = &self.inner.pipe else {
+            return;
+        };
+        if drain {
+            pipe.stop();
+        } else {
+            pipe.exit("database abandoned before the commit was durable");
+        }
+        if let Some(h) = self.inner.flusher.lock().take() {
+            let _ = h.join();
+        }
     }
 
     fn load_catalog(&self) -> Result<()> {
@@ -521,14 +565,50 @@ impl Db {
 
     /// Starts a read-write transaction.
     pub fn begin(&self) -> Result<Txn> {
+        let t0 = Instant::now();
         self.check_open()?;
-        Ok(Txn::new(self.clone(), false))
+        let t = Txn::new(self.clone(), false);
+        self.inner.wal.profile.add(Phase::Begin, t0);
+        Ok(t)
     }
 
     /// Starts a read-only transaction (a snapshot).
     pub fn begin_read(&self) -> Result<Txn> {
+        let t0 = Instant::now();
         self.check_open()?;
-        Ok(Txn::new(self.clone(), true))
+        let t = Txn::new(self.clone(), true);
+        self.inner.wal.profile.add(Phase::Begin, t0);
+        Ok(t)
+    }
+
+    /// Takes the commit lock, yielding the CPU a few times before sleeping on it: the critical
+    /// section is short (tens of µs), and with more runnable threads than cores a sleeping
+    /// waiter's wake-up costs more than the section itself (the lock then idles between
+    /// holders).
+    fn lock_commit(&self) -> parking_lot::MutexGuard<'_, CommitState> {
+        for _ in 0..32 {
+            if let Some(g) = self.inner.commit.try_lock() {
+                return g;
+            }
+            std::thread::yield_now();
+        }
+        self.inner.commit.lock()
+    }
+
+    /// Zeroes the phase profile of [`DbStats::profile`] (e.g. before a measured run).
+    pub fn reset_profile(&self) {
+        self.inner.wal.profile.reset();
+    }
+
+    /// The commit mode.
+    pub fn commit_mode(&self) -> CommitMode {
+        self.inner.opts.commit
+    }
+
+    /// The durable end of the log: every commit whose [`CommitInfo::lsn`] is at or below it
+    /// is durable.
+    pub fn durable_lsn(&self) -> u64 {
+        self.inner.wal.durable()
     }
 
     /// Names of the tables, sorted.
@@ -756,6 +836,9 @@ impl Db {
             page_size: i.pool.page_size(),
             torn: i.opts.torn,
             failed: i.failed.lock().clone(),
+            commit_mode: i.opts.commit,
+            pipelined_inflight: i.pipe.as_ref().map_or(0, |p| p.inflight() as u64),
+            profile: i.wal.profile.stats(),
         }
     }
 
@@ -766,6 +849,7 @@ impl Db {
 
     /// Checkpoints and closes. Other handles of this database fail with [`Error::Closed`].
     pub fn close(self) -> Result<()> {
+        self.stop_flusher(true);
         self.stop_background();
         let res = if self.inner.failed.lock().is_none() {
             self.checkpoint().map(|_| ())
@@ -787,6 +871,7 @@ impl Db {
     /// Stops background work without a checkpoint and drops this handle (as a crash would,
     /// for tests): nothing more is written by the engine.
     pub fn abandon(self) {
+        self.stop_flusher(false);
         self.stop_background();
         self.inner.closed.store(true, Ordering::Release);
         let mut f = self.inner.failed.lock();
@@ -1062,6 +1147,37 @@ fn redo(
     Ok(last_cts)
 }
 
+/// The flush thread of pipelined commit: makes the log durable up to the newest queued commit
+/// (writing and syncing it; committing threads only copy their records into the log buffer),
+/// makes the durable commits visible, and resolves their tickets.
+fn flusher(weak: Weak<Inner>, pipe: Arc<Pipeline>) {
+    loop {
+        let target = match pipe.next_target() {
+            Target::Stop => break,
+            Target::Idle => {
+                if weak.strong_count() == 0 {
+                    break;
+                }
+                continue;
+            }
+            Target::Lsn(l) => l,
+        };
+        let Some(inner) = weak.upgrade() else {
+            break;
+        };
+        let db = Db { inner };
+        let res = db.inner.wal.wait_durable(target);
+        let durable = db.inner.wal.durable();
+        db.inner.mvcc.advance(durable);
+        pipe.resolve_upto(durable, &db.inner.counters.commits);
+        if let Err(e) = res {
+            db.fail(&e);
+            pipe.fail_all(&e.to_string());
+        }
+    }
+    pipe.exit("database closed before the commit was durable");
+}
+
 fn background(weak: Weak<Inner>) {
     let mut last_ckpt = Instant::now();
     loop {
@@ -1170,6 +1286,13 @@ impl Txn {
 
     /// Reads `key` of `table`.
     pub fn get(&self, table: &str, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        let t0 = Instant::now();
+        let r = self.get_inner(table, key);
+        self.db.inner.wal.profile.add(Phase::Search, t0);
+        r
+    }
+
+    fn get_inner(&self, table: &str, key: &[u8]) -> Result<Option<Vec<u8>>> {
         Self::check_key(key)?;
         let t = self.db.table(table)?;
         let wk = (t.id, key.to_vec());
@@ -1186,6 +1309,13 @@ impl Txn {
     }
 
     fn write(&mut self, table: &str, key: &[u8], value: Option<&[u8]>) -> Result<()> {
+        let t0 = Instant::now();
+        let r = self.write_inner(table, key, value);
+        self.db.inner.wal.profile.add(Phase::Update, t0);
+        r
+    }
+
+    fn write_inner(&mut self, table: &str, key: &[u8], value: Option<&[u8]>) -> Result<()> {
         if self.read_only {
             return Err(Error::ReadOnly);
         }
@@ -1261,10 +1391,55 @@ impl Txn {
         })
     }
 
-    /// Commits: validates (first committer wins), applies, logs, and returns once durable.
-    pub fn commit(mut self) -> Result<CommitInfo> {
+    /// Commits: validates (first committer wins), applies, logs, and returns once durable
+    /// (in [`CommitMode::Pipelined`] by waiting for the ticket of
+    /// [`Txn::commit_pipelined`]).
+    pub fn commit(self) -> Result<CommitInfo> {
+        match self.db.inner.opts.commit {
+            CommitMode::Sync => {
+                let t0 = Instant::now();
+                let db = self.db.clone();
+                let r = self.finish(None).and_then(|t| t.wait());
+                db.inner.wal.profile.add(Phase::Commit, t0);
+                r
+            }
+            CommitMode::Pipelined => self.commit_pipelined()?.wait(),
+        }
+    }
+
+    /// Pipelined commit: validates (first committer wins), applies, appends the commit record
+    /// to the log buffer and returns at once with a [`CommitTicket`], without waiting for the
+    /// log write or sync (the database's flush thread does them). The transaction is committed
+    /// only when the ticket resolves: until then other transactions do not see its writes,
+    /// and a crash may lose it (never partly). A later transaction writing one of its keys
+    /// fails with [`Error::Conflict`] (first committer wins, counting pending commits).
+    ///
+    /// Blocks while [`DbOptions::max_inflight_commits`] commits are in flight
+    /// (back-pressure). In [`CommitMode::Sync`] there is no flush thread: it commits
+    /// synchronously and returns a resolved ticket. Errors (conflicts, a failed database) are
+    /// returned here; a ticket fails only if the database fails before the record is durable.
+    pub fn commit_pipelined(self) -> Result<CommitTicket> {
+        let t0 = Instant::now();
+        let db = self.db.clone();
+        let r = match db.inner.pipe.as_ref() {
+            None => self.finish(None),
+            Some(pipe) => match pipe.admit() {
+                Ok(adm) => self.finish(Some(adm)),
+                Err(e) => {
+                    let mut me = self;
+                    me.done = true;
+                    me.db.inner.mvcc.release(me.snapshot);
+                    Err(e)
+                }
+            },
+        };
+        db.inner.wal.profile.add(Phase::Commit, t0);
+        r
+    }
+
+    fn finish(mut self, adm: Option<Admission>) -> Result<CommitTicket> {
         self.done = true;
-        let res = self.commit_inner();
+        let res = self.commit_inner(adm);
         self.db.inner.mvcc.release(self.snapshot);
         if matches!(res, Err(Error::Conflict { .. })) {
             self.db
@@ -1282,13 +1457,14 @@ impl Txn {
         self.db.inner.mvcc.release(self.snapshot);
     }
 
-    fn commit_inner(&mut self) -> Result<CommitInfo> {
+    fn commit_inner(&mut self, adm: Option<Admission>) -> Result<CommitTicket> {
         if let Some((table, key)) = self.aborted.take() {
             return Err(Error::Conflict { table, key });
         }
         if self.writes.is_empty() {
-            return Ok(CommitInfo { cts: 0, lsn: 0 });
+            return Ok(CommitTicket::resolved(CommitInfo { cts: 0, lsn: 0 }));
         }
+        let prof = &self.db.inner.wal.profile;
         let db = self.db.clone();
         db.check_writable()?;
         let ps = db.inner.pool.page_size();
@@ -1300,9 +1476,10 @@ impl Txn {
             + (8 + self.writes.len() as u64 / 16) * ps as u64;
         // Room in the log is checked again under the commit lock (other committers may have
         // used it meanwhile): once a commit has changed pages, its record must fit.
+        let t_lock = Instant::now();
         let mut cs = loop {
             db.ensure_log_space(estimate)?;
-            let cs = db.inner.commit.lock();
+            let cs = db.lock_commit();
             let cap = db.inner.wal.capacity();
             if db.inner.wal.used() + estimate <= cap / 8 * 7 {
                 break cs;
@@ -1310,6 +1487,7 @@ impl Txn {
             drop(cs);
             db.checkpoint()?;
         };
+        let t_apply = prof.add(Phase::CommitLock, t_lock);
         let mvcc = &db.inner.mvcc;
         for wk in self.writes.keys() {
             if mvcc.newest(wk).is_some_and(|c| c > self.snapshot) {
@@ -1398,13 +1576,26 @@ impl Txn {
         };
         cs.next_cts += 1;
         mvcc.committed(cts, end);
+        let info = CommitInfo { cts, lsn: end };
+        if let Some(adm) = adm {
+            // Queued in commit order, under the commit lock.
+            let ticket = adm.enqueue(info);
+            drop(cs);
+            prof.add(Phase::CommitApply, t_apply);
+            if cts.is_multiple_of(64) {
+                mvcc.gc();
+            }
+            return Ok(ticket);
+        }
         drop(cs);
+        let t_wait = prof.add(Phase::CommitApply, t_apply);
         db.wait(end)?;
+        prof.add(Phase::WaitDurable, t_wait);
         let n = db.inner.counters.commits.fetch_add(1, Ordering::Relaxed);
         if n.is_multiple_of(64) {
             mvcc.gc();
         }
-        Ok(CommitInfo { cts, lsn: end })
+        Ok(CommitTicket::resolved(info))
     }
 }
 

@@ -6,6 +6,11 @@
 //!
 //! Start at [`Db`]. The on-disk format is described in `docs/format.md`.
 //!
+//! Commit modes ([`CommitMode`]): `sync` ([`Txn::commit`] returns once durable) and
+//! `pipelined` ([`Txn::commit_pipelined`] returns a [`CommitTicket`] at once; a flush thread
+//! makes the log durable and resolves it; the transaction is committed and visible only then).
+//! [`DbStats::profile`] breaks transaction and log time down per phase.
+//!
 //! Layers: [`Db`]/[`Txn`] (snapshot isolation, [`mvcc`]) → [`btree`] (single writer, latch
 //! coupling readers) → [`pool`] (frames, hot/cold LRU, sorted-batch cleaner, torn-write
 //! guard) and [`wal`] (consolidation-array group commit, redo-only records, ring reuse after
@@ -35,13 +40,17 @@ pub mod format;
 pub mod inspect;
 pub mod mvcc;
 mod options;
+mod pipeline;
 pub mod pool;
+pub mod profile;
 pub mod wal;
 
 pub use btree::MAX_KEY_LEN;
 pub use db::{BufferStats, CheckpointInfo, CommitInfo, Db, DbStats, RecoveryStats, Scan, Txn};
 pub use error::{Error, Result};
 pub use options::{CommitMode, DbOptions, TornMode};
+pub use pipeline::{CommitTicket, DurableCallback};
+pub use profile::{CpuClock, CpuUsage, PhaseStat, ProfileStats};
 
 /// Largest value in bytes (values above a quarter page go to overflow pages); a value must
 /// also fit in a quarter of the log.

@@ -8,7 +8,9 @@
 //! everyone. Versions with `cts <=` the oldest active snapshot are garbage-collected.
 //!
 //! A commit becomes visible (the visible timestamp moves past it) only once its log record is
-//! durable, and commits become visible in commit order. Conflicts are first-committer-wins:
+//! durable, and commits become visible in commit order. This is what makes pipelined commit
+//! safe: a pending commit's versions are chained (so it holds its keys against later writers)
+//! but invisible until the flush thread has made its record durable. Conflicts are first-committer-wins:
 //! a transaction that writes a key whose newest version is newer than its snapshot aborts with
 //! [`crate::Error::Conflict`].
 

@@ -46,14 +46,23 @@ impl fmt::Display for TornMode {
     }
 }
 
-/// When `commit` returns.
+/// When a commit is acknowledged.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum CommitMode {
-    /// After the commit record is durable (group commit: one sync serves every commit that
-    /// joined the same log slot).
+    /// [`crate::Txn::commit`] returns after the commit record is durable (group commit: one
+    /// sync serves every commit that joined the same log slot). The committing threads write
+    /// and sync the log themselves.
     #[default]
     Sync,
+    /// Pipelined (asynchronous) commit, seed 002: [`crate::Txn::commit_pipelined`] returns at
+    /// once with a [`crate::CommitTicket`]; a dedicated flush thread per database writes and
+    /// syncs the log, and resolves the ticket once the commit is durable. Until then the
+    /// transaction is not committed: its effects are invisible to other transactions. Nothing
+    /// acknowledged is ever lost. In-flight commits are bounded by
+    /// [`DbOptions::max_inflight_commits`] (the caller blocks when the bound is reached).
+    /// [`crate::Txn::commit`] in this mode waits for its ticket.
+    Pipelined,
 }
 
 impl FromStr for CommitMode {
@@ -61,17 +70,20 @@ impl FromStr for CommitMode {
     fn from_str(s: &str) -> Result<Self> {
         match s {
             "sync" => Ok(Self::Sync),
-            "pipelined" => Err(Error::config(
-                "commit mode 'pipelined' is not built yet; use sync",
-            )),
-            _ => Err(Error::config(format!("commit mode '{s}': use sync"))),
+            "pipelined" => Ok(Self::Pipelined),
+            _ => Err(Error::config(format!(
+                "commit mode '{s}': use sync or pipelined"
+            ))),
         }
     }
 }
 
 impl fmt::Display for CommitMode {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("sync")
+        f.write_str(match self {
+            Self::Sync => "sync",
+            Self::Pipelined => "pipelined",
+        })
     }
 }
 
@@ -94,6 +106,9 @@ pub struct DbOptions {
     pub torn: TornMode,
     /// Commit mode. Default sync.
     pub commit: CommitMode,
+    /// Pipelined commits in flight (not yet durable) at most; a pipelined commit beyond it
+    /// blocks until one resolves (back-pressure). Default 1024.
+    pub max_inflight_commits: usize,
     /// Log ring size in bytes (default: the whole log device less its 4 KiB header).
     pub log_capacity: Option<u64>,
     /// Pages in the double-write area (also the cleaner batch size). Default 32.
@@ -142,6 +157,7 @@ impl Default for DbOptions {
             buffer_bytes: 64 << 20,
             torn: TornMode::Doublewrite,
             commit: CommitMode::Sync,
+            max_inflight_commits: 1024,
             log_capacity: None,
             dw_pages: 32,
             data_file_bytes: 64 << 30,
@@ -196,6 +212,12 @@ impl DbOptions {
         self
     }
 
+    /// Sets the bound on in-flight pipelined commits.
+    pub fn max_inflight_commits(mut self, n: usize) -> Self {
+        self.max_inflight_commits = n;
+        self
+    }
+
     /// Sets the log ring size.
     pub fn log_capacity(mut self, bytes: u64) -> Self {
         self.log_capacity = Some(bytes);
@@ -238,6 +260,9 @@ impl DbOptions {
                 "buffer of {} bytes holds fewer than 16 pages of {} bytes; give a larger buffer",
                 self.buffer_bytes, self.page_size
             )));
+        }
+        if !(1..=1 << 20).contains(&self.max_inflight_commits) {
+            return Err(Error::config("max_inflight_commits must be 1..=1048576"));
         }
         if !(4..=1024).contains(&self.dw_pages) {
             return Err(Error::config("dw_pages must be 4..=1024"));

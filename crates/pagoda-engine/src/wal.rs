@@ -20,10 +20,12 @@ use crate::error::{Error, Result};
 use crate::format::{
     align_up, parse_records, seal_record, CommitRecord, GroupHeader, GROUP_HEADER, SECTOR,
 };
+use crate::profile::{Phase, Profile};
 use pagoda_device::{DeviceRef, WriteHints};
 use parking_lot::{Condvar, Mutex};
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
 
 /// A group larger than this is closed so that the next joiner opens a new slot.
 pub const MAX_GROUP_BYTES: u64 = 1 << 20;
@@ -83,6 +85,8 @@ pub struct Wal {
     cond: Condvar,
     /// Counters.
     pub counters: WalCounters,
+    /// Phase times of the log path (and of the transactions of the database using it).
+    pub profile: Profile,
 }
 
 impl Wal {
@@ -112,6 +116,7 @@ impl Wal {
             }),
             cond: Condvar::new(),
             counters: WalCounters::default(),
+            profile: Profile::default(),
         }
     }
 
@@ -139,7 +144,14 @@ impl Wal {
 
     /// Joins the open slot with an encoded record (see [`CommitRecord::encode`]). Returns the
     /// record's `(lsn, end)`. Records are ordered by the caller (the commit critical section).
-    pub fn append(&self, mut rec: Vec<u8>) -> Result<(u64, u64)> {
+    pub fn append(&self, rec: Vec<u8>) -> Result<(u64, u64)> {
+        let t0 = Instant::now();
+        let r = self.append_inner(rec);
+        self.profile.add(Phase::LogJoin, t0);
+        r
+    }
+
+    fn append_inner(&self, mut rec: Vec<u8>) -> Result<(u64, u64)> {
         let mut st = self.state.lock();
         if let Some(f) = &st.failed {
             return Err(Error::Failed(f.clone()));
@@ -201,45 +213,57 @@ impl Wal {
             }
             if st.written < target {
                 let room = MAX_INFLIGHT_GROUPS.saturating_sub(st.unsynced.len());
-                if st.writing || room == 0 || st.slots.is_empty() {
-                    self.cond.wait(&mut st);
-                    continue;
-                }
-                let take = room.min(st.slots.len());
-                let mut slots: Vec<Slot> = st.slots.drain(..take).collect();
-                if let Some(last) = slots.last_mut() {
-                    if last.open {
-                        last.open = false;
-                        st.next_lsn = align_up(st.next_lsn);
-                    }
-                }
-                st.writing = true;
-                drop(st);
-                let res = self.write_slots(&slots);
-                st = self.state.lock();
-                st.writing = false;
-                match res {
-                    Ok(()) => {
-                        for sl in &slots {
-                            let end = align_up(sl.end);
-                            st.written = end;
-                            st.unsynced.push_back(end);
+                if !st.writing && room > 0 && !st.slots.is_empty() {
+                    let take = room.min(st.slots.len());
+                    let mut slots: Vec<Slot> = st.slots.drain(..take).collect();
+                    if let Some(last) = slots.last_mut() {
+                        if last.open {
+                            last.open = false;
+                            st.next_lsn = align_up(st.next_lsn);
                         }
                     }
-                    Err(e) => st.failed = Some(format!("log write failed: {e}")),
+                    st.writing = true;
+                    drop(st);
+                    let t0 = Instant::now();
+                    let res = self.write_slots(&slots);
+                    self.profile.add(Phase::LogWrite, t0);
+                    st = self.state.lock();
+                    st.writing = false;
+                    match res {
+                        Ok(()) => {
+                            for sl in &slots {
+                                let end = align_up(sl.end);
+                                st.written = end;
+                                st.unsynced.push_back(end);
+                            }
+                        }
+                        Err(e) => st.failed = Some(format!("log write failed: {e}")),
+                    }
+                    self.cond.notify_all();
+                    continue;
                 }
-                self.cond.notify_all();
-                continue;
-            }
-            if st.sync_cover >= target {
+                // With every in-flight group unsynced and no sync in flight for them, nobody
+                // else may be due to sync (e.g. the pipelined flush thread alone): sync them
+                // here to make room. Otherwise wait for the writer or the sync in flight.
+                if !(room == 0 && st.sync_cover < st.written) {
+                    let t0 = Instant::now();
+                    self.cond.wait(&mut st);
+                    self.profile.add(Phase::LogWaitSlot, t0);
+                    continue;
+                }
+            } else if st.sync_cover >= target {
                 // A sync in flight covers the target.
+                let t0 = Instant::now();
                 self.cond.wait(&mut st);
+                self.profile.add(Phase::LogSync, t0);
                 continue;
             }
             let cover = st.written;
             st.sync_cover = cover;
             drop(st);
+            let t0 = Instant::now();
             let res = self.dev.flush();
+            self.profile.add(Phase::LogSync, t0);
             st = self.state.lock();
             match res {
                 Ok(()) => {

@@ -2,7 +2,7 @@
 //! Power-cut crash tests across the three torn-write modes (≥ 500 cycles in all).
 
 use pagoda_engine::crashtest::{run, CrashTestOptions};
-use pagoda_engine::TornMode;
+use pagoda_engine::{CommitMode, TornMode};
 
 fn seed() -> u64 {
     std::env::var("PAGODA_SEED")
@@ -61,4 +61,41 @@ fn crash_atomic() {
 #[test]
 fn crash_none() {
     check(TornMode::None, 170, 3);
+}
+
+fn check_pipelined(torn: TornMode, cycles: u64, salt: u64) {
+    let seed = seed() ^ salt;
+    let report = run(CrashTestOptions {
+        torn,
+        commit: CommitMode::Pipelined,
+        cycles,
+        seed,
+        ..CrashTestOptions::default()
+    })
+    .unwrap_or_else(|e| panic!("crashtest pipelined {torn} seed {seed}: {e}"));
+    eprintln!("pipelined {torn}: {} {:?}", report.summary_line(), report);
+    assert_eq!(report.cycles, cycles, "seed {seed}");
+    assert!(
+        !report.failed(torn),
+        "crashtest pipelined {torn} failed with seed {seed}: {report:?}"
+    );
+    assert!(
+        report.commits_acknowledged > cycles,
+        "too little work, seed {seed}: {report:?}"
+    );
+}
+
+#[test]
+fn crash_pipelined_doublewrite() {
+    check_pipelined(TornMode::Doublewrite, 120, 11);
+}
+
+#[test]
+fn crash_pipelined_atomic() {
+    check_pipelined(TornMode::Atomic, 110, 12);
+}
+
+#[test]
+fn crash_pipelined_none() {
+    check_pipelined(TornMode::None, 110, 13);
 }

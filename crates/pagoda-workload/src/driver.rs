@@ -9,7 +9,8 @@ use hdrhistogram::Histogram;
 use parking_lot::Mutex;
 
 use crate::error::{ConfigError, WorkloadError};
-use crate::store::{Store, StoreError, StoreTxn};
+use crate::store::{PendingCommit, Store, StoreError, StoreTxn};
+use std::collections::VecDeque;
 
 /// When the measured part of a run ends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -43,6 +44,12 @@ pub struct DriverConfig {
     pub max_retries: u32,
     /// Seed of every random choice; a run is reproducible from it (given one thread).
     pub seed: u64,
+    /// Pipelined commits each client thread keeps in flight (0: commit synchronously). With
+    /// K > 0 a thread goes on with its next operations while up to K commits are pending; an
+    /// operation completes, and its latency ends, only when its commit is durable, so the
+    /// throughput counts durable commits only. Workloads without a pipelined path
+    /// ([`Worker::step_pipelined`]) run synchronously.
+    pub pipeline_depth: usize,
 }
 
 impl Default for DriverConfig {
@@ -53,6 +60,7 @@ impl Default for DriverConfig {
             warmup: Duration::ZERO,
             max_retries: 100,
             seed: 1,
+            pipeline_depth: 0,
         }
     }
 }
@@ -107,6 +115,23 @@ pub enum Finish<T> {
     Rollback(T),
 }
 
+/// An operation submitted by [`Worker::step_pipelined`].
+pub enum Submitted<T> {
+    /// Completed (durable if it wrote).
+    Done(T),
+    /// Its commit is in flight; the operation completes with `T` when it resolves.
+    Pending(T, Box<dyn PendingCommit>),
+}
+
+impl<T: std::fmt::Debug> std::fmt::Debug for Submitted<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Submitted::Done(v) => f.debug_tuple("Done").field(v).finish(),
+            Submitted::Pending(v, _) => f.debug_tuple("Pending").field(v).finish(),
+        }
+    }
+}
+
 /// Runs transaction bodies with conflict retries and counts the conflicts.
 #[derive(Debug, Clone)]
 pub struct TxnRunner {
@@ -158,6 +183,46 @@ impl TxnRunner {
         }
     }
 
+    /// Like [`TxnRunner::run`], but a transaction that commits uses a pipelined commit and is
+    /// returned pending. Conflicts seen before the commit is queued are retried.
+    pub fn run_pipelined<T>(
+        &mut self,
+        store: &dyn Store,
+        mut body: impl FnMut(&mut dyn StoreTxn) -> Result<Finish<T>, StoreError>,
+    ) -> Result<Submitted<T>, StoreError> {
+        let mut attempt = 0;
+        loop {
+            let result = (|| {
+                let mut txn = store.begin()?;
+                match body(&mut *txn) {
+                    Ok(Finish::Commit(v)) => Ok(Submitted::Pending(v, txn.commit_pipelined()?)),
+                    Ok(Finish::Rollback(v)) => {
+                        txn.rollback()?;
+                        Ok(Submitted::Done(v))
+                    }
+                    Err(e) => {
+                        let _ = txn.rollback();
+                        Err(e)
+                    }
+                }
+            })();
+            match result {
+                Err(StoreError::Conflict) if attempt < self.max_retries => {
+                    self.conflicts += 1;
+                    attempt += 1;
+                    if attempt > 1 {
+                        std::thread::sleep(Duration::from_micros(1 << attempt.min(10)));
+                    }
+                }
+                Err(StoreError::Conflict) => {
+                    self.conflicts += 1;
+                    return Err(StoreError::Conflict);
+                }
+                other => return other,
+            }
+        }
+    }
+
     fn attempt<T>(
         &mut self,
         store: &dyn Store,
@@ -196,6 +261,27 @@ pub trait Worker {
         store: &dyn Store,
         txns: &mut TxnRunner,
     ) -> (usize, Result<OpStatus, StoreError>);
+
+    /// Like [`Worker::step`], but may return with the operation's commit in flight
+    /// ([`TxnRunner::run_pipelined`]). The default runs [`Worker::step`].
+    fn step_pipelined(
+        &mut self,
+        store: &dyn Store,
+        txns: &mut TxnRunner,
+    ) -> (usize, Result<Submitted<OpStatus>, StoreError>) {
+        let (op, r) = self.step(store, txns);
+        (op, r.map(Submitted::Done))
+    }
+}
+
+/// An operation whose commit is in flight in the driver.
+struct InFlight {
+    op: usize,
+    status: OpStatus,
+    pending: Box<dyn PendingCommit>,
+    t0: Instant,
+    warming: bool,
+    conflicts: u64,
 }
 
 /// A workload the driver can run.
@@ -448,6 +534,31 @@ pub fn run(
                 let mut txns = TxnRunner::new(cfg.max_retries);
                 let mut stats: Vec<OpStats> = names.iter().map(|n| OpStats::new(n)).collect();
                 let mut warmup_ops = 0u64;
+                let mut inflight: VecDeque<InFlight> = VecDeque::new();
+                let mut complete = |op: usize,
+                                    status: Result<OpStatus, StoreError>,
+                                    nanos: u64,
+                                    warming: bool,
+                                    conflicts: u64,
+                                    at: Instant| {
+                    if let Err(e) = &status {
+                        let mut fe = first_error.lock();
+                        if fe.is_none() {
+                            *fe = Some(format!("{}: {e}", names.get(op).unwrap_or(&"?")));
+                        }
+                    }
+                    if warming {
+                        warmup_ops += 1;
+                        return;
+                    }
+                    if end.is_some_and(|e| at > e) {
+                        return;
+                    }
+                    if let Some(s) = stats.get_mut(op) {
+                        s.record(&status, nanos, conflicts);
+                    }
+                    done.fetch_add(1, Ordering::Relaxed);
+                };
                 loop {
                     if stop.load(Ordering::Relaxed) {
                         break;
@@ -470,24 +581,37 @@ pub fn run(
                     }
                     txns.take_conflicts();
                     let t0 = Instant::now();
-                    let (op, status) = worker.step(store, &mut txns);
-                    let nanos = u64::try_from(t0.elapsed().as_nanos()).unwrap_or(u64::MAX);
-                    if let Err(e) = &status {
-                        let mut fe = first_error.lock();
-                        if fe.is_none() {
-                            *fe = Some(format!("{}: {e}", names.get(op).unwrap_or(&"?")));
+                    let (op, status) = if cfg.pipeline_depth > 0 {
+                        match worker.step_pipelined(store, &mut txns) {
+                            (op, Ok(Submitted::Pending(status, pending))) => {
+                                inflight.push_back(InFlight {
+                                    op,
+                                    status,
+                                    pending,
+                                    t0,
+                                    warming,
+                                    conflicts: txns.take_conflicts(),
+                                });
+                                settle(&mut inflight, cfg.pipeline_depth, &mut complete);
+                                continue;
+                            }
+                            (op, Ok(Submitted::Done(s))) => (op, Ok(s)),
+                            (op, Err(e)) => (op, Err(e)),
                         }
-                    }
-                    if warming {
-                        warmup_ops += 1;
-                        continue;
-                    }
+                    } else {
+                        worker.step(store, &mut txns)
+                    };
+                    let nanos = u64::try_from(t0.elapsed().as_nanos()).unwrap_or(u64::MAX);
                     let conflicts = txns.take_conflicts();
-                    if let Some(s) = stats.get_mut(op) {
-                        s.record(&status, nanos, conflicts);
+                    // A synchronous operation started inside the window counts (as before
+                    // pipelining existed); a pipelined one counts only if it resolved inside.
+                    complete(op, status, nanos, warming, conflicts, t0);
+                    if cfg.pipeline_depth > 0 {
+                        settle(&mut inflight, cfg.pipeline_depth, &mut complete);
                     }
-                    done.fetch_add(1, Ordering::Relaxed);
                 }
+                // Drain: an operation counts only if its commit resolved inside the window.
+                settle(&mut inflight, 0, &mut complete);
                 results.lock().push((stats, warmup_ops, Instant::now()));
                 running.fetch_sub(1, Ordering::Release);
             });
@@ -517,6 +641,47 @@ pub fn run(
         warmup_ops,
         first_error: first_error.into_inner(),
     })
+}
+
+/// Completes the in-flight operations that resolved, oldest first; waits for the oldest while
+/// more than `depth` are in flight.
+fn settle(
+    inflight: &mut VecDeque<InFlight>,
+    depth: usize,
+    complete: &mut impl FnMut(usize, Result<OpStatus, StoreError>, u64, bool, u64, Instant),
+) {
+    while let Some(front) = inflight.front_mut() {
+        let r = match front.pending.poll() {
+            Some(r) => r,
+            None if inflight.len() > depth => {
+                let Some(f) = inflight.pop_front() else { break };
+                let r = f.pending.wait();
+                let now = Instant::now();
+                let nanos = u64::try_from(now.duration_since(f.t0).as_nanos()).unwrap_or(u64::MAX);
+                complete(
+                    f.op,
+                    r.map(|()| f.status),
+                    nanos,
+                    f.warming,
+                    f.conflicts,
+                    now,
+                );
+                continue;
+            }
+            None => break,
+        };
+        let Some(f) = inflight.pop_front() else { break };
+        let now = Instant::now();
+        let nanos = u64::try_from(now.duration_since(f.t0).as_nanos()).unwrap_or(u64::MAX);
+        complete(
+            f.op,
+            r.map(|()| f.status),
+            nanos,
+            f.warming,
+            f.conflicts,
+            now,
+        );
+    }
 }
 
 fn watch(

@@ -80,10 +80,10 @@ pub mod store;
 pub mod tpcc;
 pub mod ycsb;
 
-pub use driver::{DriverConfig, LoadReport, Progress, ProgressFn, RunLimit};
+pub use driver::{DriverConfig, LoadReport, Progress, ProgressFn, RunLimit, Submitted};
 pub use error::{ConfigError, WorkloadError};
 pub use report::{
     render_linkbench, render_load, render_text, render_tpcc, render_ycsb, LatencySummary, OpReport,
     RunReport,
 };
-pub use store::{MemStore, Store, StoreError, StoreTxn};
+pub use store::{MemStore, PendingCommit, Resolved, Store, StoreError, StoreTxn};

@@ -67,8 +67,36 @@ pub trait StoreTxn {
     ) -> Result<Rows, StoreError>;
     /// Makes the transaction's writes durable and visible.
     fn commit(self: Box<Self>) -> Result<(), StoreError>;
+    /// Starts an asynchronous (pipelined) commit: returns once the commit is queued, with a
+    /// [`PendingCommit`] that resolves when it is durable; only then is the transaction
+    /// committed. Conflicts are reported here. The default commits synchronously.
+    fn commit_pipelined(self: Box<Self>) -> Result<Box<dyn PendingCommit>, StoreError> {
+        self.commit()?;
+        Ok(Box::new(Resolved))
+    }
     /// Discards the transaction's writes.
     fn rollback(self: Box<Self>) -> Result<(), StoreError>;
+}
+
+/// A commit in flight ([`StoreTxn::commit_pipelined`]).
+pub trait PendingCommit: Send {
+    /// The outcome once resolved (`Ok` = durable), `None` while pending. Never blocks.
+    fn poll(&mut self) -> Option<Result<(), StoreError>>;
+    /// Blocks until resolved.
+    fn wait(self: Box<Self>) -> Result<(), StoreError>;
+}
+
+/// A commit that was durable when it was handed out.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Resolved;
+
+impl PendingCommit for Resolved {
+    fn poll(&mut self) -> Option<Result<(), StoreError>> {
+        Some(Ok(()))
+    }
+    fn wait(self: Box<Self>) -> Result<(), StoreError> {
+        Ok(())
+    }
 }
 
 /// The smallest key strictly greater than every key starting with `prefix`, or `None` when no

@@ -1,8 +1,8 @@
 //! The pagoda engine behind the workload crate's `Store` trait.
 
-use pagoda_engine::{Db, Error, Txn};
+use pagoda_engine::{CommitTicket, Db, Error, Txn};
 use pagoda_workload::store::Rows;
-use pagoda_workload::{Store, StoreError, StoreTxn};
+use pagoda_workload::{PendingCommit, Store, StoreError, StoreTxn};
 use std::ops::Bound;
 
 /// A pagoda database as a workload store.
@@ -130,9 +130,28 @@ impl StoreTxn for PagodaTxn {
         self.0.commit().map(|_| ()).map_err(store_err)
     }
 
+    fn commit_pipelined(self: Box<Self>) -> Result<Box<dyn PendingCommit>, StoreError> {
+        let t = self.0.commit_pipelined().map_err(store_err)?;
+        Ok(Box::new(PagodaPending(t)))
+    }
+
     fn rollback(self: Box<Self>) -> Result<(), StoreError> {
         self.0.rollback();
         Ok(())
+    }
+}
+
+/// A pipelined commit of the engine.
+#[derive(Debug)]
+struct PagodaPending(CommitTicket);
+
+impl PendingCommit for PagodaPending {
+    fn poll(&mut self) -> Option<Result<(), StoreError>> {
+        self.0.try_wait().map(|r| r.map(|_| ()).map_err(store_err))
+    }
+
+    fn wait(self: Box<Self>) -> Result<(), StoreError> {
+        self.0.wait().map(|_| ()).map_err(store_err)
     }
 }
 

@@ -53,9 +53,14 @@ pub struct EngineArgs {
     /// Torn-write protection: doublewrite | atomic | none.
     #[arg(long, default_value = "doublewrite")]
     torn: TornMode,
-    /// Commit mode: sync.
+    /// Commit mode: sync | pipelined (the flush thread writes and syncs the log; each client
+    /// thread keeps up to --pipeline-depth commits in flight).
     #[arg(long, default_value = "sync")]
     commit: CommitMode,
+    /// Commits each client thread keeps in flight with --commit pipelined (operations count,
+    /// and their latency ends, only once durable).
+    #[arg(long, default_value_t = 32)]
+    pipeline_depth: usize,
     /// Seed of every random choice.
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -181,7 +186,11 @@ fn bench_ycsb(a: &YcsbArgs) -> CliResult<()> {
     if a.phase.load_only {
         return bench.finish(None);
     }
+    store.db().reset_profile();
+    let cpu = pagoda_engine::CpuClock::start();
     let report = with_bar("run", |p| ycsb::run(store, &cfg, &driver, Some(p)))?;
+    let mut bench = bench;
+    bench.cpu = Some(cpu.usage());
     print!("{}", render_text(&report));
     print!("{}", render_ycsb(&report));
     bench.finish(Some(report))
@@ -297,6 +306,11 @@ fn driver_config(
         limit,
         warmup,
         seed: e.seed,
+        pipeline_depth: if e.commit == CommitMode::Pipelined {
+            e.pipeline_depth
+        } else {
+            0
+        },
         ..DriverConfig::default()
     };
     cfg.validate()?;
@@ -343,6 +357,8 @@ struct Bench {
     config: Value,
     json: Option<PathBuf>,
     _tmp: Option<tempfile::TempDir>,
+    /// CPU utilisation of the measured run.
+    cpu: Option<pagoda_engine::CpuUsage>,
 }
 
 /// Table and key where a persistent database records what was loaded into it.
@@ -438,7 +454,7 @@ impl Bench {
         let store = PagodaStore::new(db, describe);
         let config = json!({
             "dir": e.dir, "data": dd, "log": ld, "buffer_bytes": buffer,
-            "page_size": page_size, "torn": e.torn.to_string(), "commit": format!("{:?}", e.commit).to_lowercase(),
+            "page_size": page_size, "torn": e.torn.to_string(), "commit": e.commit.to_string(), "pipeline_depth": e.pipeline_depth,
             "seed": e.seed, "threads": p.threads, "load_only": p.load_only, "run_only": p.run_only,
         });
         let bench = Self {
@@ -447,6 +463,7 @@ impl Bench {
             config,
             json: e.json.clone(),
             _tmp: tmp,
+            cpu: None,
         };
         bench.check_loaded(p.run_only, &dir)?;
         Ok(bench)
@@ -517,6 +534,20 @@ impl Bench {
             "devices: data {} host writes (4 KiB), {} reads, WAF {:.2}; log {} host writes",
             data.host_write_pages, data.host_read_pages, data.waf, log.host_write_pages
         );
+        if report.is_some() {
+            println!("phase profile (commit mode {}):", stats.commit_mode);
+            print!("{}", stats.profile.render());
+        }
+        if let Some(c) = &self.cpu {
+            println!(
+                "cpu: utilisation {:.1}% (user {:.2} s + sys {:.2} s over {:.2} s wall x {} cores)",
+                100.0 * c.utilisation,
+                c.user_s,
+                c.sys_s,
+                c.wall_s,
+                c.cores
+            );
+        }
         if let (Some(path), Some(r)) = (&self.json, &report) {
             let mut v = serde_json::to_value(r)
                 .map_err(|e| CliError::Other(format!("cannot encode the report: {e}")))?;
@@ -529,6 +560,10 @@ impl Bench {
                 }
                 obj.insert("config".to_string(), config);
                 obj.insert("devices".to_string(), json!({ "data": data, "log": log }));
+                obj.insert("profile".to_string(), json!(stats.profile));
+                if let Some(c) = &self.cpu {
+                    obj.insert("cpu".to_string(), json!(c));
+                }
             }
             write_json(path, &v)?;
             eprintln!("wrote {}", path.display());

@@ -23,7 +23,8 @@ pub struct CrashtestArgs {
     /// Seed of every random choice; the same seed replays the same run.
     #[arg(long, default_value_t = 1)]
     seed: u64,
-    /// Commit mode: sync.
+    /// Commit mode: sync | pipelined (each worker keeps 4 commits in flight; only resolved
+    /// tickets count as acknowledged, and a pending commit seen by a reader is a failure).
     #[arg(long, default_value = "sync")]
     commit: CommitMode,
     /// Emulated device for data and log (each gets its own), e.g. sata-ssd or mem.

@@ -1,0 +1,340 @@
+#![allow(clippy::unwrap_used)]
+//! Pipelined commit: tickets resolve only when durable, pending commits are invisible, hold
+//! their keys, are bounded (back-pressure), and fail cleanly with the database.
+
+use pagoda_device::mem::MemDevice;
+use pagoda_device::stats::DeviceStats;
+use pagoda_device::{BlockDevice, Capabilities, DeviceError, DeviceRef, WriteHints};
+use pagoda_engine::{CommitMode, Db, DbOptions, Error, TornMode};
+use parking_lot::{Condvar, Mutex};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// A log device whose syncs can be held (gate closed) or made to fail.
+#[derive(Debug)]
+struct GateDevice {
+    inner: DeviceRef,
+    open: Mutex<bool>,
+    cond: Condvar,
+    fail: AtomicBool,
+    syncs: AtomicU64,
+}
+
+impl GateDevice {
+    fn new(inner: DeviceRef) -> Arc<Self> {
+        Arc::new(Self {
+            inner,
+            open: Mutex::new(true),
+            cond: Condvar::new(),
+            fail: AtomicBool::new(false),
+            syncs: AtomicU64::new(0),
+        })
+    }
+    fn set(&self, open: bool) {
+        *self.open.lock() = open;
+        self.cond.notify_all();
+    }
+}
+
+impl BlockDevice for GateDevice {
+    fn caps(&self) -> Capabilities {
+        self.inner.caps()
+    }
+    fn read(&self, sector: u64, buf: &mut [u8]) -> pagoda_device::Result<()> {
+        self.inner.read(sector, buf)
+    }
+    fn write(&self, sector: u64, buf: &[u8], hints: WriteHints) -> pagoda_device::Result<()> {
+        self.inner.write(sector, buf, hints)
+    }
+    fn flush(&self) -> pagoda_device::Result<()> {
+        let mut o = self.open.lock();
+        while !*o {
+            self.cond.wait(&mut o);
+        }
+        drop(o);
+        if self.fail.load(Ordering::Acquire) {
+            return Err(DeviceError::Unsupported("injected sync failure".into()));
+        }
+        self.syncs.fetch_add(1, Ordering::Relaxed);
+        self.inner.flush()
+    }
+    fn trim(&self, sector: u64, sectors: u64) -> pagoda_device::Result<()> {
+        self.inner.trim(sector, sectors)
+    }
+    fn stats(&self) -> DeviceStats {
+        self.inner.stats()
+    }
+    fn describe(&self) -> String {
+        "gate".into()
+    }
+}
+
+fn open(max_inflight: usize) -> (Db, Arc<GateDevice>, DeviceRef) {
+    let data: DeviceRef = Arc::new(MemDevice::with_capacity(64 << 20).unwrap());
+    let log_inner: DeviceRef = Arc::new(MemDevice::with_capacity(16 << 20).unwrap());
+    let gate = GateDevice::new(log_inner.clone());
+    let log: DeviceRef = gate.clone();
+    let db = Db::open(
+        DbOptions::with_devices(data.clone(), log)
+            .buffer_bytes(1 << 20)
+            .torn(TornMode::None)
+            .commit(CommitMode::Pipelined)
+            .max_inflight_commits(max_inflight)
+            .background(false),
+    )
+    .unwrap();
+    db.create_table("t").unwrap();
+    (db, gate, data)
+}
+
+fn get(db: &Db, k: &[u8]) -> Option<Vec<u8>> {
+    db.begin_read().unwrap().get("t", k).unwrap()
+}
+
+#[test]
+fn commit_mode_parses_and_displays() {
+    for m in ["sync", "pipelined"] {
+        assert_eq!(m.parse::<CommitMode>().unwrap().to_string(), m);
+    }
+    assert!(matches!(
+        "eager".parse::<CommitMode>(),
+        Err(Error::Config(_))
+    ));
+}
+
+#[test]
+fn pending_commit_is_invisible_holds_its_keys_and_resolves_when_durable() {
+    let (db, gate, _) = open(16);
+    gate.set(false);
+    let mut tx = db.begin().unwrap();
+    tx.put("t", b"k", b"v1").unwrap();
+    let ticket = tx.commit_pipelined().unwrap();
+    // The flush thread is stuck in the sync: the commit is pending.
+    std::thread::sleep(Duration::from_millis(50));
+    assert!(ticket.try_wait().is_none());
+    assert!(!ticket.is_durable());
+    assert_eq!(get(&db, b"k"), None, "a pending commit must be invisible");
+    assert!(db.durable_lsn() < ticket.info().lsn);
+    // A concurrent writer of the same key loses (first committer wins, pending counts).
+    let mut other = db.begin().unwrap();
+    assert!(matches!(
+        other.put("t", b"k", b"v2"),
+        Err(Error::Conflict { .. })
+    ));
+    let (tx_cb, rx_cb) = std::sync::mpsc::channel();
+    let mut tx2 = db.begin().unwrap();
+    tx2.put("t", b"j", b"w").unwrap();
+    tx2.commit_pipelined()
+        .unwrap()
+        .on_durable(move |r| tx_cb.send(r.map(|i| i.cts)).unwrap());
+    assert!(rx_cb.try_recv().is_err());
+    assert_eq!(db.stats().pipelined_inflight, 2);
+    gate.set(true);
+    let info = ticket.wait().unwrap();
+    assert!(ticket.is_durable());
+    assert!(db.durable_lsn() >= info.lsn);
+    assert_eq!(get(&db, b"k").as_deref(), Some(&b"v1"[..]));
+    let cts = rx_cb.recv_timeout(Duration::from_secs(5)).unwrap().unwrap();
+    assert!(cts > info.cts);
+    assert_eq!(get(&db, b"j").as_deref(), Some(&b"w"[..]));
+    // A callback on a resolved ticket runs at once.
+    let mut tx3 = db.begin().unwrap();
+    tx3.put("t", b"x", b"y").unwrap();
+    let t3 = tx3.commit_pipelined().unwrap();
+    t3.wait().unwrap();
+    let hit = Arc::new(AtomicBool::new(false));
+    let h = hit.clone();
+    t3.on_durable(move |r| h.store(r.is_ok(), Ordering::Release));
+    assert!(hit.load(Ordering::Acquire));
+    let st = db.stats();
+    assert_eq!(st.commits, 3);
+    assert_eq!(st.pipelined_inflight, 0);
+    db.close().unwrap();
+}
+
+#[test]
+fn inflight_commits_are_bounded_with_back_pressure() {
+    let (db, gate, _) = open(2);
+    gate.set(false);
+    let mut tickets = Vec::new();
+    for i in 0..2u8 {
+        let mut tx = db.begin().unwrap();
+        tx.put("t", &[i], b"v").unwrap();
+        tickets.push(tx.commit_pipelined().unwrap());
+    }
+    let returned = Arc::new(AtomicBool::new(false));
+    std::thread::scope(|s| {
+        let r = returned.clone();
+        let db2 = db.clone();
+        let h = s.spawn(move || {
+            let mut tx = db2.begin().unwrap();
+            tx.put("t", b"third", b"v").unwrap();
+            let t = tx.commit_pipelined().unwrap();
+            r.store(true, Ordering::Release);
+            t.wait().unwrap()
+        });
+        std::thread::sleep(Duration::from_millis(100));
+        let blocked = !returned.load(Ordering::Acquire);
+        let inflight = db.stats().pipelined_inflight;
+        // Release the sync before asserting, so that a failure does not hang the test.
+        gate.set(true);
+        h.join().unwrap();
+        assert!(
+            blocked,
+            "the third commit must block while two are in flight"
+        );
+        assert!(inflight <= 2, "{inflight} in flight");
+    });
+    for t in &tickets {
+        t.wait().unwrap();
+    }
+    assert_eq!(get(&db, b"third").as_deref(), Some(&b"v"[..]));
+    db.close().unwrap();
+}
+
+#[test]
+fn failed_sync_fails_pending_tickets_and_later_commits() {
+    let (db, gate, _) = open(16);
+    gate.set(false);
+    gate.fail.store(true, Ordering::Release);
+    let mut tx = db.begin().unwrap();
+    tx.put("t", b"k", b"v").unwrap();
+    let ticket = tx.commit_pipelined().unwrap();
+    gate.set(true);
+    assert!(matches!(ticket.wait(), Err(Error::Failed(_))));
+    assert!(matches!(ticket.try_wait(), Some(Err(Error::Failed(_)))));
+    assert!(!ticket.is_durable());
+    assert_eq!(
+        get(&db, b"k"),
+        None,
+        "a failed commit must never be visible"
+    );
+    let mut tx = db.begin().unwrap();
+    tx.put("t", b"k2", b"v").unwrap();
+    assert!(matches!(tx.commit_pipelined(), Err(Error::Failed(_))));
+    assert!(db.failure().is_some());
+    db.abandon();
+}
+
+#[test]
+fn abandon_fails_pending_tickets_without_hanging() {
+    let (db, gate, _) = open(16);
+    gate.set(false);
+    let mut tx = db.begin().unwrap();
+    tx.put("t", b"k", b"v").unwrap();
+    let ticket = tx.commit_pipelined().unwrap();
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            std::thread::sleep(Duration::from_millis(50));
+            gate.set(true);
+        });
+        db.abandon();
+    });
+    // Either it became durable before the abandon took effect, or it failed: never hangs.
+    let r = ticket.wait();
+    assert!(r.is_ok() || matches!(r, Err(Error::Failed(_))), "{r:?}");
+}
+
+#[test]
+fn resolved_commits_survive_reopen_from_many_threads() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = || {
+        DbOptions::in_dir(dir.path())
+            .buffer_bytes(4 << 20)
+            .commit(CommitMode::Pipelined)
+            .max_inflight_commits(8)
+            .verify_on_open(false)
+    };
+    let db = Db::open(opts()).unwrap();
+    db.create_table("t").unwrap();
+    std::thread::scope(|s| {
+        for th in 0..4u32 {
+            let db = db.clone();
+            s.spawn(move || {
+                let mut pending = std::collections::VecDeque::new();
+                for i in 0..200u32 {
+                    let mut tx = db.begin().unwrap();
+                    tx.put("t", format!("{th}-{i}").as_bytes(), &i.to_le_bytes())
+                        .unwrap();
+                    pending.push_back(tx.commit_pipelined().unwrap());
+                    if pending.len() > 4 {
+                        pending.pop_front().unwrap().wait().unwrap();
+                    }
+                }
+                for t in pending {
+                    t.wait().unwrap();
+                }
+            });
+        }
+    });
+    let st = db.stats();
+    assert_eq!(st.commits, 800);
+    assert!(st.log_syncs < 800, "group commit: {} syncs", st.log_syncs);
+    let commit = st.profile.get("commit").unwrap();
+    assert!(commit.count >= 800 && commit.total_ms > 0.0);
+    assert!(st.profile.get("log.sync").unwrap().count > 0);
+    db.close().unwrap();
+    let db = Db::open(opts()).unwrap();
+    let n = db.begin_read().unwrap().range("t", ..).unwrap().count();
+    assert_eq!(n, 800);
+    db.close().unwrap();
+}
+
+#[test]
+fn sync_mode_commit_pipelined_is_resolved_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(DbOptions::in_dir(dir.path()).buffer_bytes(4 << 20)).unwrap();
+    db.create_table("t").unwrap();
+    let mut tx = db.begin().unwrap();
+    tx.put("t", b"a", b"b").unwrap();
+    let t = tx.commit_pipelined().unwrap();
+    assert!(t.is_durable());
+    assert_eq!(t.wait().unwrap(), t.info());
+    assert_eq!(get(&db, b"a").as_deref(), Some(&b"b"[..]));
+    let st = db.stats();
+    assert!(st.profile.get("commit.wait_durable").unwrap().count >= 1);
+    assert!(st.profile.get("begin").unwrap().count >= 2);
+    db.close().unwrap();
+}
+
+#[test]
+fn flush_thread_alone_syncs_when_every_inflight_group_is_unsynced() {
+    // More than MAX_INFLIGHT_GROUPS (4) groups queue up behind a held sync; the flush thread
+    // then has to sync to make room for the rest, as no committing thread does I/O.
+    let data: DeviceRef = Arc::new(MemDevice::with_capacity(256 << 20).unwrap());
+    let log_inner: DeviceRef = Arc::new(MemDevice::with_capacity(32 << 20).unwrap());
+    let gate = GateDevice::new(log_inner);
+    let log: DeviceRef = gate.clone();
+    let db = Db::open(
+        DbOptions::with_devices(data, log)
+            .buffer_bytes(128 << 20)
+            .torn(TornMode::None)
+            .commit(CommitMode::Pipelined)
+            .background(false),
+    )
+    .unwrap();
+    db.create_table("t").unwrap();
+    gate.set(false);
+    let big = vec![7u8; 700 << 10];
+    let tickets: Vec<_> = (0..12u8)
+        .map(|i| {
+            let mut tx = db.begin().unwrap();
+            tx.put("t", &[i], &big).unwrap();
+            tx.commit_pipelined().unwrap()
+        })
+        .collect();
+    gate.set(true);
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let ok = tickets.iter().all(|t| t.wait().is_ok());
+        let _ = tx.send(ok);
+    });
+    assert_eq!(
+        rx.recv_timeout(Duration::from_secs(20)),
+        Ok(true),
+        "pipelined commits must resolve (flush thread stuck?)"
+    );
+    assert_eq!(get(&db, &[11]).map(|v| v.len()), Some(700 << 10));
+    db.close().unwrap();
+}
