@@ -162,25 +162,13 @@ impl TxnRunner {
         read_only: bool,
         mut body: impl FnMut(&mut dyn StoreTxn) -> Result<Finish<T>, StoreError>,
     ) -> Result<T, StoreError> {
-        let mut attempt = 0;
-        loop {
-            let result = self.attempt(store, read_only, &mut body);
-            match result {
-                Err(StoreError::Conflict) if attempt < self.max_retries => {
-                    self.conflicts += 1;
-                    attempt += 1;
-                    // Back off (exponentially, up to ~1 ms) so the winner can finish.
-                    if attempt > 1 {
-                        std::thread::sleep(Duration::from_micros(1 << attempt.min(10)));
-                    }
-                }
-                Err(StoreError::Conflict) => {
-                    self.conflicts += 1;
-                    return Err(StoreError::Conflict);
-                }
-                other => return other,
-            }
-        }
+        let max_retries = self.max_retries;
+        let mut conflicts = 0;
+        let out = retry_conflicts(max_retries, &mut conflicts, || {
+            Self::attempt(store, read_only, &mut body)
+        });
+        self.conflicts += conflicts;
+        out
     }
 
     /// Like [`TxnRunner::run`], but a transaction that commits uses a pipelined commit and is
@@ -190,41 +178,26 @@ impl TxnRunner {
         store: &dyn Store,
         mut body: impl FnMut(&mut dyn StoreTxn) -> Result<Finish<T>, StoreError>,
     ) -> Result<Submitted<T>, StoreError> {
-        let mut attempt = 0;
-        loop {
-            let result = (|| {
-                let mut txn = store.begin()?;
-                match body(&mut *txn) {
-                    Ok(Finish::Commit(v)) => Ok(Submitted::Pending(v, txn.commit_pipelined()?)),
-                    Ok(Finish::Rollback(v)) => {
-                        txn.rollback()?;
-                        Ok(Submitted::Done(v))
-                    }
-                    Err(e) => {
-                        let _ = txn.rollback();
-                        Err(e)
-                    }
+        let mut conflicts = 0;
+        let out = retry_conflicts(self.max_retries, &mut conflicts, || {
+            let mut txn = store.begin()?;
+            match body(&mut *txn) {
+                Ok(Finish::Commit(v)) => Ok(Submitted::Pending(v, txn.commit_pipelined()?)),
+                Ok(Finish::Rollback(v)) => {
+                    txn.rollback()?;
+                    Ok(Submitted::Done(v))
                 }
-            })();
-            match result {
-                Err(StoreError::Conflict) if attempt < self.max_retries => {
-                    self.conflicts += 1;
-                    attempt += 1;
-                    if attempt > 1 {
-                        std::thread::sleep(Duration::from_micros(1 << attempt.min(10)));
-                    }
+                Err(e) => {
+                    let _ = txn.rollback();
+                    Err(e)
                 }
-                Err(StoreError::Conflict) => {
-                    self.conflicts += 1;
-                    return Err(StoreError::Conflict);
-                }
-                other => return other,
             }
-        }
+        });
+        self.conflicts += conflicts;
+        out
     }
 
     fn attempt<T>(
-        &mut self,
         store: &dyn Store,
         read_only: bool,
         body: &mut impl FnMut(&mut dyn StoreTxn) -> Result<Finish<T>, StoreError>,
@@ -290,6 +263,33 @@ pub trait Workload: Sync {
     fn op_names(&self) -> Vec<&'static str>;
     /// The worker of client `thread`, with its own random source seeded from `seed`.
     fn worker(&self, thread: usize, seed: u64) -> Box<dyn Worker + '_>;
+}
+
+/// Runs `attempt` until it ends in something other than [`StoreError::Conflict`], at most
+/// `max_retries` retries, backing off exponentially (up to ~1 ms) so the winner can finish.
+/// Every conflict seen is added to `conflicts`.
+fn retry_conflicts<R>(
+    max_retries: u32,
+    conflicts: &mut u64,
+    mut attempt: impl FnMut() -> Result<R, StoreError>,
+) -> Result<R, StoreError> {
+    let mut retries = 0;
+    loop {
+        match attempt() {
+            Err(StoreError::Conflict) if retries < max_retries => {
+                *conflicts += 1;
+                retries += 1;
+                if retries > 1 {
+                    std::thread::sleep(Duration::from_micros(1 << retries.min(10)));
+                }
+            }
+            Err(StoreError::Conflict) => {
+                *conflicts += 1;
+                return Err(StoreError::Conflict);
+            }
+            other => return other,
+        }
+    }
 }
 
 /// Where a phase is, for a progress bar.
