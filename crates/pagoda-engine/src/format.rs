@@ -152,6 +152,38 @@ fn put_u64(b: &mut Vec<u8>, v: u64) {
     b.extend_from_slice(&v.to_le_bytes());
 }
 
+/// Encodes a value the same way in leaf pages and redo records (docs/format.md): tag 0, u32
+/// length, bytes; or tag 1, first overflow page, total length.
+fn put_val(out: &mut Vec<u8>, v: &Val) {
+    match v {
+        Val::Inline(b) => {
+            out.push(0);
+            put_u32(out, b.len() as u32);
+            out.extend_from_slice(b);
+        }
+        Val::Overflow { first, len } => {
+            out.push(1);
+            put_u64(out, *first);
+            put_u64(out, *len);
+        }
+    }
+}
+
+/// Decodes what [`put_val`] wrote; `None` on a bad tag or short input.
+fn read_val(r: &mut Reader<'_>) -> Option<Val> {
+    Some(match r.u8()? {
+        0 => {
+            let len = r.u32()? as usize;
+            Val::Inline(r.bytes(len)?.to_vec())
+        }
+        1 => Val::Overflow {
+            first: r.u64()?,
+            len: r.u64()?,
+        },
+        _ => return None,
+    })
+}
+
 /// A bounds-checked little-endian reader; every read failure is a typed `what` error.
 #[derive(Debug)]
 pub struct Reader<'a> {
@@ -236,18 +268,7 @@ pub fn encode_node(node: &Node, out: &mut Vec<u8>) {
             for (k, v) in es {
                 put_u16(out, k.len() as u16);
                 out.extend_from_slice(k);
-                match v {
-                    Val::Inline(b) => {
-                        out.push(0);
-                        put_u32(out, b.len() as u32);
-                        out.extend_from_slice(b);
-                    }
-                    Val::Overflow { first, len } => {
-                        out.push(1);
-                        put_u64(out, *first);
-                        put_u64(out, *len);
-                    }
-                }
+                put_val(out, v);
             }
         }
         Node::Internal { keys, children } => {
@@ -336,17 +357,7 @@ pub fn decode_node(kind: u8, payload: &[u8]) -> Option<Node> {
             for _ in 0..n {
                 let kl = r.u16()? as usize;
                 let k = r.bytes(kl)?.to_vec();
-                let v = match r.u8()? {
-                    0 => {
-                        let vl = r.u32()? as usize;
-                        Val::Inline(r.bytes(vl)?.to_vec())
-                    }
-                    1 => Val::Overflow {
-                        first: r.u64()?,
-                        len: r.u64()?,
-                    },
-                    _ => return None,
-                };
+                let v = read_val(&mut r)?;
                 es.push((k, v));
             }
             Node::Leaf(es)
@@ -581,18 +592,7 @@ impl CommitRecord {
                     put_u32(&mut b, *table);
                     put_u16(&mut b, key.len() as u16);
                     b.extend_from_slice(key);
-                    match val {
-                        Val::Inline(v) => {
-                            b.push(0);
-                            put_u32(&mut b, v.len() as u32);
-                            b.extend_from_slice(v);
-                        }
-                        Val::Overflow { first, len } => {
-                            b.push(1);
-                            put_u64(&mut b, *first);
-                            put_u64(&mut b, *len);
-                        }
-                    }
+                    put_val(&mut b, val);
                 }
                 RedoOp::Delete { table, key } => {
                     b.push(2);
@@ -631,17 +631,7 @@ impl CommitRecord {
                     let table = r.u32()?;
                     let kl = r.u16()? as usize;
                     let key = r.bytes(kl)?.to_vec();
-                    let val = match r.u8()? {
-                        0 => {
-                            let vl = r.u32()? as usize;
-                            Val::Inline(r.bytes(vl)?.to_vec())
-                        }
-                        1 => Val::Overflow {
-                            first: r.u64()?,
-                            len: r.u64()?,
-                        },
-                        _ => return None,
-                    };
+                    let val = read_val(&mut r)?;
                     RedoOp::Put { table, key, val }
                 }
                 2 => {
