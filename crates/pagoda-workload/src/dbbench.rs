@@ -128,9 +128,7 @@ pub fn run(
 ) -> Result<RunReport, WorkloadError> {
     cfg.validate()?;
     driver_cfg.validate()?;
-    store
-        .create_table(TABLE)
-        .map_err(|e| WorkloadError::store("creating the db_bench table", e))?;
+    driver::create_tables(store, &[TABLE])?;
     let m = driver::run(store, &DbRun { cfg }, driver_cfg, progress)?;
     let config =
         serde_json::json!({ "dbbench": cfg, "driver": driver_cfg, "store": store.describe() });
@@ -152,9 +150,7 @@ pub fn fill_sequential(
 ) -> Result<driver::LoadReport, WorkloadError> {
     cfg.validate()?;
     driver::validate_threads(threads)?;
-    store
-        .create_table(TABLE)
-        .map_err(|e| WorkloadError::store("creating the db_bench table", e))?;
+    driver::create_tables(store, &[TABLE])?;
     let per = 1000;
     let unit = |u: u64, txns: &mut TxnRunner| -> Result<u64, WorkloadError> {
         let mut rng = SmallRng::seed_from_u64(driver::thread_seed(seed, u as usize));

@@ -729,6 +729,16 @@ pub struct LoadReport {
     pub conflicts: u64,
 }
 
+/// Creates `tables` (idempotent), naming the table in an error.
+pub fn create_tables(store: &dyn Store, tables: &[&str]) -> Result<(), WorkloadError> {
+    for t in tables {
+        store
+            .create_table(t)
+            .map_err(|e| WorkloadError::store(format!("creating table {t}"), e))?;
+    }
+    Ok(())
+}
+
 /// Rejects a loader thread count of 0.
 pub fn validate_threads(threads: usize) -> Result<(), ConfigError> {
     if threads == 0 {

@@ -415,9 +415,7 @@ pub fn load(
 ) -> Result<LoadReport, WorkloadError> {
     cfg.validate()?;
     driver::validate_threads(threads)?;
-    store
-        .create_table(&cfg.table)
-        .map_err(|e| WorkloadError::store("creating the YCSB table", e))?;
+    driver::create_tables(store, &[&cfg.table])?;
     let batch = cfg.load_batch as u64;
     let units = cfg.record_count.div_ceil(batch);
     let lengths = FieldLengths::new(cfg);

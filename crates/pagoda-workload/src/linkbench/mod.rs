@@ -188,12 +188,7 @@ impl LinkbenchConfig {
 
 /// Creates the four tables.
 pub fn create_tables(store: &dyn Store) -> Result<(), WorkloadError> {
-    for t in [NODE, LINK, LINK_TIME, COUNT] {
-        store
-            .create_table(t)
-            .map_err(|e| WorkloadError::store(format!("creating table {t}"), e))?;
-    }
-    Ok(())
+    driver::create_tables(store, &[NODE, LINK, LINK_TIME, COUNT])
 }
 
 /// Loads `cfg.nodes` nodes with their links and counts, `threads` loader threads.

@@ -144,12 +144,7 @@ pub const MIX_PERCENT: [u32; 5] = [45, 43, 4, 4, 4];
 
 /// Creates the eleven tables.
 pub fn create_tables(store: &dyn Store) -> Result<(), WorkloadError> {
-    for t in TABLES {
-        store
-            .create_table(t)
-            .map_err(|e| WorkloadError::store(format!("creating table {t}"), e))?;
-    }
-    Ok(())
+    driver::create_tables(store, &TABLES)
 }
 
 /// Loads a database with `threads` loader threads.
