@@ -59,6 +59,21 @@ pub fn get(pool: &Pool, root: u64, key: &[u8]) -> Result<Option<Val>> {
     }
 }
 
+/// Levels of the tree at `root` (1 = the root is a leaf), along its leftmost path.
+pub fn depth(pool: &Pool, root: u64) -> Result<usize> {
+    let mut pid = root;
+    let mut levels = 1;
+    loop {
+        let next = match &pool.read(pid)?.node {
+            Node::Internal { children, .. } => children[0],
+            Node::Leaf(_) => return Ok(levels),
+            _ => return Err(corrupt_kind(pid, "tree")),
+        };
+        pid = next;
+        levels += 1;
+    }
+}
+
 /// Reads a value (following overflow pages).
 pub fn load_value(pool: &Pool, val: &Val) -> Result<Vec<u8>> {
     match val {

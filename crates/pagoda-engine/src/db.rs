@@ -10,6 +10,7 @@ use crate::mvcc::{Mvcc, Resolved, Value, Version};
 use crate::options::{CommitMode, DbOptions, TornMode};
 use crate::pipeline::{Admission, CommitTicket, Pipeline, Target};
 use crate::pool::{Pool, Streams};
+use crate::probe::{self, Event, RecoveryStep, Sabotage};
 use crate::profile::{Phase, ProfileStats};
 use crate::wal::{self, Wal};
 use crate::MAX_VALUE_LEN;
@@ -360,7 +361,10 @@ impl Db {
                 "the log device belongs to another database (ids differ); give the matching log",
             ));
         }
+        let obs = opts.observer.clone();
+        probe::emit(&obs, Event::Recovery(RecoveryStep::ScanLog));
         let scan = wal::scan(&log, sb.log_capacity, sb.checkpoint_lsn)?;
+        probe::emit(&obs, Event::Recovery(RecoveryStep::ClearLog));
         // Groups that were in flight at a crash may sit after the end: erase them.
         wal::clear_after(
             &log,
@@ -373,13 +377,16 @@ impl Db {
             data: clamp_stream(2, dcaps.streams),
             dw: clamp_stream(3, dcaps.streams),
         };
-        let wal = Arc::new(Wal::new(
-            log.clone(),
-            sb.log_capacity,
-            clamp_stream(1, lcaps.streams),
-            scan.end,
-            sb.checkpoint_lsn,
-        ));
+        let wal = Arc::new(
+            Wal::new(
+                log.clone(),
+                sb.log_capacity,
+                clamp_stream(1, lcaps.streams),
+                scan.end,
+                sb.checkpoint_lsn,
+            )
+            .sabotaged(opts.sabotage),
+        );
         let frames = opts.buffer_bytes / page_size;
         let pool = Pool::new(
             data.clone(),
@@ -390,7 +397,8 @@ impl Db {
             sb.dw_pages as usize,
             streams,
             wal.clone(),
-        );
+        )
+        .sabotaged(opts.sabotage);
         pool.applied.store(scan.end, Ordering::Release);
         let mut rec = RecoveryStats {
             checkpoint_lsn: sb.checkpoint_lsn,
@@ -399,6 +407,7 @@ impl Db {
             ..RecoveryStats::default()
         };
         if opts.torn == TornMode::Doublewrite {
+            probe::emit(&obs, Event::Recovery(RecoveryStep::RepairDoublewrite));
             rec.torn_pages_repaired += repair_from_doublewrite(&pool, &data, &sb, streams.data)?;
         }
         let imaged: BTreeSet<u64> = scan
@@ -418,6 +427,7 @@ impl Db {
         }
         let meta_page = sb.meta_page;
         let mut corrupt = BTreeSet::new();
+        probe::emit(&obs, Event::Recovery(RecoveryStep::Redo));
         let last_cts = redo(
             &pool,
             &opts,
@@ -466,6 +476,7 @@ impl Db {
         });
         let db = Db { inner };
         db.load_catalog()?;
+        probe::emit(&obs, Event::Recovery(RecoveryStep::Checkpoint));
         db.checkpoint()?;
         // Pages read so far belong to recovery.
         let reads = db.inner.pool.counters.reads.load(Ordering::Relaxed);
@@ -474,6 +485,7 @@ impl Db {
             db.start_background();
         }
         db.start_flusher()?;
+        probe::emit(&obs, Event::Opened);
         Ok(db)
     }
 
@@ -609,6 +621,12 @@ impl Db {
     /// is durable.
     pub fn durable_lsn(&self) -> u64 {
         self.inner.wal.durable()
+    }
+
+    /// Levels of `table`'s B+tree (1 = the root is a leaf).
+    pub fn tree_depth(&self, table: &str) -> Result<usize> {
+        let t = self.table(table)?;
+        btree::depth(&self.inner.pool, t.root)
     }
 
     /// Names of the tables, sorted.
@@ -749,13 +767,17 @@ impl Db {
         self.check_writable()?;
         let t0 = Instant::now();
         let _one = self.inner.ckpt_lock.lock();
+        let obs = &self.inner.opts.observer;
+        probe::emit(obs, Event::CheckpointBegin);
         let res = (|| {
             let (c, cts) = {
                 let cs = self.inner.commit.lock();
                 let d = self.inner.wal.flush_all()?;
                 (d, cs.next_cts - 1)
             };
-            self.inner.pool.flush_dirty(Some(c))?;
+            if !probe::is(self.inner.opts.sabotage, Sabotage::SkipCheckpointFlush) {
+                self.inner.pool.flush_dirty(Some(c))?;
+            }
             let mut sb = self.inner.sb.lock();
             let mut next = sb.clone();
             next.generation += 1;
@@ -772,6 +794,7 @@ impl Db {
             self.inner.wal.set_reclaim(c);
             Ok::<_, Error>(c)
         })();
+        probe::emit(obs, Event::CheckpointEnd);
         match res {
             Ok(lsn) => {
                 self.inner
@@ -1576,10 +1599,17 @@ impl Txn {
         };
         cs.next_cts += 1;
         mvcc.committed(cts, end);
+        let sabotage = db.inner.opts.sabotage;
+        if probe::is(sabotage, Sabotage::VisibleBeforeDurable) {
+            mvcc.advance(u64::MAX);
+        }
         let info = CommitInfo { cts, lsn: end };
         if let Some(adm) = adm {
             // Queued in commit order, under the commit lock.
-            let ticket = adm.enqueue(info);
+            let mut ticket = adm.enqueue(info);
+            if probe::is(sabotage, Sabotage::AckBeforeDurable) {
+                ticket = CommitTicket::resolved(info);
+            }
             drop(cs);
             prof.add(Phase::CommitApply, t_apply);
             if cts.is_multiple_of(64) {
@@ -1589,7 +1619,9 @@ impl Txn {
         }
         drop(cs);
         let t_wait = prof.add(Phase::CommitApply, t_apply);
-        db.wait(end)?;
+        if !probe::is(sabotage, Sabotage::AckBeforeDurable) {
+            db.wait(end)?;
+        }
         prof.add(Phase::WaitDurable, t_wait);
         let n = db.inner.counters.commits.fetch_add(1, Ordering::Relaxed);
         if n.is_multiple_of(64) {

@@ -42,6 +42,7 @@ pub mod mvcc;
 mod options;
 mod pipeline;
 pub mod pool;
+pub mod probe;
 pub mod profile;
 pub mod wal;
 
@@ -50,6 +51,7 @@ pub use db::{BufferStats, CheckpointInfo, CommitInfo, Db, DbStats, RecoveryStats
 pub use error::{Error, Result};
 pub use options::{CommitMode, DbOptions, TornMode};
 pub use pipeline::{CommitTicket, DurableCallback};
+pub use probe::{Event, Observer, RecoveryStep, Sabotage};
 pub use profile::{CpuClock, CpuUsage, PhaseStat, ProfileStats};
 
 /// Largest value in bytes (values above a quarter page go to overflow pages); a value must

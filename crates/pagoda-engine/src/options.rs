@@ -1,6 +1,7 @@
 //! Options of [`crate::Db::open`].
 
 use crate::error::{Error, Result};
+use crate::probe::{Observer, Sabotage};
 use pagoda_device::DeviceRef;
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -129,6 +130,10 @@ pub struct DbOptions {
     pub allow_corrupt: bool,
     /// Run the background thread (checkpoints by log use, page cleaning). Default on.
     pub background: bool,
+    /// Receives engine events (recovery steps, checkpoints); for crash tests and progress.
+    pub observer: Option<Observer>,
+    /// One safety step removed on purpose (only for `pagoda crashtest --sabotage`).
+    pub sabotage: Option<Sabotage>,
 }
 
 impl fmt::Debug for DbOptions {
@@ -143,6 +148,7 @@ impl fmt::Debug for DbOptions {
             .field("commit", &self.commit)
             .field("log_capacity", &self.log_capacity)
             .field("dw_pages", &self.dw_pages)
+            .field("sabotage", &self.sabotage)
             .finish_non_exhaustive()
     }
 }
@@ -166,6 +172,8 @@ impl Default for DbOptions {
             verify_on_open: true,
             allow_corrupt: false,
             background: true,
+            observer: None,
+            sabotage: None,
         }
     }
 }
@@ -239,6 +247,18 @@ impl DbOptions {
     /// Opens despite corrupt pages found by recovery.
     pub fn allow_corrupt(mut self, on: bool) -> Self {
         self.allow_corrupt = on;
+        self
+    }
+
+    /// Sets the observer of engine events.
+    pub fn observer(mut self, o: Observer) -> Self {
+        self.observer = Some(o);
+        self
+    }
+
+    /// Removes one safety step on purpose (crash-test self-checks only).
+    pub fn sabotage(mut self, s: Option<Sabotage>) -> Self {
+        self.sabotage = s;
         self
     }
 

@@ -13,6 +13,7 @@
 
 use crate::error::{Error, Result};
 use crate::format::{decode_page, encode_page, is_zero, Page, SECTOR};
+use crate::probe::{self, Sabotage};
 use crate::wal::Wal;
 use crate::TornMode;
 use pagoda_device::{DeviceRef, WriteHints};
@@ -196,6 +197,7 @@ pub struct Pool {
     /// Counters.
     pub counters: PoolCounters,
     clean_lock: Mutex<()>,
+    sabotage: Option<Sabotage>,
 }
 
 /// A pinned frame; unpins on drop.
@@ -328,7 +330,14 @@ impl Pool {
             applied: AtomicU64::new(0),
             counters: PoolCounters::default(),
             clean_lock: Mutex::new(()),
+            sabotage: None,
         }
+    }
+
+    /// Removes a safety step on purpose (crash-test self-checks).
+    pub(crate) fn sabotaged(mut self, s: Option<Sabotage>) -> Self {
+        self.sabotage = s;
+        self
     }
 
     /// Page size in bytes.
@@ -581,12 +590,14 @@ impl Pool {
         outs.sort_by_key(|o| o.pid);
         let max_lsn = outs.iter().map(|o| o.lsn).max().unwrap_or(0);
         // WAL rule: the log must be durable up to every page LSN before the page is written.
-        self.wal.wait_durable(max_lsn)?;
-        let durable = self.wal.durable();
-        assert!(
-            max_lsn <= durable,
-            "WAL rule: page LSN {max_lsn} > durable LSN {durable}"
-        );
+        if !probe::is(self.sabotage, Sabotage::SkipWalRule) {
+            self.wal.wait_durable(max_lsn)?;
+            let durable = self.wal.durable();
+            assert!(
+                max_lsn <= durable,
+                "WAL rule: page LSN {max_lsn} > durable LSN {durable}"
+            );
+        }
         self.write_out(&outs)?;
         for o in &outs {
             let mut st = self.frames[o.idx as usize].state.lock();
@@ -604,6 +615,15 @@ impl Pool {
     fn write_out(&self, outs: &[Out]) -> Result<()> {
         let data = WriteHints::stream(self.streams.data);
         match self.torn {
+            TornMode::Doublewrite if probe::is(self.sabotage, Sabotage::SkipDoublewrite) => {
+                self.write_runs(outs, data)?;
+                self.dev.flush()?;
+            }
+            TornMode::Atomic if probe::is(self.sabotage, Sabotage::NonAtomicPages) => {
+                for o in outs {
+                    self.dev.write(self.sector_of(o.pid), &o.bytes, data)?;
+                }
+            }
             TornMode::Doublewrite => {
                 let mut buf = Vec::with_capacity(outs.len() * self.page_size);
                 for o in outs {

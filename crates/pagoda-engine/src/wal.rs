@@ -20,6 +20,7 @@ use crate::error::{Error, Result};
 use crate::format::{
     align_up, parse_records, seal_record, CommitRecord, GroupHeader, GROUP_HEADER, SECTOR,
 };
+use crate::probe::{self, Sabotage};
 use crate::profile::{Phase, Profile};
 use pagoda_device::{DeviceRef, WriteHints};
 use parking_lot::{Condvar, Mutex};
@@ -87,6 +88,7 @@ pub struct Wal {
     pub counters: WalCounters,
     /// Phase times of the log path (and of the transactions of the database using it).
     pub profile: Profile,
+    sabotage: Option<Sabotage>,
 }
 
 impl Wal {
@@ -117,7 +119,14 @@ impl Wal {
             cond: Condvar::new(),
             counters: WalCounters::default(),
             profile: Profile::default(),
+            sabotage: None,
         }
+    }
+
+    /// Removes a safety step on purpose (crash-test self-checks).
+    pub(crate) fn sabotaged(mut self, s: Option<Sabotage>) -> Self {
+        self.sabotage = s;
+        self
     }
 
     /// Ring capacity in bytes.
@@ -262,7 +271,11 @@ impl Wal {
             st.sync_cover = cover;
             drop(st);
             let t0 = Instant::now();
-            let res = self.dev.flush();
+            let res = if probe::is(self.sabotage, Sabotage::SkipLogSync) {
+                Ok(())
+            } else {
+                self.dev.flush()
+            };
             self.profile.add(Phase::LogSync, t0);
             st = self.state.lock();
             match res {

@@ -1,8 +1,11 @@
 #![allow(clippy::unwrap_used)]
-//! Power-cut crash tests across the three torn-write modes (≥ 500 cycles in all).
+//! Power-cut crash tests across torn-write modes x commit modes, and the proof that the crash
+//! test can fail: each sabotage (one safety step removed) must be caught.
+//!
+//! `PAGODA_SEED` changes the seed; `PAGODA_CRASH_CYCLES` scales the cycle counts.
 
-use pagoda_engine::crashtest::{run, CrashTestOptions};
-use pagoda_engine::{CommitMode, TornMode};
+use pagoda_engine::crashtest::{run, CrashTestOptions, CrashTestReport};
+use pagoda_engine::{CommitMode, Sabotage, TornMode};
 
 fn seed() -> u64 {
     std::env::var("PAGODA_SEED")
@@ -11,91 +14,225 @@ fn seed() -> u64 {
         .unwrap_or(0x5eed)
 }
 
-fn check(torn: TornMode, cycles: u64, salt: u64) {
+fn cycles(n: u64) -> u64 {
+    std::env::var("PAGODA_CRASH_CYCLES")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(n)
+}
+
+fn crash(torn: TornMode, commit: CommitMode, cycles: u64, salt: u64) -> CrashTestReport {
     let seed = seed() ^ salt;
     let report = run(CrashTestOptions {
         torn,
+        commit,
         cycles,
         seed,
+        page_size: 4096,
         ..CrashTestOptions::default()
     })
-    .unwrap_or_else(|e| panic!("crashtest {torn} seed {seed}: {e}"));
-    eprintln!("{torn}: {} {:?}", report.summary_line(), report);
-    assert_eq!(report.cycles, cycles, "seed {seed}");
+    .unwrap_or_else(|e| panic!("crashtest {torn} {commit} seed {seed}: {e}"));
+    eprintln!("{torn} {commit}: {} {report:?}", report.summary_line());
+    for f in &report.failures {
+        eprintln!("{f}");
+    }
     assert!(
         !report.failed(torn),
-        "crashtest {torn} failed with seed {seed}: {report:?}"
+        "crashtest {torn} {commit} failed with seed {seed}: {}",
+        report.failures[0]
     );
+    assert_eq!(report.cycles, cycles, "seed {seed}");
+    // The run must have exercised what it claims to check.
     assert!(
         report.commits_acknowledged > cycles,
-        "too little work, seed {seed}: {report:?}"
+        "too little work: {report:?}"
     );
+    assert!(
+        report.transactions_checked > cycles,
+        "too few checked: {report:?}"
+    );
+    assert!(
+        report.cuts_during_recovery > 0,
+        "no cut during recovery: {report:?}"
+    );
+    assert!(report.ddl_operations > 0, "no DDL: {report:?}");
+    assert!(report.deepest_tree >= 3, "trees stayed shallow: {report:?}");
+    if torn != TornMode::Atomic {
+        // (Atomic mode tears only the log, whose unflushed tail is short.)
+        assert!(report.torn_512_sectors > 0, "no 512-byte tear: {report:?}");
+    }
     assert!(
         report.cuts_mid_checkpoint > 0,
-        "no cut hit a checkpoint, seed {seed}: {report:?}"
+        "no cut hit a checkpoint: {report:?}"
     );
-    match torn {
-        // The harness must actually produce torn pages, or the other modes prove nothing.
-        TornMode::None => assert!(report.corruption_detected > 0, "no torn page, seed {seed}"),
-        TornMode::Doublewrite => {
-            assert!(report.torn_pages_repaired > 0, "no repair, seed {seed}");
-            assert!(
-                report.cuts_mid_doublewrite > 0,
-                "no cut mid-doublewrite, seed {seed}"
-            );
-        }
-        TornMode::Atomic => {}
-    }
+    assert!(
+        report.cut_phases.contains_key("cleaner (page write-back)"),
+        "no cut hit the cleaner: {report:?}"
+    );
+    report
 }
 
 #[test]
-fn crash_doublewrite() {
-    check(TornMode::Doublewrite, 180, 1);
+fn crash_doublewrite_sync() {
+    let r = crash(TornMode::Doublewrite, CommitMode::Sync, cycles(60), 1);
+    assert!(r.torn_pages_repaired > 0, "no torn page repaired: {r:?}");
+    assert!(
+        r.cuts_mid_doublewrite > 0,
+        "no cut between double-write and in-place: {r:?}"
+    );
 }
 
 #[test]
-fn crash_atomic() {
-    check(TornMode::Atomic, 170, 2);
+fn crash_atomic_sync() {
+    let r = crash(TornMode::Atomic, CommitMode::Sync, cycles(60), 2);
+    // Atomic page writes never need repair: nothing may be torn or corrupt.
+    assert_eq!(r.corruption_detected, 0, "{r:?}");
 }
 
 #[test]
-fn crash_none() {
-    check(TornMode::None, 170, 3);
+fn crash_none_sync() {
+    let r = crash(TornMode::None, CommitMode::Sync, cycles(60), 3);
+    // The harness must actually tear pages, or the other modes prove nothing.
+    assert!(r.corruption_detected > 0, "no torn page detected: {r:?}");
 }
 
-fn check_pipelined(torn: TornMode, cycles: u64, salt: u64) {
-    let seed = seed() ^ salt;
+#[test]
+fn crash_doublewrite_pipelined() {
+    crash(TornMode::Doublewrite, CommitMode::Pipelined, cycles(50), 11);
+}
+
+#[test]
+fn crash_atomic_pipelined() {
+    crash(TornMode::Atomic, CommitMode::Pipelined, cycles(50), 12);
+}
+
+#[test]
+fn crash_none_pipelined() {
+    crash(TornMode::None, CommitMode::Pipelined, cycles(50), 13);
+}
+
+/// Runs a sabotaged engine until the crash test fails (at most `max` cycles).
+fn sabotaged(s: Sabotage, torn: TornMode, commit: CommitMode, max: u64) {
+    let seed = seed() ^ 0x5ab0;
     let report = run(CrashTestOptions {
         torn,
-        commit: CommitMode::Pipelined,
-        cycles,
+        commit,
+        cycles: max,
         seed,
+        page_size: 4096,
+        sabotage: Some(s),
         ..CrashTestOptions::default()
     })
-    .unwrap_or_else(|e| panic!("crashtest pipelined {torn} seed {seed}: {e}"));
-    eprintln!("pipelined {torn}: {} {:?}", report.summary_line(), report);
-    assert_eq!(report.cycles, cycles, "seed {seed}");
+    .unwrap_or_else(|e| panic!("crashtest --sabotage {s} seed {seed}: {e}"));
     assert!(
-        !report.failed(torn),
-        "crashtest pipelined {torn} failed with seed {seed}: {report:?}"
+        report.failed(torn),
+        "sabotage {s} ({torn}, {commit}) was not caught in {max} cycles, seed {seed}: {report:?}"
     );
-    assert!(
-        report.commits_acknowledged > cycles,
-        "too little work, seed {seed}: {report:?}"
+    eprintln!(
+        "sabotage {s} caught after {} cycles: {}",
+        report.cycles, report.failures[0]
     );
 }
 
 #[test]
-fn crash_pipelined_doublewrite() {
-    check_pipelined(TornMode::Doublewrite, 120, 11);
+fn sabotage_skip_log_sync_is_caught() {
+    sabotaged(
+        Sabotage::SkipLogSync,
+        TornMode::Doublewrite,
+        CommitMode::Sync,
+        200,
+    );
 }
 
 #[test]
-fn crash_pipelined_atomic() {
-    check_pipelined(TornMode::Atomic, 110, 12);
+fn sabotage_skip_doublewrite_is_caught() {
+    sabotaged(
+        Sabotage::SkipDoublewrite,
+        TornMode::Doublewrite,
+        CommitMode::Sync,
+        200,
+    );
 }
 
 #[test]
-fn crash_pipelined_none() {
-    check_pipelined(TornMode::None, 110, 13);
+fn sabotage_ack_before_durable_is_caught() {
+    sabotaged(
+        Sabotage::AckBeforeDurable,
+        TornMode::Doublewrite,
+        CommitMode::Sync,
+        200,
+    );
+    sabotaged(
+        Sabotage::AckBeforeDurable,
+        TornMode::Atomic,
+        CommitMode::Pipelined,
+        200,
+    );
+}
+
+#[test]
+fn sabotage_skip_wal_rule_is_caught() {
+    sabotaged(
+        Sabotage::SkipWalRule,
+        TornMode::Atomic,
+        CommitMode::Pipelined,
+        300,
+    );
+}
+
+#[test]
+fn sabotage_skip_checkpoint_flush_is_caught() {
+    sabotaged(
+        Sabotage::SkipCheckpointFlush,
+        TornMode::Doublewrite,
+        CommitMode::Sync,
+        200,
+    );
+}
+
+#[test]
+fn sabotage_non_atomic_pages_is_caught() {
+    sabotaged(
+        Sabotage::NonAtomicPages,
+        TornMode::Atomic,
+        CommitMode::Sync,
+        200,
+    );
+}
+
+#[test]
+fn sabotage_visible_before_durable_is_caught() {
+    sabotaged(
+        Sabotage::VisibleBeforeDurable,
+        TornMode::Atomic,
+        CommitMode::Pipelined,
+        200,
+    );
+}
+
+#[test]
+fn bad_options_are_refused() {
+    let bad = |o: CrashTestOptions| run(o).unwrap_err().to_string();
+    assert!(bad(CrashTestOptions {
+        cycles: 0,
+        ..Default::default()
+    })
+    .contains("at least one cycle"));
+    assert!(bad(CrashTestOptions {
+        torn: TornMode::Atomic,
+        sabotage: Some(Sabotage::SkipDoublewrite),
+        ..Default::default()
+    })
+    .contains("--torn doublewrite"));
+    assert!(bad(CrashTestOptions {
+        replay_cycle: Some(5),
+        cycles: 3,
+        ..Default::default()
+    })
+    .contains("--cycles 6"));
+    assert!("skip-everything"
+        .parse::<Sabotage>()
+        .unwrap_err()
+        .to_string()
+        .contains("skip-log-sync"));
 }

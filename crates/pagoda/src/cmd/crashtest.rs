@@ -6,7 +6,7 @@ use crate::report::write_json;
 use clap::Args;
 use pagoda_device::spec::{DeviceKind, DeviceSpec};
 use pagoda_engine::crashtest::{self, CrashTestOptions};
-use pagoda_engine::{CommitMode, TornMode};
+use pagoda_engine::{CommitMode, Sabotage, TornMode};
 use parking_lot::Mutex;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -36,6 +36,18 @@ pub struct CrashtestArgs {
     /// Page size.
     #[arg(long, default_value = "16KiB")]
     page_size: String,
+    /// Remove one safety step of the engine on purpose (skip-log-sync, skip-doublewrite,
+    /// ack-before-durable, skip-wal-rule, skip-checkpoint-flush, non-atomic-pages,
+    /// visible-before-durable): the crash test must then fail, which proves it can.
+    #[arg(long)]
+    sabotage: Option<Sabotage>,
+    /// Run up to this cycle of the seed's run and report it in full (use the seed and flags of
+    /// the failing run; exact with --threads 1).
+    #[arg(long)]
+    replay_cycle: Option<u64>,
+    /// Keep going after a failed cycle (default: stop at the first).
+    #[arg(long)]
+    keep_going: bool,
     /// Write the report as JSON here.
     #[arg(long)]
     json: Option<PathBuf>,
@@ -47,6 +59,15 @@ pub fn run(a: &CrashtestArgs) -> CliResult<()> {
         return Err(CliError::Usage(
             "--cycles and --threads must be at least 1".to_string(),
         ));
+    }
+    if let Some(r) = a.replay_cycle {
+        if r >= a.cycles {
+            return Err(CliError::Usage(format!(
+                "--replay-cycle {r} is beyond --cycles {}; give --cycles {} or more",
+                a.cycles,
+                r + 1
+            )));
+        }
     }
     let page_size = pagoda_device::units::parse_size(&a.page_size)? as usize;
     let spec = DeviceSpec::parse(&a.device)?;
@@ -65,30 +86,58 @@ pub fn run(a: &CrashtestArgs) -> CliResult<()> {
         commit: a.commit,
         cycles: a.cycles,
         seed: a.seed,
-        device: Some(spec),
+        device: Some(spec.clone()),
         threads: a.threads,
         progress: Some(Box::new(move |done| bar.lock().set(done))),
         page_size,
+        sabotage: a.sabotage,
+        stop_on_failure: !a.keep_going,
+        replay_cycle: a.replay_cycle,
         ..CrashTestOptions::default()
     };
+    opts.validate()?;
+    if a.torn == TornMode::Atomic {
+        let unit = spec.open()?.caps().atomic_write_unit;
+        if unit != Some(page_size) {
+            return Err(CliError::Usage(format!(
+                "--torn atomic needs a device whose atomic write unit is the page size ({page_size} bytes); \
+                 --device {} offers {}; use --torn doublewrite, or a device with atomic={page_size}",
+                a.device,
+                unit.map_or("none".to_string(), |u| format!("{u} bytes"))
+            )));
+        }
+    }
     let report = crashtest::run(opts)?;
     if let Ok(p) = Arc::try_unwrap(progress) {
         p.into_inner().finish();
     }
     eprintln!(
-        "acknowledged commits {}, cuts mid-checkpoint {}, cuts mid-double-write {}, undetected torn {}",
+        "acknowledged commits {}, cuts mid-checkpoint {}, cuts mid-double-write {}, undetected torn {}, \
+         partial transactions {}, isolation violations {}, sectors torn at 512 B {}",
         report.commits_acknowledged,
         report.cuts_mid_checkpoint,
         report.cuts_mid_doublewrite,
-        report.undetected_torn
+        report.undetected_torn,
+        report.partial_transactions,
+        report.isolation_violations,
+        report.torn_512_sectors
     );
+    for (phase, n) in &report.cut_phases {
+        eprintln!("  cuts during {phase}: {n}");
+    }
+    for f in &report.failures {
+        eprintln!("FAILED {f}");
+    }
     println!("{}", report.summary_line());
     if let Some(path) = &a.json {
         write_json(path, &report)?;
     }
     if report.failed(a.torn) {
+        let sab = a
+            .sabotage
+            .map_or(String::new(), |s| format!(" with --sabotage {s}"));
         return Err(CliError::CheckFailed(format!(
-            "crashtest failed for --torn {} (seed {}): see the line above",
+            "crashtest failed for --torn {}{sab} (seed {}): see the failures above",
             a.torn, a.seed
         )));
     }

@@ -1,0 +1,269 @@
+//! `pagoda crashtest`: concurrent multi-key transactions, DDL and checkpoints on emulated
+//! devices, power cuts at random I/O operations (during commits, checkpoints, the cleaner and
+//! recovery itself), recovery, and an exact check of the recovered state (see [`oracle`]).
+//!
+//! Each cycle: open the database (recovery; in some cycles power is cut again during it, and
+//! the next open must succeed), verify the previous cycle's transactions against the oracle,
+//! delete the previous cycle's marker rows, run workers until the power is cut at a seeded
+//! operation, and abandon the engine. In half the cycles, unflushed 4 KiB sectors may also tear
+//! at 512-byte granularity. A final recovery verifies the last cycle.
+//!
+//! With [`CrashTestOptions::sabotage`], one safety step of the engine is removed; the test then
+//! must fail (`tests/crash.rs` checks each). Every random choice of cycle `n` derives from the
+//! seed and `n`; with one thread the engine's background thread is off and the run is
+//! deterministic, so `--seed S --replay-cycle N` reproduces a failure exactly (with more threads
+//! the interleaving of the threads varies between runs).
+
+mod oracle;
+mod power;
+mod run;
+mod workload;
+
+pub use oracle::{Finding, FindingKind};
+pub use power::CutPoint;
+pub use run::run;
+pub use workload::PIPELINE_DEPTH;
+
+use crate::error::{Error, Result};
+use crate::{CommitMode, Sabotage, TornMode};
+use pagoda_device::spec::DeviceSpec;
+use std::collections::BTreeMap;
+use std::fmt;
+
+/// Options of a crash test.
+pub struct CrashTestOptions {
+    /// Torn-write protection under test.
+    pub torn: TornMode,
+    /// Commit mode.
+    pub commit: CommitMode,
+    /// Power-cut cycles.
+    pub cycles: u64,
+    /// Seed of every random choice (workload, cut points, which sectors survive).
+    pub seed: u64,
+    /// Device to emulate (data and log each get one); `None` = RAM devices.
+    pub device: Option<DeviceSpec>,
+    /// Concurrent transaction threads (1 = deterministic).
+    pub threads: usize,
+    /// Called after each cycle with the number of cycles done.
+    pub progress: Option<Box<dyn Fn(u64) + Send + Sync>>,
+    /// Page size (small pages give more pages, splits and torn writes per cycle).
+    pub page_size: usize,
+    /// Keys per static table.
+    pub keys: usize,
+    /// Largest number of I/O operations before a cut (the cut point is uniform below it).
+    pub max_ops_before_cut: u64,
+    /// Chance that power is cut again during a recovery.
+    pub recovery_cut_chance: f64,
+    /// One safety step of the engine removed (the test must then fail).
+    pub sabotage: Option<Sabotage>,
+    /// Stop at the first cycle that fails.
+    pub stop_on_failure: bool,
+    /// Run up to this cycle and report it in full.
+    pub replay_cycle: Option<u64>,
+}
+
+impl Default for CrashTestOptions {
+    fn default() -> Self {
+        Self {
+            torn: TornMode::Doublewrite,
+            commit: CommitMode::Sync,
+            cycles: 100,
+            seed: 1,
+            device: None,
+            threads: 4,
+            progress: None,
+            page_size: 16384,
+            keys: 300,
+            max_ops_before_cut: 400,
+            recovery_cut_chance: 0.3,
+            sabotage: None,
+            stop_on_failure: true,
+            replay_cycle: None,
+        }
+    }
+}
+
+impl fmt::Debug for CrashTestOptions {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CrashTestOptions")
+            .field("torn", &self.torn)
+            .field("commit", &self.commit)
+            .field("cycles", &self.cycles)
+            .field("seed", &self.seed)
+            .field("device", &self.device)
+            .field("threads", &self.threads)
+            .field("sabotage", &self.sabotage)
+            .finish_non_exhaustive()
+    }
+}
+
+impl CrashTestOptions {
+    /// Refuses combinations that cannot work, with the fix.
+    pub fn validate(&self) -> Result<()> {
+        if self.cycles == 0 {
+            return Err(Error::config(
+                "crashtest needs at least one cycle (--cycles 1 or more)",
+            ));
+        }
+        if self.threads == 0 || self.threads > 64 {
+            return Err(Error::config("crashtest needs 1 to 64 threads (--threads)"));
+        }
+        if self.keys < 10 {
+            return Err(Error::config("crashtest needs at least 10 keys per table"));
+        }
+        if self.max_ops_before_cut == 0 {
+            return Err(Error::config(
+                "the cut needs at least one operation to count",
+            ));
+        }
+        if !(0.0..=1.0).contains(&self.recovery_cut_chance) {
+            return Err(Error::config(
+                "recovery_cut_chance is a probability from 0 to 1",
+            ));
+        }
+        if let Some(s) = self.sabotage {
+            if let Some(t) = s.needs_torn() {
+                if t != self.torn {
+                    return Err(Error::config(format!(
+                        "sabotage {s} only has an effect with --torn {t} (this run uses --torn {})",
+                        self.torn
+                    )));
+                }
+            }
+            if s == Sabotage::VisibleBeforeDurable && self.commit != CommitMode::Pipelined {
+                return Err(Error::config(format!(
+                    "sabotage {s} is checked with --commit pipelined (a sync commit is waited for before anyone can look)"
+                )));
+            }
+        }
+        if let Some(r) = self.replay_cycle {
+            if r >= self.cycles {
+                return Err(Error::config(format!(
+                    "--replay-cycle {r} is beyond the run's {} cycles; give --cycles {} or more",
+                    self.cycles,
+                    r + 1
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A failed cycle: where the cut fell and what the oracle found.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct Failure {
+    /// The run's seed.
+    pub seed: u64,
+    /// The cycle whose cut and recovery led to the finding.
+    pub cycle: u64,
+    /// Where the workload's cut fell.
+    pub cut: Option<CutPoint>,
+    /// Cuts that fell during recovery before the successful open.
+    pub recovery_cuts: Vec<CutPoint>,
+    /// What was wrong (the first findings of the cycle).
+    pub findings: Vec<Finding>,
+    /// Findings of the cycle in all.
+    pub total_findings: usize,
+}
+
+impl fmt::Display for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "seed {} cycle {}: {} finding(s)",
+            self.seed, self.cycle, self.total_findings
+        )?;
+        if let Some(c) = &self.cut {
+            writeln!(f, "  cut: {c}")?;
+        }
+        for c in &self.recovery_cuts {
+            writeln!(f, "  cut during recovery: {c}")?;
+        }
+        for x in &self.findings {
+            writeln!(f, "  {x}")?;
+        }
+        write!(
+            f,
+            "  replay: pagoda crashtest --seed {} --replay-cycle {} (same flags)",
+            self.seed, self.cycle
+        )
+    }
+}
+
+/// What a crash test found.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct CrashTestReport {
+    /// Cycles run.
+    pub cycles: u64,
+    /// Acknowledged transactions (or DDL operations) missing, wholly or partly, after recovery.
+    pub lost_commits: u64,
+    /// Effects of transactions that never committed, visible after recovery (or a pending
+    /// commit visible while running).
+    pub uncommitted_visible: u64,
+    /// Committed but unacknowledged transactions visible only in part.
+    pub partial_transactions: u64,
+    /// Lost updates (two committed writers of a key with the same snapshot) and read mismatches.
+    pub isolation_violations: u64,
+    /// Torn pages repaired by recovery.
+    pub torn_pages_repaired: u64,
+    /// Corrupt pages detected (by recovery or on read).
+    pub corruption_detected: u64,
+    /// Wrong values without a corruption report in torn mode none (a torn page used undetected).
+    pub undetected_torn: u64,
+    /// The seed.
+    pub seed: u64,
+    /// Acknowledged commits over all cycles.
+    pub commits_acknowledged: u64,
+    /// Transactions and DDL operations whose outcome the oracle checked.
+    pub transactions_checked: u64,
+    /// Deepest B+tree seen after a recovery (levels).
+    pub deepest_tree: u64,
+    /// Cuts that fell while recovery was running.
+    pub cuts_during_recovery: u64,
+    /// Create and drop table operations issued.
+    pub ddl_operations: u64,
+    /// Cuts that hit while a checkpoint was running.
+    pub cuts_mid_checkpoint: u64,
+    /// Cuts that hit between a double-write and the sync of the in-place writes.
+    pub cuts_mid_doublewrite: u64,
+    /// Cuts by what the engine was doing.
+    pub cut_phases: BTreeMap<String, u64>,
+    /// Sectors torn at 512-byte granularity.
+    pub torn_512_sectors: u64,
+    /// Databases re-created after detected corruption (mode none).
+    pub resets: u64,
+    /// The sabotage in force, if any.
+    pub sabotage: Option<String>,
+    /// Failed cycles (the first ones, in full).
+    pub failures: Vec<Failure>,
+}
+
+impl CrashTestReport {
+    /// The line the CLI prints (scripts parse its `words N` fields).
+    pub fn summary_line(&self) -> String {
+        format!(
+            "crashtest: cycles {}, lost commits {}, uncommitted visible {}, torn pages repaired {}, corruption detected {}, \
+             transactions checked {}, deepest tree {}, cuts during recovery {}, ddl operations {}",
+            self.cycles,
+            self.lost_commits,
+            self.uncommitted_visible,
+            self.torn_pages_repaired,
+            self.corruption_detected,
+            self.transactions_checked,
+            self.deepest_tree,
+            self.cuts_during_recovery,
+            self.ddl_operations
+        )
+    }
+
+    /// Whether the run failed for mode `torn` (detected corruption is excused only in mode none).
+    pub fn failed(&self, torn: TornMode) -> bool {
+        !self.failures.is_empty()
+            || self.lost_commits > 0
+            || self.uncommitted_visible > 0
+            || self.partial_transactions > 0
+            || self.isolation_violations > 0
+            || self.undetected_torn > 0
+            || (torn != TornMode::None && self.corruption_detected > 0)
+    }
+}

@@ -1,0 +1,386 @@
+//! The oracle: what must be in the database after recovery, exactly.
+//!
+//! A transaction committed iff its marker row is present (the marker is one of its writes, so
+//! the engine's all-or-nothing promise covers it). Every acknowledged transaction must be
+//! present; an aborted one must not. The expected contents are then determined: for each key,
+//! the present transactions that wrote it are ordered by their snapshots (under snapshot
+//! isolation with first-committer-wins, a later writer of a key began after the earlier writer
+//! was committed, so its snapshot is strictly larger), and the last one's write wins; keys no
+//! present transaction wrote keep the state verified at the previous cycle. Anything else is a
+//! lost commit (an acknowledged write missing), an uncommitted effect (a write of a transaction
+//! that is not present), or a partial transaction (a present transaction missing a write).
+//! Tables follow the acknowledged creates and drops; unacknowledged DDL may go either way.
+
+use super::workload::{marker_key, uid_of, DdlRec, Status, TxRec, MARKS};
+use crate::error::{Error, Result};
+use crate::Db;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+/// Contents of one table.
+pub(crate) type Table = BTreeMap<Vec<u8>, Vec<u8>>;
+
+/// The verified state: every table and its contents.
+pub(crate) type Model = BTreeMap<String, Table>;
+
+/// Kinds of findings.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FindingKind {
+    /// An acknowledged transaction or DDL operation is missing (wholly or partly).
+    LostCommit,
+    /// A write of a transaction that did not commit is visible.
+    UncommittedVisible,
+    /// A committed, unacknowledged transaction is visible only in part.
+    PartialTransaction,
+    /// Two committed writers of one key had the same snapshot (a lost update).
+    IsolationViolation,
+    /// A point read and a scan disagree.
+    ReadMismatch,
+    /// Recovery failed (other than a detected torn page in torn mode none).
+    RecoveryFailed,
+    /// The engine failed while the power was still on.
+    EngineFailed,
+    /// Detected corruption in a torn mode that must prevent it.
+    Corruption,
+    /// A pending commit was visible to another transaction while running.
+    PendingExposed,
+}
+
+/// One thing the oracle found wrong.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct Finding {
+    /// What kind of failure.
+    pub kind: FindingKind,
+    /// Table, when it concerns a key or table.
+    pub table: String,
+    /// Key (lossy UTF-8, abbreviated).
+    pub key: String,
+    /// The transaction concerned (id in the values it wrote).
+    pub txn: Option<u64>,
+    /// Expected (abbreviated; `absent` for no row).
+    pub expected: String,
+    /// Found (abbreviated).
+    pub found: String,
+}
+
+impl std::fmt::Display for Finding {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:?}", self.kind)?;
+        if !self.table.is_empty() {
+            write!(f, " in table {}", self.table)?;
+        }
+        if !self.key.is_empty() {
+            write!(f, " key {}", self.key)?;
+        }
+        if let Some(t) = self.txn {
+            write!(f, " (transaction {t})")?;
+        }
+        write!(f, ": expected {}, found {}", self.expected, self.found)
+    }
+}
+
+pub(crate) fn abbrev(v: Option<&[u8]>) -> String {
+    match v {
+        None => "absent".into(),
+        Some(v) => {
+            let head: String = String::from_utf8_lossy(&v[..v.len().min(40)])
+                .chars()
+                .map(|c| if c.is_control() { '.' } else { c })
+                .collect();
+            format!("{head:?} ({} bytes)", v.len())
+        }
+    }
+}
+
+/// What verification of one cycle found.
+#[derive(Debug, Default)]
+pub(crate) struct Verdict {
+    pub findings: Vec<Finding>,
+    /// Corrupt pages reported by reads (torn mode none: the cycle is excused and the
+    /// database re-created).
+    pub corrupt_pages: BTreeSet<u64>,
+    /// The recovered state (the next cycle's base).
+    pub state: Model,
+    pub checked: u64,
+}
+
+impl Verdict {
+    fn find(
+        &mut self,
+        kind: FindingKind,
+        table: &str,
+        key: &[u8],
+        txn: Option<u64>,
+        e: Option<&[u8]>,
+        g: Option<&[u8]>,
+    ) {
+        self.findings.push(Finding {
+            kind,
+            table: table.into(),
+            key: abbrev(Some(key))
+                .split(" (")
+                .next()
+                .unwrap_or_default()
+                .to_string(),
+            txn,
+            expected: abbrev(e),
+            found: abbrev(g),
+        });
+    }
+
+    fn note(
+        &mut self,
+        kind: FindingKind,
+        table: &str,
+        txn: Option<u64>,
+        expected: &str,
+        found: &str,
+    ) {
+        self.findings.push(Finding {
+            kind,
+            table: table.into(),
+            key: String::new(),
+            txn,
+            expected: expected.into(),
+            found: found.into(),
+        });
+    }
+}
+
+/// Reads every table of `db`: a full scan, cross-checked by point reads of `probe` keys.
+fn read_all(db: &Db, model: &Model, v: &mut Verdict) -> Result<Model> {
+    let tx = db.begin_read()?;
+    let mut out = Model::new();
+    for name in db.list_tables() {
+        let mut got = Table::new();
+        let scan = tx
+            .range(&name, ..)
+            .and_then(Iterator::collect::<Result<Vec<_>>>);
+        match scan {
+            Ok(rows) => got.extend(rows),
+            Err(Error::Corruption { all_pages, .. }) => {
+                v.corrupt_pages.extend(all_pages);
+                continue;
+            }
+            Err(e) => return Err(e),
+        }
+        // Point reads of every key the scan saw or the model has.
+        let keys: BTreeSet<&Vec<u8>> = got
+            .keys()
+            .chain(model.get(&name).into_iter().flat_map(|t| t.keys()))
+            .collect();
+        for k in keys {
+            match tx.get(&name, k) {
+                Ok(p) if p.as_ref() == got.get(k) => {}
+                Ok(p) => v.find(
+                    FindingKind::ReadMismatch,
+                    &name,
+                    k,
+                    None,
+                    got.get(k).map(Vec::as_slice),
+                    p.as_deref(),
+                ),
+                Err(Error::Corruption { all_pages, .. }) => v.corrupt_pages.extend(all_pages),
+                Err(e) => return Err(e),
+            }
+        }
+        out.insert(name, got);
+    }
+    Ok(out)
+}
+
+/// Which tables may and must exist after recovery.
+fn check_tables(base: &Model, ddl: &[DdlRec], got: &Model, v: &mut Verdict) -> BTreeSet<String> {
+    // name -> (must exist, may exist)
+    let mut allowed: BTreeMap<String, (bool, bool)> =
+        base.keys().map(|n| (n.clone(), (true, true))).collect();
+    for d in ddl {
+        let e = allowed.entry(d.name.clone()).or_insert((false, false));
+        match (d.create, d.status) {
+            (_, Status::Aborted) => {}
+            (true, Status::Acked(_)) => *e = (true, true),
+            (true, _) => e.1 = true,
+            (false, Status::Acked(_)) => *e = (false, false),
+            (false, _) => e.0 = false,
+        }
+    }
+    let mut dropped = BTreeSet::new();
+    for (name, (must, may)) in &allowed {
+        let exists = got.contains_key(name);
+        if *must && !exists {
+            v.note(
+                FindingKind::LostCommit,
+                name,
+                None,
+                "table exists (acknowledged)",
+                "no such table",
+            );
+        } else if !*may && exists {
+            v.note(
+                FindingKind::UncommittedVisible,
+                name,
+                None,
+                "no such table (dropped or never created)",
+                "table exists",
+            );
+        }
+        if !exists {
+            dropped.insert(name.clone());
+        }
+    }
+    for name in got.keys() {
+        if !allowed.contains_key(name) {
+            v.note(
+                FindingKind::UncommittedVisible,
+                name,
+                None,
+                "no such table",
+                "table exists",
+            );
+        }
+    }
+    dropped
+}
+
+/// Checks the recovered database against the base state and the cycle's history.
+pub(crate) fn verify(db: &Db, base: &Model, txns: &[TxRec], ddl: &[DdlRec]) -> Result<Verdict> {
+    let mut v = Verdict {
+        checked: txns.len() as u64 + ddl.len() as u64,
+        ..Verdict::default()
+    };
+    let got = read_all(db, base, &mut v)?;
+    if !v.corrupt_pages.is_empty() {
+        return Ok(v);
+    }
+    let gone = check_tables(base, ddl, &got, &mut v);
+    let marks = got.get(MARKS).cloned().unwrap_or_default();
+    let by_uid: HashMap<u64, &TxRec> = txns.iter().map(|t| (t.uid, t)).collect();
+    // Which transactions committed.
+    let mut present: BTreeSet<u64> = BTreeSet::new();
+    for t in txns {
+        let mk = marker_key(t.uid);
+        let found = marks.get(&mk);
+        let wrote = t.writes.iter().find(|w| w.table == MARKS && w.key == mk);
+        match (found, t.status) {
+            (Some(f), Status::Aborted) => {
+                v.find(
+                    FindingKind::UncommittedVisible,
+                    MARKS,
+                    &mk,
+                    Some(t.uid),
+                    None,
+                    Some(f),
+                );
+            }
+            (Some(f), _) => {
+                if wrote.and_then(|w| w.val.as_deref()) != Some(f.as_slice()) {
+                    v.find(
+                        FindingKind::UncommittedVisible,
+                        MARKS,
+                        &mk,
+                        Some(t.uid),
+                        wrote.and_then(|w| w.val.as_deref()),
+                        Some(f),
+                    );
+                }
+                present.insert(t.uid);
+            }
+            (None, Status::Acked(cts)) => {
+                v.note(
+                    FindingKind::LostCommit,
+                    MARKS,
+                    Some(t.uid),
+                    &format!("transaction acknowledged at commit timestamp {cts}"),
+                    "its marker row is missing",
+                );
+            }
+            (None, _) => {}
+        }
+    }
+    // Expected contents: base, then per key the present writer with the largest snapshot.
+    let mut writers: BTreeMap<(&str, &[u8]), Vec<&TxRec>> = BTreeMap::new();
+    for t in txns.iter().filter(|t| present.contains(&t.uid)) {
+        for w in &t.writes {
+            writers
+                .entry((w.table.as_str(), w.key.as_slice()))
+                .or_default()
+                .push(t);
+        }
+    }
+    let mut expect: Model = base.clone();
+    for name in got.keys() {
+        expect.entry(name.clone()).or_default();
+    }
+    let mut last_writer: HashMap<(&str, &[u8]), u64> = HashMap::new();
+    for ((table, key), mut ws) in writers {
+        ws.sort_by_key(|t| t.snapshot);
+        if ws.windows(2).any(|p| p[0].snapshot == p[1].snapshot) {
+            v.find(
+                FindingKind::IsolationViolation,
+                table,
+                key,
+                Some(ws[0].uid),
+                None,
+                None,
+            );
+        }
+        let Some(last) = ws.last() else { continue };
+        last_writer.insert((table, key), last.uid);
+        if gone.contains(table) {
+            continue;
+        }
+        let w = last
+            .writes
+            .iter()
+            .rev()
+            .find(|w| w.table == table && w.key == key);
+        let t = expect.entry(table.to_string()).or_default();
+        match w.and_then(|w| w.val.clone()) {
+            Some(val) => {
+                t.insert(key.to_vec(), val);
+            }
+            None => {
+                t.remove(key);
+            }
+        }
+    }
+    for name in &gone {
+        expect.remove(name);
+    }
+    // Compare.
+    for (name, exp) in &expect {
+        let empty = Table::new();
+        let act = got.get(name).unwrap_or(&empty);
+        let keys: BTreeSet<&Vec<u8>> = exp.keys().chain(act.keys()).collect();
+        for k in keys {
+            let (e, g) = (exp.get(k), act.get(k));
+            if e == g {
+                continue;
+            }
+            let found_uid = g.and_then(|g| uid_of(g));
+            let expect_uid = last_writer.get(&(name.as_str(), k.as_slice())).copied();
+            let found_committed = found_uid.is_some_and(|u| present.contains(&u))
+                || base.get(name).and_then(|t| t.get(k)) == g && g.is_some();
+            let (kind, txn) = if g.is_some() && !found_committed {
+                (FindingKind::UncommittedVisible, found_uid)
+            } else {
+                match expect_uid.and_then(|u| by_uid.get(&u)) {
+                    Some(t) if !matches!(t.status, Status::Acked(_)) => {
+                        (FindingKind::PartialTransaction, Some(t.uid))
+                    }
+                    _ => (FindingKind::LostCommit, expect_uid.or(found_uid)),
+                }
+            };
+            v.find(
+                kind,
+                name,
+                k,
+                txn,
+                e.map(Vec::as_slice),
+                g.map(Vec::as_slice),
+            );
+        }
+    }
+    v.state = got;
+    Ok(v)
+}

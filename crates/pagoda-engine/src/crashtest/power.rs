@@ -1,0 +1,443 @@
+//! The power switch of a crash-test cycle: wraps the data and log devices, counts their
+//! writes, flushes and trims, cuts power on both at a chosen operation, and can tear
+//! unflushed 4 KiB sectors at 512-byte granularity (a device with 512-byte physical sectors).
+
+use crate::probe::{Event, Observer, RecoveryStep};
+use pagoda_device::stats::DeviceStats;
+use pagoda_device::{BlockDevice, Capabilities, DeviceError, DeviceRef, WriteHints, SECTOR_SIZE};
+use parking_lot::{Mutex, RwLock};
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// Size of the pieces a torn sector is made of.
+pub(crate) const TEAR_UNIT: usize = 512;
+
+/// Where a power cut fell.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct CutPoint {
+    /// The operation (1-based count of writes, flushes and trims since power-on) that was cut.
+    pub op: u64,
+    /// `data` or `log`.
+    pub device: String,
+    /// `write`, `flush` or `trim`.
+    pub kind: String,
+    /// First sector (4 KiB) of the request.
+    pub sector: u64,
+    /// Sectors of the request.
+    pub sectors: u64,
+    /// Write stream of the request.
+    pub stream: u16,
+    /// Whether the request was an atomic write.
+    pub atomic: bool,
+    /// What the engine was doing (recovery step, checkpoint, cleaner, commit).
+    pub phase: String,
+    /// Unflushed sectors torn at 512-byte granularity after the cut.
+    pub torn_512: u64,
+}
+
+impl std::fmt::Display for CutPoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "op {} ({} {} at sector {}+{}, stream {}{}) during {}",
+            self.op,
+            self.device,
+            self.kind,
+            self.sector,
+            self.sectors,
+            self.stream,
+            if self.atomic { ", atomic" } else { "" },
+            self.phase
+        )?;
+        if self.torn_512 > 0 {
+            write!(f, ", {} sectors torn at 512 B", self.torn_512)?;
+        }
+        Ok(())
+    }
+}
+
+/// An unflushed sector: sequence number of its last write, pre-image, newest image.
+type Images = (u64, Arc<[u8]>, Arc<[u8]>);
+
+/// Sectors written since the last flush.
+#[derive(Debug, Default)]
+struct Unflushed {
+    seq: u64,
+    sectors: HashMap<u64, Images>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Req {
+    dev: usize,
+    kind: &'static str,
+    sector: u64,
+    sectors: u64,
+    stream: u16,
+    atomic: bool,
+}
+
+/// The shared power switch of one cycle.
+pub(crate) struct Switch {
+    inner: [DeviceRef; 2],
+    gate: RwLock<()>,
+    dead: AtomicBool,
+    countdown: AtomicI64,
+    ops: AtomicU64,
+    seed: u64,
+    tear512: bool,
+    unflushed: [Mutex<Unflushed>; 2],
+    opening: Mutex<Option<RecoveryStep>>,
+    in_checkpoint: AtomicU32,
+    dw_pending: AtomicBool,
+    cut: Mutex<Option<CutPoint>>,
+    cut_mid_dw: AtomicBool,
+}
+
+impl std::fmt::Debug for Switch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Switch")
+            .field("dead", &self.dead)
+            .field("ops", &self.ops)
+            .finish_non_exhaustive()
+    }
+}
+
+fn off() -> DeviceError {
+    DeviceError::Unsupported("power is off (emulated power cut)".into())
+}
+
+impl Switch {
+    /// A switch over `data` and `log`; `countdown` = operations until the cut (`i64::MAX`: none).
+    pub(crate) fn new(
+        data: DeviceRef,
+        log: DeviceRef,
+        seed: u64,
+        tear512: bool,
+        countdown: i64,
+    ) -> Arc<Self> {
+        Arc::new(Self {
+            inner: [data, log],
+            gate: RwLock::new(()),
+            dead: AtomicBool::new(false),
+            countdown: AtomicI64::new(countdown),
+            ops: AtomicU64::new(0),
+            seed,
+            tear512,
+            unflushed: [Mutex::default(), Mutex::default()],
+            opening: Mutex::new(None),
+            in_checkpoint: AtomicU32::new(0),
+            dw_pending: AtomicBool::new(false),
+            cut: Mutex::new(None),
+            cut_mid_dw: AtomicBool::new(false),
+        })
+    }
+
+    /// The data and log devices behind this switch.
+    pub(crate) fn devices(self: &Arc<Self>) -> (DeviceRef, DeviceRef) {
+        let d: DeviceRef = Arc::new(CutDevice {
+            switch: self.clone(),
+            dev: 0,
+        });
+        let l: DeviceRef = Arc::new(CutDevice {
+            switch: self.clone(),
+            dev: 1,
+        });
+        (d, l)
+    }
+
+    /// An observer that tracks what the engine is doing, for the cut report.
+    pub(crate) fn observer(self: &Arc<Self>) -> Observer {
+        let me = Arc::downgrade(self);
+        Arc::new(move |e| {
+            let Some(s) = me.upgrade() else { return };
+            match e {
+                Event::Recovery(step) => *s.opening.lock() = Some(step),
+                Event::Opened => *s.opening.lock() = None,
+                Event::CheckpointBegin => {
+                    s.in_checkpoint.fetch_add(1, Ordering::AcqRel);
+                }
+                Event::CheckpointEnd => {
+                    s.in_checkpoint.fetch_sub(1, Ordering::AcqRel);
+                }
+            }
+        })
+    }
+
+    /// Arms the cut `ops` operations from now.
+    pub(crate) fn arm(&self, ops: i64) {
+        self.countdown.store(ops, Ordering::Release);
+    }
+
+    pub(crate) fn is_dead(&self) -> bool {
+        self.dead.load(Ordering::Acquire)
+    }
+
+    /// Operations counted since power-on.
+    pub(crate) fn ops(&self) -> u64 {
+        self.ops.load(Ordering::Acquire)
+    }
+
+    /// Where the cut fell (after a cut).
+    pub(crate) fn cut_point(&self) -> Option<CutPoint> {
+        self.cut.lock().clone()
+    }
+
+    pub(crate) fn cut_mid_doublewrite(&self) -> bool {
+        self.cut_mid_dw.load(Ordering::Acquire)
+    }
+
+    fn phase(&self, dev: usize) -> String {
+        if let Some(step) = *self.opening.lock() {
+            return step.to_string();
+        }
+        if self.in_checkpoint.load(Ordering::Acquire) > 0 {
+            return "checkpoint".into();
+        }
+        if dev == 0 {
+            "cleaner (page write-back)".into()
+        } else {
+            "commit (log write or sync)".into()
+        }
+    }
+
+    /// Cuts power now (if it is still on): a quiet-moment cut after the workload ended.
+    pub(crate) fn cut_now(&self) -> pagoda_device::Result<()> {
+        let _g = self.gate.write();
+        self.cut_locked(None)
+    }
+
+    fn cut_locked(&self, req: Option<Req>) -> pagoda_device::Result<()> {
+        if self.dead.swap(true, Ordering::AcqRel) {
+            return Ok(());
+        }
+        let mut point = match req {
+            Some(r) => CutPoint {
+                op: self.ops.load(Ordering::Acquire),
+                device: if r.dev == 0 { "data" } else { "log" }.into(),
+                kind: r.kind.into(),
+                sector: r.sector,
+                sectors: r.sectors,
+                stream: r.stream,
+                atomic: r.atomic,
+                phase: self.phase(r.dev),
+                torn_512: 0,
+            },
+            None => CutPoint {
+                op: self.ops.load(Ordering::Acquire),
+                kind: "none".into(),
+                phase: "idle (workload ended before the chosen operation)".into(),
+                ..CutPoint::default()
+            },
+        };
+        self.cut_mid_dw
+            .store(self.dw_pending.load(Ordering::Acquire), Ordering::Release);
+        for (i, d) in self.inner.iter().enumerate() {
+            let pc = d.as_power_cut().ok_or_else(|| {
+                DeviceError::Unsupported(format!(
+                    "device {} cannot emulate a power cut",
+                    d.describe()
+                ))
+            })?;
+            pc.power_cut(self.seed.wrapping_add(i as u64))?;
+        }
+        if self.tear512 {
+            point.torn_512 = self.tear()?;
+        }
+        *self.cut.lock() = Some(point);
+        Ok(())
+    }
+
+    /// After the devices' own cut: some unflushed sectors end up as a mix of their pre-image
+    /// and their newest image, in 512-byte pieces.
+    fn tear(&self) -> pagoda_device::Result<u64> {
+        let mut rng = SmallRng::seed_from_u64(self.seed ^ 0x7ea5);
+        let mut torn = 0;
+        for (i, d) in self.inner.iter().enumerate() {
+            let mut u = self.unflushed[i].lock();
+            let mut sectors: Vec<_> = u.sectors.drain().collect();
+            sectors.sort_by_key(|(s, _)| *s);
+            let mut wrote = false;
+            for (sector, (_, pre, new)) in sectors {
+                if !rng.gen_bool(0.3) {
+                    continue;
+                }
+                let mut mix = pre.to_vec();
+                let mut changed = false;
+                for p in 0..SECTOR_SIZE / TEAR_UNIT {
+                    if rng.gen_bool(0.5) {
+                        let r = p * TEAR_UNIT..(p + 1) * TEAR_UNIT;
+                        changed |= mix[r.clone()] != new[r.clone()];
+                        mix[r.clone()].copy_from_slice(&new[r]);
+                    }
+                }
+                if changed && mix[..] != new[..] {
+                    d.write(sector, &mix, WriteHints::NORMAL)?;
+                    wrote = true;
+                    torn += 1;
+                }
+            }
+            if wrote {
+                d.flush()?;
+            }
+        }
+        Ok(torn)
+    }
+
+    /// Runs one counted operation unless the power is off; cuts when the countdown ends.
+    fn io<T>(
+        &self,
+        req: Req,
+        f: impl FnOnce() -> pagoda_device::Result<T>,
+    ) -> pagoda_device::Result<T> {
+        {
+            let _g = self.gate.read();
+            if self.is_dead() {
+                return Err(off());
+            }
+            self.ops.fetch_add(1, Ordering::AcqRel);
+            if self.countdown.fetch_sub(1, Ordering::AcqRel) > 1 {
+                return f();
+            }
+        }
+        let _g = self.gate.write();
+        self.cut_locked(Some(req))?;
+        Err(off())
+    }
+
+    fn write(
+        &self,
+        dev: usize,
+        sector: u64,
+        buf: &[u8],
+        hints: WriteHints,
+    ) -> pagoda_device::Result<()> {
+        let n = (buf.len() / SECTOR_SIZE) as u64;
+        let req = Req {
+            dev,
+            kind: "write",
+            sector,
+            sectors: n,
+            stream: hints.stream,
+            atomic: hints.atomic,
+        };
+        self.io(req, || {
+            let inner = &self.inner[dev];
+            if dev == 0 && hints.stream == 3 {
+                self.dw_pending.store(true, Ordering::Release);
+            }
+            if !self.tear512 {
+                return inner.write(sector, buf, hints);
+            }
+            if hints.atomic {
+                // An atomic write never tears: forget older unflushed images of its sectors.
+                let mut u = self.unflushed[dev].lock();
+                for s in sector..sector + n {
+                    u.sectors.remove(&s);
+                }
+                drop(u);
+                return inner.write(sector, buf, hints);
+            }
+            let mut pre = vec![0u8; buf.len()];
+            inner.read(sector, &mut pre)?;
+            inner.write(sector, buf, hints)?;
+            let mut u = self.unflushed[dev].lock();
+            u.seq += 1;
+            let seq = u.seq;
+            for (i, s) in (sector..sector + n).enumerate() {
+                let r = i * SECTOR_SIZE..(i + 1) * SECTOR_SIZE;
+                let new: Arc<[u8]> = Arc::from(&buf[r.clone()]);
+                let e = u
+                    .sectors
+                    .entry(s)
+                    .or_insert_with(|| (seq, Arc::from(&pre[r]), new.clone()));
+                e.0 = seq;
+                e.2 = new;
+            }
+            Ok(())
+        })
+    }
+
+    fn flush(&self, dev: usize) -> pagoda_device::Result<()> {
+        let req = Req {
+            dev,
+            kind: "flush",
+            sector: 0,
+            sectors: 0,
+            stream: 0,
+            atomic: false,
+        };
+        self.io(req, || {
+            let start = self.unflushed[dev].lock().seq;
+            self.inner[dev].flush()?;
+            if dev == 0 && self.dw_pending.load(Ordering::Acquire) {
+                // The flush after the double-write arms the in-place phase; the next one ends it.
+                self.dw_pending.store(false, Ordering::Release);
+            }
+            if self.tear512 {
+                self.unflushed[dev]
+                    .lock()
+                    .sectors
+                    .retain(|_, (seq, _, _)| *seq > start);
+            }
+            Ok(())
+        })
+    }
+
+    fn trim(&self, dev: usize, sector: u64, sectors: u64) -> pagoda_device::Result<()> {
+        let req = Req {
+            dev,
+            kind: "trim",
+            sector,
+            sectors,
+            stream: 0,
+            atomic: false,
+        };
+        self.io(req, || {
+            if self.tear512 {
+                let mut u = self.unflushed[dev].lock();
+                for s in sector..sector + sectors {
+                    u.sectors.remove(&s);
+                }
+            }
+            self.inner[dev].trim(sector, sectors)
+        })
+    }
+}
+
+/// One of the two devices behind a [`Switch`].
+#[derive(Debug)]
+struct CutDevice {
+    switch: Arc<Switch>,
+    dev: usize,
+}
+
+impl BlockDevice for CutDevice {
+    fn caps(&self) -> Capabilities {
+        self.switch.inner[self.dev].caps()
+    }
+    fn read(&self, sector: u64, buf: &mut [u8]) -> pagoda_device::Result<()> {
+        let _g = self.switch.gate.read();
+        if self.switch.is_dead() {
+            return Err(off());
+        }
+        self.switch.inner[self.dev].read(sector, buf)
+    }
+    fn write(&self, sector: u64, buf: &[u8], hints: WriteHints) -> pagoda_device::Result<()> {
+        self.switch.write(self.dev, sector, buf, hints)
+    }
+    fn flush(&self) -> pagoda_device::Result<()> {
+        self.switch.flush(self.dev)
+    }
+    fn trim(&self, sector: u64, sectors: u64) -> pagoda_device::Result<()> {
+        self.switch.trim(self.dev, sector, sectors)
+    }
+    fn stats(&self) -> DeviceStats {
+        self.switch.inner[self.dev].stats()
+    }
+    fn describe(&self) -> String {
+        format!("cut({})", self.switch.inner[self.dev].describe())
+    }
+}

@@ -1,0 +1,142 @@
+//! Probes for crash testing: engine events an observer can follow (which recovery step or
+//! checkpoint is running when a power cut hits), and deliberate sabotage of one safety step, so
+//! that the crash test can prove it catches the absence of each step.
+
+use crate::error::{Error, Result};
+use std::fmt;
+use std::str::FromStr;
+use std::sync::Arc;
+
+/// A step of [`crate::Db::open`] (reported before it starts).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RecoveryStep {
+    /// Reading the superblock and scanning the log.
+    ScanLog,
+    /// Zeroing the dead part of the log ring.
+    ClearLog,
+    /// Copying valid double-write pages over torn pages.
+    RepairDoublewrite,
+    /// Replaying the log into the buffer pool (evictions write pages).
+    Redo,
+    /// The checkpoint that ends recovery.
+    Checkpoint,
+}
+
+impl fmt::Display for RecoveryStep {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::ScanLog => "open: scan log",
+            Self::ClearLog => "open: clear log tail",
+            Self::RepairDoublewrite => "open: double-write repair",
+            Self::Redo => "open: redo",
+            Self::Checkpoint => "open: checkpoint",
+        })
+    }
+}
+
+/// Something the engine is about to do or has done.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Event {
+    /// A step of recovery at open starts.
+    Recovery(RecoveryStep),
+    /// Open finished; the database is usable.
+    Opened,
+    /// A checkpoint starts (from any thread).
+    CheckpointBegin,
+    /// A checkpoint ended (successfully or not).
+    CheckpointEnd,
+}
+
+/// Receives [`Event`]s (called inline on the engine's threads: keep it short).
+pub type Observer = Arc<dyn Fn(Event) + Send + Sync>;
+
+/// One safety step of the engine removed on purpose. Only for `pagoda crashtest --sabotage`:
+/// a crash test that passes with a sabotage could not catch the bug the step prevents.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Sabotage {
+    /// The log is written but never synced; commits count as durable anyway.
+    SkipLogSync,
+    /// Torn mode doublewrite writes pages in place without the double-write copy.
+    SkipDoublewrite,
+    /// A commit is acknowledged (or its pipelined ticket resolved) before its record is durable.
+    AckBeforeDurable,
+    /// The cleaner writes pages without waiting for the log to be durable up to their LSN.
+    SkipWalRule,
+    /// A checkpoint moves the redo start without writing the dirty pages first.
+    SkipCheckpointFlush,
+    /// Torn mode atomic writes pages without the atomic-write hint (so they can tear).
+    NonAtomicPages,
+    /// Commits become visible to other transactions before they are durable.
+    VisibleBeforeDurable,
+}
+
+impl Sabotage {
+    /// Every sabotage.
+    pub const ALL: [Sabotage; 7] = [
+        Self::SkipLogSync,
+        Self::SkipDoublewrite,
+        Self::AckBeforeDurable,
+        Self::SkipWalRule,
+        Self::SkipCheckpointFlush,
+        Self::NonAtomicPages,
+        Self::VisibleBeforeDurable,
+    ];
+
+    /// The name used on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::SkipLogSync => "skip-log-sync",
+            Self::SkipDoublewrite => "skip-doublewrite",
+            Self::AckBeforeDurable => "ack-before-durable",
+            Self::SkipWalRule => "skip-wal-rule",
+            Self::SkipCheckpointFlush => "skip-checkpoint-flush",
+            Self::NonAtomicPages => "non-atomic-pages",
+            Self::VisibleBeforeDurable => "visible-before-durable",
+        }
+    }
+
+    /// The torn mode the sabotage needs, if it only has an effect in one.
+    pub fn needs_torn(self) -> Option<crate::TornMode> {
+        match self {
+            Self::SkipDoublewrite => Some(crate::TornMode::Doublewrite),
+            Self::NonAtomicPages => Some(crate::TornMode::Atomic),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for Sabotage {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Sabotage {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        Self::ALL
+            .into_iter()
+            .find(|x| x.name() == s)
+            .ok_or_else(|| {
+                let names: Vec<&str> = Self::ALL.iter().map(|x| x.name()).collect();
+                Error::config(format!(
+                    "no sabotage named '{s}': use one of {}",
+                    names.join(", ")
+                ))
+            })
+    }
+}
+
+/// Whether `s` is the active sabotage.
+pub(crate) fn is(active: Option<Sabotage>, s: Sabotage) -> bool {
+    active == Some(s)
+}
+
+/// Calls the observer, if any.
+pub(crate) fn emit(obs: &Option<Observer>, e: Event) {
+    if let Some(o) = obs {
+        o(e);
+    }
+}
