@@ -190,9 +190,12 @@ impl<'a> Apply<'a> {
 
     fn mark(&mut self, p: &mut WritePage<'_>, image: bool) {
         match self.recovery_lsn {
+            // Recovery too keeps the page from being written until every operation of the
+            // record is applied (`Pool::stamp`): a page written with the record's LSN but only
+            // part of its operations would make the next recovery skip the rest.
             Some(l) => {
                 p.lsn = p.lsn.max(l);
-                p.modified_at(l);
+                p.modified();
             }
             None => p.modified(),
         }

@@ -1130,15 +1130,18 @@ fn redo(
                     Err(e) => return Err(e),
                 }
             }
+            let mut ap = Apply::new(pool, meta);
+            ap.recovery_lsn = Some(*lsn);
             for (root, key, val) in todo {
-                let mut ap = Apply::new(pool, meta);
-                ap.recovery_lsn = Some(*lsn);
                 match ap.redo_apply(root, key, val) {
                     Ok(()) => {}
                     Err(Error::Corruption { all_pages, .. }) if none => corrupt.extend(all_pages),
                     Err(e) => return Err(e),
                 }
             }
+            // The record's pages become writable together, with its LSN.
+            let touched: Vec<u64> = ap.touched.iter().copied().collect();
+            pool.stamp(&touched, *lsn)?;
         }
         Ok(())
     };

@@ -65,10 +65,13 @@ fn crash(torn: TornMode, commit: CommitMode, cycles: u64, salt: u64) -> CrashTes
         report.cuts_mid_checkpoint > 0,
         "no cut hit a checkpoint: {report:?}"
     );
-    assert!(
-        report.cut_phases.contains_key("cleaner (page write-back)"),
-        "no cut hit the cleaner: {report:?}"
-    );
+    if torn != TornMode::None {
+        // (Mode none re-creates the database after each detected torn page: it stays small.)
+        assert!(
+            report.cut_phases.contains_key("cleaner (page write-back)"),
+            "no cut hit the cleaner: {report:?}"
+        );
+    }
     report
 }
 
@@ -235,4 +238,30 @@ fn bad_options_are_refused() {
         .unwrap_err()
         .to_string()
         .contains("skip-log-sync"));
+}
+
+/// Regression (found by this crash test, seeds 2 and 7 below): redo let the cleaner write a leaf
+/// stamped with a record's LSN while only some of the record's operations were applied to it;
+/// after a second cut during recovery, the next recovery skipped the rest of the record and an
+/// acknowledged update was lost. Deterministic (one thread), small buffer so redo evicts.
+#[test]
+fn regression_redo_writes_no_partly_applied_record() {
+    for (seed, buffer) in [(2, 128 << 10), (7, 96 << 10)] {
+        let report = run(CrashTestOptions {
+            torn: TornMode::Atomic,
+            cycles: 40,
+            seed,
+            threads: 1,
+            page_size: 4096,
+            buffer_bytes: Some(buffer),
+            ..CrashTestOptions::default()
+        })
+        .unwrap();
+        assert!(
+            !report.failed(TornMode::Atomic),
+            "seed {seed}: {}",
+            report.failures[0]
+        );
+        assert!(report.cuts_during_recovery > 0);
+    }
 }

@@ -31,6 +31,116 @@ fn crashtest_prints_the_summary_line_and_passes_in_every_mode() {
 }
 
 #[test]
+fn crashtest_summary_has_the_new_fields_and_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("r.json");
+    let o = pagoda()
+        .args([
+            "crashtest",
+            "--torn",
+            "doublewrite",
+            "--cycles",
+            "20",
+            "--device",
+            "mem",
+        ])
+        .args(["--page-size", "4KiB", "--json"])
+        .arg(&json)
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{out} {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let line = out.lines().last().unwrap();
+    for field in [
+        "transactions checked ",
+        "deepest tree ",
+        "cuts during recovery ",
+        "ddl operations ",
+    ] {
+        assert!(line.contains(field), "{field} missing from {line}");
+    }
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    assert!(v["transactions_checked"].as_u64().unwrap() > 20);
+    assert!(v["deepest_tree"].as_u64().unwrap() >= 2);
+    assert!(v["failures"].as_array().unwrap().is_empty());
+}
+
+#[test]
+fn crashtest_sabotage_is_caught_and_names_the_replay() {
+    let o = pagoda()
+        .args([
+            "crashtest",
+            "--torn",
+            "doublewrite",
+            "--cycles",
+            "200",
+            "--device",
+            "mem",
+        ])
+        .args([
+            "--page-size",
+            "4KiB",
+            "--sabotage",
+            "skip-log-sync",
+            "--seed",
+            "4",
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "sabotage not caught: {err}");
+    assert!(err.contains("FAILED seed 4 cycle "), "{err}");
+    assert!(err.contains("cut: op "), "{err}");
+    assert!(err.contains("--replay-cycle"), "{err}");
+    assert!(err.contains("with --sabotage skip-log-sync"), "{err}");
+}
+
+#[test]
+fn crashtest_refuses_bad_flag_combinations() {
+    let refuse = |args: &[&str], want: &str| {
+        let o = pagoda().arg("crashtest").args(args).output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success(), "{args:?} accepted");
+        assert!(err.contains(want), "{args:?}: {err}");
+    };
+    refuse(&["--torn", "none", "--cycles", "0"], "at least 1");
+    refuse(
+        &["--torn", "none", "--cycles", "5", "--sabotage", "nope"],
+        "skip-log-sync",
+    );
+    refuse(
+        &[
+            "--torn",
+            "atomic",
+            "--cycles",
+            "5",
+            "--sabotage",
+            "skip-doublewrite",
+        ],
+        "--torn doublewrite",
+    );
+    refuse(
+        &[
+            "--torn",
+            "atomic",
+            "--cycles",
+            "5",
+            "--device",
+            "mem,atomic=0",
+        ],
+        "atomic write unit",
+    );
+    refuse(
+        &["--torn", "none", "--cycles", "5", "--replay-cycle", "9"],
+        "--cycles 10",
+    );
+}
+
+#[test]
 fn crashtest_refuses_devices_without_power_cuts() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("x");

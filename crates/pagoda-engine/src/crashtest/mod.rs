@@ -48,6 +48,8 @@ pub struct CrashTestOptions {
     pub progress: Option<Box<dyn Fn(u64) + Send + Sync>>,
     /// Page size (small pages give more pages, splits and torn writes per cycle).
     pub page_size: usize,
+    /// Buffer pool size in bytes (`None`: 96 pages up to 8 KiB pages, else 48 pages).
+    pub buffer_bytes: Option<usize>,
     /// Keys per static table.
     pub keys: usize,
     /// Largest number of I/O operations before a cut (the cut point is uniform below it).
@@ -73,6 +75,7 @@ impl Default for CrashTestOptions {
             threads: 4,
             progress: None,
             page_size: 16384,
+            buffer_bytes: None,
             keys: 300,
             max_ops_before_cut: 400,
             recovery_cut_chance: 0.3,

@@ -61,7 +61,10 @@ fn db_options(opts: &CrashTestOptions, switch: &Arc<Switch>) -> DbOptions {
         .page_size(opts.page_size)
         // Small enough that the cleaner and evictions run all the time, large enough for the
         // pages one commit changes (it cannot write them before its record is logged).
-        .buffer_bytes(if opts.page_size <= 8192 { 96 } else { 48 } * opts.page_size)
+        .buffer_bytes(
+            opts.buffer_bytes
+                .unwrap_or(if opts.page_size <= 8192 { 96 } else { 48 } * opts.page_size),
+        )
         .torn(opts.torn)
         .commit(opts.commit)
         .log_capacity(1 << 20)

@@ -36,6 +36,10 @@ pub struct CrashtestArgs {
     /// Page size.
     #[arg(long, default_value = "16KiB")]
     page_size: String,
+    /// Buffer pool size (default 96 pages up to 8 KiB pages, else 48: small, so that pages are
+    /// written back all the time).
+    #[arg(long)]
+    buffer: Option<String>,
     /// Remove one safety step of the engine on purpose (skip-log-sync, skip-doublewrite,
     /// ack-before-durable, skip-wal-rule, skip-checkpoint-flush, non-atomic-pages,
     /// visible-before-durable): the crash test must then fail, which proves it can.
@@ -91,6 +95,12 @@ pub fn run(a: &CrashtestArgs) -> CliResult<()> {
         progress: Some(Box::new(move |done| bar.lock().set(done))),
         page_size,
         sabotage: a.sabotage,
+        buffer_bytes: a
+            .buffer
+            .as_deref()
+            .map(pagoda_device::units::parse_size)
+            .transpose()?
+            .map(|b| b as usize),
         stop_on_failure: !a.keep_going,
         replay_cycle: a.replay_cycle,
         ..CrashTestOptions::default()
