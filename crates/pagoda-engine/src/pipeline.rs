@@ -243,6 +243,8 @@ impl Pipeline {
     /// Marks the flush thread gone: fails what is queued and refuses new admissions.
     pub(crate) fn exit(&self, msg: &str) {
         self.state.lock().exited = Some(msg.to_string());
+        // Wake the flush thread at once (it would otherwise sleep out its idle wait).
+        self.work.notify_all();
         self.fail_all(msg);
     }
 }

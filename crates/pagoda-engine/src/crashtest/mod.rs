@@ -167,6 +167,8 @@ pub struct Failure {
     pub findings: Vec<Finding>,
     /// Findings of the cycle in all.
     pub total_findings: usize,
+    /// Worker threads of the run (one thread: the run is deterministic).
+    pub threads: usize,
 }
 
 impl fmt::Display for Failure {
@@ -189,7 +191,16 @@ impl fmt::Display for Failure {
             f,
             "  replay: pagoda crashtest --seed {} --replay-cycle {} (same flags)",
             self.seed, self.cycle
-        )
+        )?;
+        if self.threads > 1 {
+            write!(
+                f,
+                "; with {} threads their interleaving differs between runs, so the replay may \
+                 not meet the same failure (runs with --threads 1 replay exactly)",
+                self.threads
+            )?;
+        }
+        Ok(())
     }
 }
 

@@ -199,6 +199,7 @@ pub fn run(opts: CrashTestOptions) -> Result<CrashTestReport> {
                 cut: cut.clone(),
                 recovery_cuts: recovery_cuts.clone(),
                 total_findings: findings.len(),
+                threads: opts.threads,
                 findings: findings.into_iter().take(keep).collect(),
             });
         };
