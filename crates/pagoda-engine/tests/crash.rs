@@ -77,7 +77,7 @@ fn crash(torn: TornMode, commit: CommitMode, cycles: u64, salt: u64) -> CrashTes
 
 #[test]
 fn crash_doublewrite_sync() {
-    let r = crash(TornMode::Doublewrite, CommitMode::Sync, cycles(60), 1);
+    let r = crash(TornMode::Doublewrite, CommitMode::Sync, cycles(150), 1);
     assert!(r.torn_pages_repaired > 0, "no torn page repaired: {r:?}");
     assert!(
         r.cuts_mid_doublewrite > 0,
@@ -87,31 +87,36 @@ fn crash_doublewrite_sync() {
 
 #[test]
 fn crash_atomic_sync() {
-    let r = crash(TornMode::Atomic, CommitMode::Sync, cycles(60), 2);
+    let r = crash(TornMode::Atomic, CommitMode::Sync, cycles(150), 2);
     // Atomic page writes never need repair: nothing may be torn or corrupt.
     assert_eq!(r.corruption_detected, 0, "{r:?}");
 }
 
 #[test]
 fn crash_none_sync() {
-    let r = crash(TornMode::None, CommitMode::Sync, cycles(60), 3);
+    let r = crash(TornMode::None, CommitMode::Sync, cycles(150), 3);
     // The harness must actually tear pages, or the other modes prove nothing.
     assert!(r.corruption_detected > 0, "no torn page detected: {r:?}");
 }
 
 #[test]
 fn crash_doublewrite_pipelined() {
-    crash(TornMode::Doublewrite, CommitMode::Pipelined, cycles(50), 11);
+    crash(
+        TornMode::Doublewrite,
+        CommitMode::Pipelined,
+        cycles(120),
+        11,
+    );
 }
 
 #[test]
 fn crash_atomic_pipelined() {
-    crash(TornMode::Atomic, CommitMode::Pipelined, cycles(50), 12);
+    crash(TornMode::Atomic, CommitMode::Pipelined, cycles(120), 12);
 }
 
 #[test]
 fn crash_none_pipelined() {
-    crash(TornMode::None, CommitMode::Pipelined, cycles(50), 13);
+    crash(TornMode::None, CommitMode::Pipelined, cycles(120), 13);
 }
 
 /// Runs a sabotaged engine until the crash test fails (at most `max` cycles).

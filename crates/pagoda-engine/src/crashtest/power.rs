@@ -89,6 +89,7 @@ pub(crate) struct Switch {
     seed: u64,
     tear512: bool,
     unflushed: [Mutex<Unflushed>; 2],
+    order: [RwLock<()>; 2],
     opening: Mutex<Option<RecoveryStep>>,
     in_checkpoint: AtomicU32,
     dw_pending: AtomicBool,
@@ -127,6 +128,7 @@ impl Switch {
             seed,
             tear512,
             unflushed: [Mutex::default(), Mutex::default()],
+            order: [RwLock::new(()), RwLock::new(())],
             opening: Mutex::new(None),
             in_checkpoint: AtomicU32::new(0),
             dw_pending: AtomicBool::new(false),
@@ -342,7 +344,9 @@ impl Switch {
             }
             let mut pre = vec![0u8; buf.len()];
             inner.read(sector, &mut pre)?;
-            inner.write(sector, buf, hints)?;
+            // A flush waits for writes in flight (and writes for a flush), so that what a flush
+            // made durable is exactly what it forgets: a durable sector is never torn.
+            let _order = self.order[dev].read();
             let mut u = self.unflushed[dev].lock();
             u.seq += 1;
             let seq = u.seq;
@@ -356,7 +360,8 @@ impl Switch {
                 e.0 = seq;
                 e.2 = new;
             }
-            Ok(())
+            drop(u);
+            inner.write(sector, buf, hints)
         })
     }
 
@@ -370,6 +375,7 @@ impl Switch {
             atomic: false,
         };
         self.io(req, || {
+            let _order = self.tear512.then(|| self.order[dev].write());
             let start = self.unflushed[dev].lock().seq;
             self.inner[dev].flush()?;
             if dev == 0 && self.dw_pending.load(Ordering::Acquire) {
