@@ -173,6 +173,16 @@ pub fn run(opts: CrashTestOptions) -> Result<CrashTestReport> {
             match Db::open(db_options(&opts, &switch)) {
                 Ok(db) => {
                     switch.arm(i64::MAX);
+                    if switch.is_dead() {
+                        // The background thread met the cut right after open: recover again.
+                        db.abandon();
+                        if let Some(c) = switch.cut_point() {
+                            count_cut(&mut report, &c);
+                            recovery_cuts.push(c);
+                        }
+                        report.cuts_during_recovery += 1;
+                        continue;
+                    }
                     if !cut_open {
                         open_ops = switch.ops().max(1);
                     }
