@@ -10,11 +10,25 @@ use pagoda_engine::{Db, DbOptions};
 use parking_lot::Mutex;
 use std::sync::Arc;
 
-/// Records `(sector, stream)` of writes and flush points.
+/// One request seen by the [`Recorder`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Event {
+    /// A write: first sector, stream, and the page ids named by the headers of the 4 KiB
+    /// pages written (byte 8..16 of each page; the test uses 4 KiB pages).
+    Write {
+        sector: u64,
+        stream: u16,
+        pages: Vec<u64>,
+    },
+    /// A flush (the writes before it are durable).
+    Flush,
+}
+
+/// Records every write and flush of the data device, in order.
 #[derive(Debug)]
 struct Recorder {
     inner: MemDevice,
-    log: Mutex<Vec<Option<(u64, u16)>>>,
+    log: Mutex<Vec<Event>>,
 }
 
 impl BlockDevice for Recorder {
@@ -25,11 +39,19 @@ impl BlockDevice for Recorder {
         self.inner.read(sector, buf)
     }
     fn write(&self, sector: u64, buf: &[u8], hints: WriteHints) -> pagoda_device::Result<()> {
-        self.log.lock().push(Some((sector, hints.stream)));
+        let pages = buf
+            .chunks(4096)
+            .map(|p| u64::from_le_bytes(p[8..16].try_into().unwrap()))
+            .collect();
+        self.log.lock().push(Event::Write {
+            sector,
+            stream: hints.stream,
+            pages,
+        });
         self.inner.write(sector, buf, hints)
     }
     fn flush(&self) -> pagoda_device::Result<()> {
-        self.log.lock().push(None);
+        self.log.lock().push(Event::Flush);
         self.inner.flush()
     }
     fn trim(&self, sector: u64, sectors: u64) -> pagoda_device::Result<()> {
@@ -105,6 +127,118 @@ fn scan_does_not_flush_the_hot_set() {
     assert!(after.evictions > 0 && after.hits > before.hits);
 }
 
+/// Where the cleaner is in its double-write protocol (mode doublewrite).
+#[derive(Debug)]
+enum Dw {
+    /// Every page written so far is durable in place; the area may be overwritten.
+    Idle,
+    /// The batch is in the double-write area, not yet synced: no page may be written in place.
+    AreaUnsynced(Vec<u64>),
+    /// The area copy is durable: the batch's pages may be written in place (`written` so far).
+    AreaSynced { batch: Vec<u64>, written: Vec<u64> },
+}
+
+/// Checks the double-write protocol of a data-device trace (from after the database was
+/// created): each batch goes to the area (stream 3) and is synced before any of its pages is
+/// written in place (stream 2); exactly the batch's pages are then written in place, sorted by
+/// page id, and synced before the next batch overwrites the area. Returns the number of
+/// batches and of multi-page in-place requests.
+fn check_doublewrite_protocol(log: &[Event], first_page_sector: u64) -> (usize, usize) {
+    let mut state = Dw::Idle;
+    let mut batches = 0;
+    let mut multi_page_runs = 0;
+    for (i, e) in log.iter().enumerate() {
+        let at = format!("event {i} ({e:?})");
+        state = match (state, e) {
+            (
+                Dw::Idle,
+                Event::Write {
+                    stream: 3, pages, ..
+                },
+            ) => {
+                assert!(
+                    pages.windows(2).all(|w| w[0] < w[1]),
+                    "{at}: batch not sorted by page id: {pages:?}"
+                );
+                batches += 1;
+                Dw::AreaUnsynced(pages.clone())
+            }
+            (Dw::AreaSynced { batch, written }, Event::Write { stream: 3, .. }) => panic!(
+                "{at}: the double-write area is overwritten before the in-place writes of the \
+                 previous batch were synced (batch {batch:?}, written {written:?})"
+            ),
+            (Dw::AreaUnsynced(batch), Event::Write { stream: 3, .. }) => {
+                panic!("{at}: second area write before batch {batch:?} was synced")
+            }
+            (Dw::AreaUnsynced(batch), Event::Flush) => Dw::AreaSynced {
+                batch,
+                written: Vec::new(),
+            },
+            (
+                Dw::AreaUnsynced(batch),
+                Event::Write {
+                    stream: 2, sector, ..
+                },
+            ) if *sector >= first_page_sector => {
+                panic!("{at}: page written in place before the area copy of batch {batch:?} was synced")
+            }
+            (
+                Dw::Idle,
+                Event::Write {
+                    stream: 2,
+                    sector,
+                    pages,
+                },
+            ) if *sector >= first_page_sector => {
+                panic!("{at}: pages {pages:?} written in place without a double-write copy")
+            }
+            (
+                Dw::AreaSynced { batch, mut written },
+                Event::Write {
+                    stream: 2,
+                    sector,
+                    pages,
+                },
+            ) if *sector >= first_page_sector => {
+                assert_eq!(*sector, pages[0], "{at}: page id does not match its sector");
+                assert!(
+                    pages.iter().all(|p| batch.contains(p)),
+                    "{at}: pages {pages:?} written in place are not in the batch {batch:?}"
+                );
+                assert!(
+                    pages.windows(2).all(|w| w[1] == w[0] + 1),
+                    "{at}: one request must hold consecutive pages: {pages:?}"
+                );
+                if pages.len() > 1 {
+                    multi_page_runs += 1;
+                }
+                written.extend_from_slice(pages);
+                Dw::AreaSynced { batch, written }
+            }
+            (Dw::AreaSynced { batch, written }, Event::Flush) => {
+                if written.is_empty() {
+                    // A sync between the area write and the first in-place write.
+                    Dw::AreaSynced { batch, written }
+                } else {
+                    assert_eq!(
+                        written, batch,
+                        "{at}: the in-place writes (in request order) must be exactly the \
+                         batch, sorted"
+                    );
+                    Dw::Idle
+                }
+            }
+            // Superblocks (below the first page) and syncs with nothing pending.
+            (s, _) => s,
+        };
+    }
+    assert!(
+        matches!(state, Dw::Idle),
+        "trace ends inside a batch: {state:?}"
+    );
+    (batches, multi_page_runs)
+}
+
 #[test]
 fn cleaner_writes_sorted_batches_on_separate_streams() {
     let rec = Arc::new(Recorder {
@@ -114,6 +248,8 @@ fn cleaner_writes_sorted_batches_on_separate_streams() {
     let d: DeviceRef = rec.clone();
     let l: DeviceRef = Arc::new(MemDevice::with_capacity(16 << 20).unwrap());
     let db = Db::open(opts(&d, &l, 32)).unwrap();
+    // Creation writes its first pages directly; the protocol applies from here on.
+    rec.log.lock().clear();
     db.create_table("t").unwrap();
     // Random-order inserts dirty many pages in random order; the pool must evict.
     let mut x = 12345u64;
@@ -129,30 +265,23 @@ fn cleaner_writes_sorted_batches_on_separate_streams() {
     db.checkpoint().unwrap();
     let st = db.stats();
     assert!(st.buffer.cleaner_batches > 0 && st.buffer.writes > 0 && st.buffer.evictions > 0);
-    assert!(st.buffer.doublewrite_pages >= st.buffer.writes);
+    assert_eq!(st.buffer.doublewrite_pages, st.buffer.writes);
     let log = rec.log.lock();
-    let mut batches = 0;
-    let mut run: Vec<u64> = Vec::new();
+    // 4 KiB pages: the area is pages 16..48 (sector = page id), data pages start at 48.
+    let (batches, runs) = check_doublewrite_protocol(&log, 48);
+    assert_eq!(batches as u64, st.buffer.cleaner_batches);
+    assert!(
+        batches > 3 && runs > 3,
+        "expected several batches with merged runs, saw {batches} batches, {runs} runs"
+    );
+    // Every area write starts at the area (sector 16) on stream 3; data pages use stream 2.
     for e in log.iter() {
-        match e {
-            Some((s, 2)) if *s >= 2 => run.push(*s),
-            Some((_, 3)) | None => {
-                if run.len() > 1 {
-                    assert!(
-                        run.windows(2).all(|w| w[0] < w[1]),
-                        "batch not sorted by page: {run:?}"
-                    );
-                    batches += 1;
-                }
-                run.clear();
-            }
-            _ => {}
+        if let Event::Write { sector, stream, .. } = e {
+            assert!(
+                (*stream == 3) == (*sector == 16),
+                "area write off stream 3 or stream-3 write outside the area: {e:?}"
+            );
+            assert!(*stream == 3 || *stream == 2, "{e:?}");
         }
     }
-    assert!(
-        batches > 3,
-        "expected several multi-page batches, saw {batches}"
-    );
-    // Double-write area writes are on stream 3, data pages on stream 2.
-    assert!(log.iter().flatten().any(|(_, s)| *s == 3));
 }
