@@ -605,7 +605,9 @@ pub fn run(
                     let conflicts = txns.take_conflicts();
                     // A synchronous operation started inside the window counts (as before
                     // pipelining existed); a pipelined one counts only if it resolved inside.
-                    complete(op, status, nanos, warming, conflicts, t0);
+                    // `now` is the instant the window was checked at (a later clock reading
+                    // could fall past the end and drop an operation that did run).
+                    complete(op, status, nanos, warming, conflicts, now);
                     if cfg.pipeline_depth > 0 {
                         settle(&mut inflight, cfg.pipeline_depth, &mut complete);
                     }
