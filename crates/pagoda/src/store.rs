@@ -67,7 +67,6 @@ impl Store for PagodaStore {
             "commits": s.commits,
             "log_syncs": s.log_syncs,
             "commits_per_sync": s.commits_per_sync,
-            "flash_cache_hit_ratio": 0.0,
         });
         if let (Some(obj), Ok(full)) = (v.as_object_mut(), serde_json::to_value(&s)) {
             obj.insert("detail".to_string(), full);
