@@ -201,4 +201,19 @@ fn bad_flags_fail_before_any_work() {
         ]),
         "no loaded benchmark database",
     );
+    // Refused before anything is written: the directory stays empty, and one that does not
+    // exist is not created.
+    assert_eq!(std::fs::read_dir(empty.path()).unwrap().count(), 0);
+    let missing = empty.path().join("not-there");
+    fails_with(
+        &pagoda(&[
+            "bench",
+            "ycsb",
+            "--run-only",
+            "--dir",
+            missing.to_str().unwrap(),
+        ]),
+        "no loaded benchmark database",
+    );
+    assert!(!missing.exists(), "--run-only created the directory");
 }

@@ -396,6 +396,26 @@ impl Bench {
                     .to_string(),
             ));
         }
+        if p.run_only {
+            // Refuse before anything is created: a run needs a loaded database.
+            let data_path = match &data {
+                Some(DeviceSpec {
+                    kind: DeviceKind::File(path),
+                    ..
+                }) => path.clone(),
+                _ => e
+                    .dir
+                    .as_ref()
+                    .map_or_else(Default::default, |d| d.join("data.pagoda")),
+            };
+            if !data_path.exists() {
+                return Err(CliError::Usage(format!(
+                    "--run-only: no loaded benchmark database at {} (nothing was created); \
+                     load one first with --load-only and the same --dir",
+                    data_path.display()
+                )));
+            }
+        }
         let (tmp, dir) = match &e.dir {
             Some(d) => (None, d.clone()),
             None => {
