@@ -12,6 +12,7 @@ use crate::pipeline::{Admission, CommitTicket, Pipeline, Target};
 use crate::pool::{Pool, Streams};
 use crate::probe::{self, Event, RecoveryStep, Sabotage};
 use crate::profile::{Phase, ProfileStats};
+use crate::settings;
 use crate::wal::{self, Wal};
 use crate::MAX_VALUE_LEN;
 use pagoda_device::file::{FileDevice, FileOptions};
@@ -335,6 +336,7 @@ impl Db {
             None => create(&opts, &data, &log)?,
         };
         let page_size = sb.page_size as usize;
+        settings::check(&data, opts.torn, clamp_stream(2, dcaps.streams))?;
         if opts.torn == TornMode::Atomic {
             match dcaps.atomic_write_unit {
                 Some(u) if u == page_size => {}
@@ -959,6 +961,7 @@ fn create(opts: &DbOptions, data: &DeviceRef, log: &DeviceRef) -> Result<Superbl
         encode_page(p, opts.page_size, &mut buf);
         data.write(p.id * ps / SECTOR as u64, &buf, dstream)?;
     }
+    settings::write(data, opts.torn, dstream.stream)?;
     data.flush()?;
     let sb = Superblock {
         generation: 1,

@@ -44,6 +44,7 @@ mod pipeline;
 pub mod pool;
 pub mod probe;
 pub mod profile;
+mod settings;
 pub mod wal;
 
 pub use btree::MAX_KEY_LEN;

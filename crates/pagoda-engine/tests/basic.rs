@@ -176,3 +176,29 @@ fn io_failure_is_sticky_and_recoverable() {
     assert_eq!(r.get("t", b"a").unwrap().unwrap(), b"1");
     assert_eq!(r.get("t", b"c").unwrap(), None);
 }
+
+/// The torn mode is recorded at creation: reopening with another one is refused with an error
+/// that names both, and nothing is changed; the right mode still opens it.
+#[test]
+fn reopening_with_another_torn_mode_is_refused() {
+    let (d, l) = devs();
+    let db = Db::open(opts(&d, &l).torn(TornMode::Doublewrite)).unwrap();
+    db.create_table("t").unwrap();
+    let mut tx = db.begin().unwrap();
+    tx.put("t", b"k", b"v").unwrap();
+    tx.commit().unwrap();
+    db.close().unwrap();
+    for other in [TornMode::None, TornMode::Atomic] {
+        let e = Db::open(opts(&d, &l).torn(other)).unwrap_err();
+        let msg = e.to_string();
+        assert!(matches!(e, Error::Config(_)), "{msg}");
+        assert!(
+            msg.contains("created with torn mode doublewrite")
+                && msg.contains(&format!("opened with torn mode {other}")),
+            "{msg}"
+        );
+    }
+    let db = Db::open(opts(&d, &l).torn(TornMode::Doublewrite)).unwrap();
+    let r = db.begin_read().unwrap();
+    assert_eq!(r.get("t", b"k").unwrap().as_deref(), Some(&b"v"[..]));
+}
