@@ -168,6 +168,9 @@ struct Inner {
     mvcc: Mvcc,
     commit: Mutex<CommitState>,
     catalog: RwLock<HashMap<String, TableInfo>>,
+    /// Tables whose creation is logged but not yet durable (and so not yet in `catalog`):
+    /// a second create of the same name must fail, not race it.
+    creating: Mutex<BTreeSet<String>>,
     roots: RwLock<HashMap<u32, u64>>,
     sb: Mutex<Superblock>,
     meta_page: u64,
@@ -457,6 +460,7 @@ impl Db {
             mvcc: Mvcc::new(next_cts - 1),
             commit: Mutex::new(CommitState { next_cts }),
             catalog: RwLock::new(HashMap::new()),
+            creating: Mutex::new(BTreeSet::new()),
             roots: RwLock::new(HashMap::new()),
             sb: Mutex::new(sb),
             meta_page,
@@ -655,7 +659,9 @@ impl Db {
         self.ensure_log_space(4 * self.inner.pool.page_size() as u64)?;
         self.check_writable()?;
         let cs = self.inner.commit.lock();
-        if self.inner.catalog.read().contains_key(name) {
+        if self.inner.catalog.read().contains_key(name)
+            || !self.inner.creating.lock().insert(name.to_string())
+        {
             return Err(Error::TableExists(name.to_string()));
         }
         let res = (|| {
@@ -676,15 +682,20 @@ impl Db {
         let (t, end) = match res {
             Ok(x) => x,
             Err(e) => {
+                self.inner.creating.lock().remove(name);
                 self.fail(&e);
                 return Err(e);
             }
         };
         drop(cs);
-        self.wait(end)?;
-        self.inner.catalog.write().insert(name.to_string(), t);
-        self.inner.roots.write().insert(t.id, t.root);
-        Ok(())
+        let durable = self.wait(end);
+        if durable.is_ok() {
+            // Visible once durable; the name stays reserved until then.
+            self.inner.catalog.write().insert(name.to_string(), t);
+            self.inner.roots.write().insert(t.id, t.root);
+        }
+        self.inner.creating.lock().remove(name);
+        durable
     }
 
     /// Drops a table and frees its pages (durable when this returns).
