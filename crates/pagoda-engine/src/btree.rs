@@ -195,7 +195,11 @@ impl<'a> Apply<'a> {
             // part of its operations would make the next recovery skip the rest.
             Some(l) => {
                 p.lsn = p.lsn.max(l);
-                p.modified();
+                if crate::probe::is(self.pool.sabotage(), crate::Sabotage::RedoPartialWrites) {
+                    p.modified_at(l);
+                } else {
+                    p.modified();
+                }
             }
             None => p.modified(),
         }

@@ -334,6 +334,11 @@ impl Pool {
         }
     }
 
+    /// The safety step removed on purpose, if any.
+    pub(crate) fn sabotage(&self) -> Option<Sabotage> {
+        self.sabotage
+    }
+
     /// Removes a safety step on purpose (crash-test self-checks).
     pub(crate) fn sabotaged(mut self, s: Option<Sabotage>) -> Self {
         self.sabotage = s;

@@ -70,11 +70,14 @@ pub enum Sabotage {
     NonAtomicPages,
     /// Commits become visible to other transactions before they are durable.
     VisibleBeforeDurable,
+    /// Redo lets the cleaner write a page before every operation of its log record is
+    /// applied to it (the defect the crash test found first).
+    RedoPartialWrites,
 }
 
 impl Sabotage {
     /// Every sabotage.
-    pub const ALL: [Sabotage; 7] = [
+    pub const ALL: [Sabotage; 8] = [
         Self::SkipLogSync,
         Self::SkipDoublewrite,
         Self::AckBeforeDurable,
@@ -82,6 +85,7 @@ impl Sabotage {
         Self::SkipCheckpointFlush,
         Self::NonAtomicPages,
         Self::VisibleBeforeDurable,
+        Self::RedoPartialWrites,
     ];
 
     /// The name used on the command line.
@@ -94,6 +98,7 @@ impl Sabotage {
             Self::SkipCheckpointFlush => "skip-checkpoint-flush",
             Self::NonAtomicPages => "non-atomic-pages",
             Self::VisibleBeforeDurable => "visible-before-durable",
+            Self::RedoPartialWrites => "redo-partial-writes",
         }
     }
 

@@ -218,6 +218,29 @@ fn sabotage_visible_before_durable_is_caught() {
     );
 }
 
+/// The first defect this crash test found, planted back: redo writes partly applied records.
+/// Deterministic (one thread, small pool so that redo evicts), the seeds of the regression test.
+#[test]
+fn sabotage_redo_partial_writes_is_caught() {
+    let caught = [(2, 128 << 10), (7, 96 << 10)]
+        .iter()
+        .any(|&(seed, buffer)| {
+            run(CrashTestOptions {
+                torn: TornMode::Atomic,
+                cycles: 40,
+                seed,
+                threads: 1,
+                page_size: 4096,
+                buffer_bytes: Some(buffer),
+                sabotage: Some(Sabotage::RedoPartialWrites),
+                ..CrashTestOptions::default()
+            })
+            .unwrap()
+            .failed(TornMode::Atomic)
+        });
+    assert!(caught, "sabotage redo-partial-writes was not caught");
+}
+
 #[test]
 fn bad_options_are_refused() {
     let bad = |o: CrashTestOptions| run(o).unwrap_err().to_string();
