@@ -219,25 +219,11 @@ fn sabotage_visible_before_durable_is_caught() {
 }
 
 /// The first defect this crash test found, planted back: redo writes partly applied records.
-/// Deterministic (one thread, small pool so that redo evicts), the seeds of the regression test.
 #[test]
 fn sabotage_redo_partial_writes_is_caught() {
-    let caught = [(2, 128 << 10), (7, 96 << 10)]
+    let caught = REDO_SEEDS
         .iter()
-        .any(|&(seed, buffer)| {
-            run(CrashTestOptions {
-                torn: TornMode::Atomic,
-                cycles: 40,
-                seed,
-                threads: 1,
-                page_size: 4096,
-                buffer_bytes: Some(buffer),
-                sabotage: Some(Sabotage::RedoPartialWrites),
-                ..CrashTestOptions::default()
-            })
-            .unwrap()
-            .failed(TornMode::Atomic)
-        });
+        .any(|&sb| redo_run(sb, Some(Sabotage::RedoPartialWrites)).failed(TornMode::Atomic));
     assert!(caught, "sabotage redo-partial-writes was not caught");
 }
 
@@ -268,26 +254,36 @@ fn bad_options_are_refused() {
         .contains("skip-log-sync"));
 }
 
-/// Regression (found by this crash test, seeds 2 and 7 below): redo let the cleaner write a leaf
+/// The seeds (and buffer sizes) that found the redo defect; deterministic: one thread, a small
+/// pool so that redo evicts.
+const REDO_SEEDS: [(u64, usize); 2] = [(2, 128 << 10), (7, 96 << 10)];
+
+fn redo_run((seed, buffer): (u64, usize), sabotage: Option<Sabotage>) -> CrashTestReport {
+    run(CrashTestOptions {
+        torn: TornMode::Atomic,
+        cycles: 40,
+        seed,
+        threads: 1,
+        page_size: 4096,
+        buffer_bytes: Some(buffer),
+        sabotage,
+        ..CrashTestOptions::default()
+    })
+    .unwrap()
+}
+
+/// Regression (found by this crash test with these seeds): redo let the cleaner write a leaf
 /// stamped with a record's LSN while only some of the record's operations were applied to it;
 /// after a second cut during recovery, the next recovery skipped the rest of the record and an
-/// acknowledged update was lost. Deterministic (one thread), small buffer so redo evicts.
+/// acknowledged update was lost.
 #[test]
 fn regression_redo_writes_no_partly_applied_record() {
-    for (seed, buffer) in [(2, 128 << 10), (7, 96 << 10)] {
-        let report = run(CrashTestOptions {
-            torn: TornMode::Atomic,
-            cycles: 40,
-            seed,
-            threads: 1,
-            page_size: 4096,
-            buffer_bytes: Some(buffer),
-            ..CrashTestOptions::default()
-        })
-        .unwrap();
+    for sb in REDO_SEEDS {
+        let report = redo_run(sb, None);
         assert!(
             !report.failed(TornMode::Atomic),
-            "seed {seed}: {}",
+            "seed {}: {}",
+            sb.0,
             report.failures[0]
         );
         assert!(report.cuts_during_recovery > 0);
