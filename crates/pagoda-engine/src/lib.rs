@@ -32,6 +32,7 @@
 //! # Ok(()) }
 //! ```
 
+mod bounds;
 pub mod btree;
 pub mod crashtest;
 mod db;
@@ -48,10 +49,10 @@ mod settings;
 pub mod wal;
 
 pub use btree::MAX_KEY_LEN;
-pub use db::{BufferStats, CheckpointInfo, CommitInfo, Db, DbStats, RecoveryStats, Scan, Txn};
+pub use db::{BufferStats, CheckpointInfo, Db, DbStats, RecoveryStats, Scan, Txn};
 pub use error::{Error, Result};
 pub use options::{CommitMode, DbOptions, TornMode};
-pub use pipeline::{CommitTicket, DurableCallback};
+pub use pipeline::{CommitInfo, CommitTicket, DurableCallback};
 pub use probe::{Event, Observer, RecoveryStep, Sabotage};
 pub use profile::{CpuClock, CpuUsage, PhaseStat, ProfileStats};
 

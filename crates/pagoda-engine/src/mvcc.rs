@@ -134,7 +134,7 @@ impl Mvcc {
             Bound::Unbounded => Bound::Excluded((table + 1, Vec::new())),
             b => b,
         };
-        if !crate::db::range_ok(&lo, &hi) {
+        if !crate::bounds::range_ok(&lo, &hi) {
             return Vec::new();
         }
         let chains = self.chains.read();

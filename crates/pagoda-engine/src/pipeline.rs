@@ -10,7 +10,6 @@
 //! none of it. A writer aborted by a pending commit that then never becomes durable was aborted
 //! conservatively; that is safe (the abort is a retryable [`crate::Error::Conflict`]).
 
-use crate::db::CommitInfo;
 use crate::error::{Error, Result};
 use parking_lot::{Condvar, Mutex};
 use std::collections::VecDeque;
@@ -333,4 +332,13 @@ impl CommitTicket {
             f(r);
         }
     }
+}
+
+/// Result of a commit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CommitInfo {
+    /// Commit timestamp (0 for a transaction without writes).
+    pub cts: u64,
+    /// LSN of the commit record (0 without writes).
+    pub lsn: u64,
 }

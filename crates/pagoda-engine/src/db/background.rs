@@ -1,0 +1,182 @@
+//! Checkpoints and the background threads: the checkpointer/cleaner and the pipelined-commit
+//! flush thread.
+
+use super::{CheckpointInfo, Db, Inner};
+use crate::error::{Error, Result};
+use crate::pipeline::{Pipeline, Target};
+use crate::probe::{self, Event, Sabotage};
+use pagoda_device::WriteHints;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
+
+impl Db {
+    /// Takes a fuzzy checkpoint: notes the log end, writes every page dirtied before it (commits
+    /// continue meanwhile), syncs, and records the new redo start in the superblock; the log
+    /// before it is reused.
+    pub fn checkpoint(&self) -> Result<CheckpointInfo> {
+        self.check_writable()?;
+        let t0 = Instant::now();
+        let _one = self.inner.ckpt_lock.lock();
+        let obs = &self.inner.opts.observer;
+        probe::emit(obs, Event::CheckpointBegin);
+        let res = (|| {
+            let (c, cts) = {
+                let cs = self.inner.commit.lock();
+                let d = self.inner.wal.flush_all()?;
+                (d, cs.next_cts - 1)
+            };
+            if !probe::is(self.inner.opts.sabotage, Sabotage::SkipCheckpointFlush) {
+                self.inner.pool.flush_dirty(Some(c))?;
+            }
+            let mut sb = self.inner.sb.lock();
+            let mut next = sb.clone();
+            next.generation += 1;
+            next.checkpoint_lsn = c;
+            next.checkpoint_cts = cts;
+            let slot = next.generation % 2;
+            self.inner.data.write(
+                slot,
+                &next.encode(),
+                WriteHints::stream(self.inner.data_stream),
+            )?;
+            self.inner.data.flush()?;
+            *sb = next;
+            self.inner.wal.set_reclaim(c);
+            Ok::<_, Error>(c)
+        })();
+        probe::emit(obs, Event::CheckpointEnd);
+        match res {
+            Ok(lsn) => {
+                self.inner
+                    .counters
+                    .checkpoints
+                    .fetch_add(1, Ordering::Relaxed);
+                Ok(CheckpointInfo {
+                    lsn,
+                    duration_ms: t0.elapsed().as_secs_f64() * 1000.0,
+                })
+            }
+            Err(e) => {
+                self.fail(&e);
+                Err(e)
+            }
+        }
+    }
+
+    /// Starts the flush thread of pipelined commit.
+    pub(super) fn start_flusher(&self) -> Result<()> {
+        let Some(pipe) = self.inner.pipe.clone() else {
+            return Ok(());
+        };
+        let weak: Weak<Inner> = Arc::downgrade(&self.inner);
+        let h = std::thread::Builder::new()
+            .name("pagoda-flush".into())
+            .spawn(move || flusher(weak, pipe))
+            .map_err(|e| Error::config(format!("cannot start the flush thread: {e}")))?;
+        *self.inner.flusher.lock() = Some(h);
+        Ok(())
+    }
+
+    /// Stops the flush thread: after draining the queue (`drain`), or at once failing what is
+    /// queued.
+    pub(super) fn stop_flusher(&self, drain: bool) {
+        let Some(pipe) = &self.inner.pipe else {
+            return;
+        };
+        if drain {
+            pipe.stop();
+        } else {
+            pipe.exit("database abandoned before the commit was durable");
+        }
+        if let Some(h) = self.inner.flusher.lock().take() {
+            let _ = h.join();
+        }
+    }
+
+    pub(super) fn start_background(&self) {
+        let weak: Weak<Inner> = Arc::downgrade(&self.inner);
+        let handle = std::thread::Builder::new()
+            .name("pagoda-bg".into())
+            .spawn(move || background(weak));
+        if let Ok(h) = handle {
+            *self.inner.bg.lock() = Some(h);
+        }
+    }
+
+    pub(super) fn stop_background(&self) {
+        *self.inner.bg_stop.lock() = true;
+        self.inner.bg_cond.notify_all();
+        if let Some(h) = self.inner.bg.lock().take() {
+            let _ = h.join();
+        }
+    }
+}
+
+/// The flush thread of pipelined commit: makes the log durable up to the newest queued commit
+/// (writing and syncing it; committing threads only copy their records into the log buffer),
+/// makes the durable commits visible, and resolves their tickets.
+pub(super) fn flusher(weak: Weak<Inner>, pipe: Arc<Pipeline>) {
+    loop {
+        let target = match pipe.next_target() {
+            Target::Stop => break,
+            Target::Idle => {
+                if weak.strong_count() == 0 {
+                    break;
+                }
+                continue;
+            }
+            Target::Lsn(l) => l,
+        };
+        let Some(inner) = weak.upgrade() else {
+            break;
+        };
+        let db = Db { inner };
+        let res = db.inner.wal.wait_durable(target);
+        let durable = db.inner.wal.durable();
+        db.inner.mvcc.advance(durable);
+        pipe.resolve_upto(durable, &db.inner.counters.commits);
+        if let Err(e) = res {
+            db.fail(&e);
+            pipe.fail_all(&e.to_string());
+        }
+    }
+    pipe.exit("database closed before the commit was durable");
+}
+
+pub(super) fn background(weak: Weak<Inner>) {
+    let mut last_ckpt = Instant::now();
+    loop {
+        let Some(inner) = weak.upgrade() else { return };
+        {
+            let mut stop = inner.bg_stop.lock();
+            if *stop {
+                return;
+            }
+            inner.bg_cond.wait_for(&mut stop, Duration::from_millis(20));
+            if *stop {
+                return;
+            }
+        }
+        let db = Db { inner };
+        if db.failure().is_some() || db.inner.closed.load(Ordering::Acquire) {
+            continue;
+        }
+        let cap = db.inner.wal.capacity();
+        let due = db
+            .inner
+            .opts
+            .checkpoint_interval
+            .is_some_and(|every| last_ckpt.elapsed() >= every);
+        if db.inner.wal.used() > cap / 2 || due {
+            let _ = db.checkpoint();
+            last_ckpt = Instant::now();
+        }
+        if db.inner.pool.dirty_frames() * 2 > db.inner.pool.frames() {
+            if let Err(e) = db.inner.pool.clean_batch(None) {
+                db.fail(&e);
+            }
+        }
+        db.inner.mvcc.gc();
+    }
+}

@@ -1,0 +1,101 @@
+//! A fresh database's layout, and reading the superblock.
+
+use super::devices::clamp_stream;
+use crate::error::{Error, Result};
+use crate::format::{
+    encode_log_header, encode_page, is_zero, Meta, Node, Page, Superblock, HEADER_BYTES, SECTOR,
+};
+use crate::options::DbOptions;
+use crate::settings;
+use crate::wal;
+use pagoda_device::{DeviceRef, WriteHints};
+
+pub(super) fn read_sb(dev: &DeviceRef) -> Result<Option<Superblock>> {
+    let mut buf = vec![0u8; 2 * SECTOR];
+    dev.read(0, &mut buf)?;
+    let a = Superblock::decode(&buf[..SECTOR]);
+    let b = Superblock::decode(&buf[SECTOR..]);
+    match (a, b) {
+        (Ok(a), Ok(b)) => Ok(Some(if a.generation >= b.generation { a } else { b })),
+        (Ok(a), Err(_)) => Ok(Some(a)),
+        (Err(_), Ok(b)) => Ok(Some(b)),
+        (Err(ea), Err(eb)) => {
+            if is_zero(&buf) {
+                Ok(None)
+            } else {
+                Err(Error::corrupt(
+                    0,
+                    format!("both superblocks are invalid ({ea}; {eb})"),
+                ))
+            }
+        }
+    }
+}
+
+/// Writes a fresh database's log header, meta page, catalog root and first superblock.
+pub(super) fn create(opts: &DbOptions, data: &DeviceRef, log: &DeviceRef) -> Result<Superblock> {
+    let ps = opts.page_size as u64;
+    let dw_start = HEADER_BYTES / ps;
+    let meta = dw_start + u64::from(opts.dw_pages);
+    let catalog = meta + 1;
+    if (catalog + 1) * ps > data.caps().capacity_bytes() {
+        return Err(Error::config(format!(
+            "data device of {} bytes is too small for a database with {} byte pages",
+            data.caps().capacity_bytes(),
+            ps
+        )));
+    }
+    let dev_log = log.caps().capacity_bytes().saturating_sub(SECTOR as u64);
+    let log_capacity =
+        opts.log_capacity.map_or(dev_log, |c| c.min(dev_log)) / SECTOR as u64 * SECTOR as u64;
+    if log_capacity < 256 * 1024 {
+        return Err(Error::config(format!(
+            "log of {log_capacity} bytes is too small: give at least 256 KiB"
+        )));
+    }
+    let db_id: u64 = rand::random();
+    let lstream = WriteHints::stream(clamp_stream(1, log.caps().streams));
+    let dstream = WriteHints::stream(clamp_stream(2, data.caps().streams));
+    log.write(0, &encode_log_header(db_id, log_capacity), lstream)?;
+    // Clear the start of the ring so that no stale group of an earlier database looks valid.
+    let clear = (wal::MAX_GROUP_BYTES + 4 * SECTOR as u64).min(log_capacity) as usize;
+    log.write(1, &vec![0u8; clear], lstream)?;
+    log.flush()?;
+    let mut buf = Vec::new();
+    let pages = [
+        Page {
+            id: meta,
+            lsn: 0,
+            node: Node::Meta(Meta {
+                next_page: catalog + 1,
+                next_table: 1,
+                free: Vec::new(),
+            }),
+        },
+        Page {
+            id: catalog,
+            lsn: 0,
+            node: Node::Leaf(Vec::new()),
+        },
+    ];
+    for p in &pages {
+        encode_page(p, opts.page_size, &mut buf);
+        data.write(p.id * ps / SECTOR as u64, &buf, dstream)?;
+    }
+    settings::write(data, opts.torn, dstream.stream)?;
+    data.flush()?;
+    let sb = Superblock {
+        generation: 1,
+        page_size: opts.page_size as u32,
+        checkpoint_lsn: 0,
+        checkpoint_cts: 0,
+        log_capacity,
+        dw_start,
+        dw_pages: opts.dw_pages,
+        meta_page: meta,
+        db_id,
+    };
+    data.write(1, &sb.encode(), dstream)?;
+    data.flush()?;
+    Ok(sb)
+}

@@ -1,0 +1,150 @@
+//! The catalog: table names to B+tree roots, and creating and dropping tables.
+
+use super::Db;
+use crate::btree::{self, Apply};
+use crate::error::{Error, Result};
+use crate::format::{Node, RedoOp, Val};
+use std::collections::HashMap;
+use std::ops::Bound;
+
+pub(super) const CATALOG: u32 = 0;
+
+#[derive(Clone, Copy, Debug)]
+pub(super) struct TableInfo {
+    pub(super) id: u32,
+    pub(super) root: u64,
+}
+
+pub(super) fn encode_table(t: TableInfo) -> Vec<u8> {
+    let mut v = t.id.to_le_bytes().to_vec();
+    v.extend_from_slice(&t.root.to_le_bytes());
+    v
+}
+
+pub(super) fn decode_table(v: &[u8]) -> Option<TableInfo> {
+    Some(TableInfo {
+        id: u32::from_le_bytes(v.get(0..4)?.try_into().ok()?),
+        root: u64::from_le_bytes(v.get(4..12)?.try_into().ok()?),
+    })
+}
+
+impl Db {
+    pub(super) fn load_catalog(&self) -> Result<()> {
+        let root = self.inner.meta_page + 1;
+        let mut cat = HashMap::new();
+        let mut roots = HashMap::new();
+        let mut cursor = Bound::Unbounded;
+        loop {
+            let b = btree::batch(&self.inner.pool, root, &cursor, false)?;
+            for (k, v) in &b.entries {
+                let v = btree::load_value(&self.inner.pool, v)?;
+                let t =
+                    decode_table(&v).ok_or_else(|| Error::corrupt(root, "bad catalog entry"))?;
+                cat.insert(String::from_utf8_lossy(k).into_owned(), t);
+                roots.insert(t.id, t.root);
+            }
+            match b.fence {
+                Some(f) => cursor = Bound::Included(f),
+                None => break,
+            }
+        }
+        *self.inner.catalog.write() = cat;
+        *self.inner.roots.write() = roots;
+        Ok(())
+    }
+
+    /// Names of the tables, sorted.
+    pub fn list_tables(&self) -> Vec<String> {
+        let mut v: Vec<String> = self.inner.catalog.read().keys().cloned().collect();
+        v.sort();
+        v
+    }
+
+    pub(super) fn table(&self, name: &str) -> Result<TableInfo> {
+        self.inner
+            .catalog
+            .read()
+            .get(name)
+            .copied()
+            .ok_or_else(|| Error::NoSuchTable(name.to_string()))
+    }
+
+    /// Creates a table (durable when this returns).
+    pub fn create_table(&self, name: &str) -> Result<()> {
+        if name.is_empty() || name.len() > 255 {
+            return Err(Error::config("table names are 1 to 255 bytes"));
+        }
+        self.ensure_log_space(4 * self.inner.pool.page_size() as u64)?;
+        self.check_writable()?;
+        let cs = self.inner.commit.lock();
+        if self.inner.catalog.read().contains_key(name)
+            || !self.inner.creating.lock().insert(name.to_string())
+        {
+            return Err(Error::TableExists(name.to_string()));
+        }
+        let res = (|| {
+            let mut ap = Apply::new(&self.inner.pool, self.inner.meta_page);
+            let id = ap.next_table_id()?;
+            let root = ap.alloc(Node::Leaf(Vec::new()))?;
+            let t = TableInfo { id, root };
+            let val = Val::Inline(encode_table(t));
+            ap.put(self.inner.meta_page + 1, name.as_bytes(), val.clone())?;
+            let ops = vec![RedoOp::Put {
+                table: CATALOG,
+                key: name.as_bytes().to_vec(),
+                val,
+            }];
+            let end = self.log_and_stamp(&ap, ops, cs.next_cts.saturating_sub(1))?;
+            Ok::<_, Error>((t, end))
+        })();
+        let (t, end) = match res {
+            Ok(x) => x,
+            Err(e) => {
+                self.inner.creating.lock().remove(name);
+                self.fail(&e);
+                return Err(e);
+            }
+        };
+        drop(cs);
+        let durable = self.wait(end);
+        if durable.is_ok() {
+            // Visible once durable; the name stays reserved until then.
+            self.inner.catalog.write().insert(name.to_string(), t);
+            self.inner.roots.write().insert(t.id, t.root);
+        }
+        self.inner.creating.lock().remove(name);
+        durable
+    }
+
+    /// Drops a table and frees its pages (durable when this returns).
+    pub fn drop_table(&self, name: &str) -> Result<()> {
+        self.ensure_log_space(4 * self.inner.pool.page_size() as u64)?;
+        self.check_writable()?;
+        let cs = self.inner.commit.lock();
+        let t = self.table(name)?;
+        let res = (|| {
+            let mut ap = Apply::new(&self.inner.pool, self.inner.meta_page);
+            ap.drop_tree(t.root)?;
+            ap.delete(self.inner.meta_page + 1, name.as_bytes())?;
+            let ops = vec![
+                RedoOp::DropTable { table: t.id },
+                RedoOp::Delete {
+                    table: CATALOG,
+                    key: name.as_bytes().to_vec(),
+                },
+            ];
+            self.log_and_stamp(&ap, ops, cs.next_cts.saturating_sub(1))
+        })();
+        let end = match res {
+            Ok(x) => x,
+            Err(e) => {
+                self.fail(&e);
+                return Err(e);
+            }
+        };
+        self.inner.catalog.write().remove(name);
+        self.inner.roots.write().remove(&t.id);
+        drop(cs);
+        self.wait(end)
+    }
+}

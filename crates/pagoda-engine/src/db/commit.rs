@@ -1,0 +1,291 @@
+//! The commit path: validation (first committer wins), apply under the commit lock, the
+//! commit record, and waiting for durability (sync) or a ticket (pipelined).
+
+use super::{Db, Txn};
+use crate::btree::{self, inline_max, Apply};
+use crate::error::{Error, Result};
+use crate::format::{CommitRecord, RedoOp, Val};
+use crate::mvcc::{Value, Version};
+use crate::options::CommitMode;
+use crate::pipeline::{Admission, CommitInfo, CommitTicket};
+use crate::probe::{self, Sabotage};
+use crate::profile::Phase;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Instant;
+
+#[derive(Debug)]
+pub(super) struct CommitState {
+    pub(super) next_cts: u64,
+}
+
+impl Db {
+    /// Takes the commit lock, yielding the CPU a few times before sleeping on it: the critical
+    /// section is short (tens of µs), and with more runnable threads than cores a sleeping
+    /// waiter's wake-up costs more than the section itself (the lock then idles between
+    /// holders).
+    pub(super) fn lock_commit(&self) -> parking_lot::MutexGuard<'_, CommitState> {
+        for _ in 0..32 {
+            if let Some(g) = self.inner.commit.try_lock() {
+                return g;
+            }
+            std::thread::yield_now();
+        }
+        self.inner.commit.lock()
+    }
+
+    /// Appends the commit record of an applied change and stamps its pages. Caller holds the
+    /// commit lock. Returns the record's end LSN.
+    pub(super) fn log_and_stamp(&self, ap: &Apply<'_>, ops: Vec<RedoOp>, cts: u64) -> Result<u64> {
+        let images = ap.images()?;
+        let rec = CommitRecord { cts, ops, images }.encode();
+        let (lsn, end) = self.inner.wal.append(rec)?;
+        let touched: Vec<u64> = ap
+            .touched
+            .iter()
+            .copied()
+            .filter(|p| !ap.freed.contains(p))
+            .collect();
+        self.inner.pool.stamp(&touched, lsn)?;
+        // Freed pages may still sit in the pool marked "in progress"; stamp them too.
+        let freed: Vec<u64> = ap.freed.iter().copied().collect();
+        self.inner.pool.stamp(&freed, lsn)?;
+        self.inner.pool.applied.store(end, Ordering::Release);
+        Ok(end)
+    }
+
+    pub(super) fn wait(&self, end: u64) -> Result<()> {
+        if let Err(e) = self.inner.wal.wait_durable(end) {
+            self.fail(&e);
+            return Err(e);
+        }
+        self.inner.mvcc.advance(self.inner.wal.durable());
+        Ok(())
+    }
+
+    pub(super) fn ensure_log_space(&self, need: u64) -> Result<()> {
+        let cap = self.inner.wal.capacity();
+        if need > cap / 4 {
+            return Err(Error::LogFull {
+                need,
+                capacity: cap,
+            });
+        }
+        if self.inner.wal.used() + need > cap / 4 * 3 {
+            self.checkpoint()?;
+        }
+        Ok(())
+    }
+}
+
+impl Txn {
+    /// Commits: validates (first committer wins), applies, logs, and returns once durable
+    /// (in [`CommitMode::Pipelined`] by waiting for the ticket of
+    /// [`Txn::commit_pipelined`]).
+    pub fn commit(self) -> Result<CommitInfo> {
+        match self.db.inner.opts.commit {
+            CommitMode::Sync => {
+                let t0 = Instant::now();
+                let db = self.db.clone();
+                let r = self.finish(None).and_then(|t| t.wait());
+                db.inner.wal.profile.add(Phase::Commit, t0);
+                r
+            }
+            CommitMode::Pipelined => self.commit_pipelined()?.wait(),
+        }
+    }
+
+    /// Pipelined commit: validates (first committer wins), applies, appends the commit record
+    /// to the log buffer and returns at once with a [`CommitTicket`], without waiting for the
+    /// log write or sync (the database's flush thread does them). The transaction is committed
+    /// only when the ticket resolves: until then other transactions do not see its writes,
+    /// and a crash may lose it (never partly). A later transaction writing one of its keys
+    /// fails with [`Error::Conflict`] (first committer wins, counting pending commits).
+    ///
+    /// Blocks while [`DbOptions::max_inflight_commits`] commits are in flight
+    /// (back-pressure). In [`CommitMode::Sync`] there is no flush thread: it commits
+    /// synchronously and returns a resolved ticket. Errors (conflicts, a failed database) are
+    /// returned here; a ticket fails only if the database fails before the record is durable.
+    pub fn commit_pipelined(self) -> Result<CommitTicket> {
+        let t0 = Instant::now();
+        let db = self.db.clone();
+        let r = match db.inner.pipe.as_ref() {
+            None => self.finish(None),
+            Some(pipe) => match pipe.admit() {
+                Ok(adm) => self.finish(Some(adm)),
+                Err(e) => {
+                    let mut me = self;
+                    me.done = true;
+                    me.db.inner.mvcc.release(me.snapshot);
+                    Err(e)
+                }
+            },
+        };
+        db.inner.wal.profile.add(Phase::Commit, t0);
+        r
+    }
+
+    pub(super) fn finish(mut self, adm: Option<Admission>) -> Result<CommitTicket> {
+        self.done = true;
+        let res = self.commit_inner(adm);
+        self.db.inner.mvcc.release(self.snapshot);
+        if matches!(res, Err(Error::Conflict { .. })) {
+            self.db
+                .inner
+                .counters
+                .conflicts
+                .fetch_add(1, Ordering::Relaxed);
+        }
+        res
+    }
+
+    pub(super) fn commit_inner(&mut self, adm: Option<Admission>) -> Result<CommitTicket> {
+        if let Some((table, key)) = self.aborted.take() {
+            return Err(Error::Conflict { table, key });
+        }
+        if self.writes.is_empty() {
+            return Ok(CommitTicket::resolved(CommitInfo { cts: 0, lsn: 0 }));
+        }
+        let prof = &self.db.inner.wal.profile;
+        let db = self.db.clone();
+        db.check_writable()?;
+        let ps = db.inner.pool.page_size();
+        let estimate: u64 = self
+            .writes
+            .iter()
+            .map(|((_, k), v)| (k.len() + v.as_ref().map_or(0, Vec::len) + 64) as u64)
+            .sum::<u64>()
+            + (8 + self.writes.len() as u64 / 16) * ps as u64;
+        // Room in the log is checked again under the commit lock (other committers may have
+        // used it meanwhile): once a commit has changed pages, its record must fit.
+        let t_lock = Instant::now();
+        let mut cs = loop {
+            db.ensure_log_space(estimate)?;
+            let cs = db.lock_commit();
+            let cap = db.inner.wal.capacity();
+            if db.inner.wal.used() + estimate <= cap / 8 * 7 {
+                break cs;
+            }
+            drop(cs);
+            db.checkpoint()?;
+        };
+        let t_apply = prof.add(Phase::CommitLock, t_lock);
+        let mvcc = &db.inner.mvcc;
+        for wk in self.writes.keys() {
+            if mvcc.newest(wk).is_some_and(|c| c > self.snapshot) {
+                let name = db
+                    .inner
+                    .catalog
+                    .read()
+                    .iter()
+                    .find(|(_, t)| t.id == wk.0)
+                    .map(|(n, _)| n.clone())
+                    .unwrap_or_default();
+                return Err(Error::Conflict {
+                    table: name,
+                    key: String::from_utf8_lossy(&wk.1).into_owned(),
+                });
+            }
+        }
+        let mut roots = Vec::with_capacity(self.writes.len());
+        {
+            let r = db.inner.roots.read();
+            for wk in self.writes.keys() {
+                match r.get(&wk.0) {
+                    Some(&root) => roots.push(root),
+                    None => {
+                        return Err(Error::NoSuchTable(format!("(table id {}, dropped)", wk.0)))
+                    }
+                }
+            }
+        }
+        let cts = cs.next_cts;
+        let pool = &db.inner.pool;
+        let res = (|| {
+            let mut ap = Apply::new(pool, db.inner.meta_page);
+            let mut ops = Vec::with_capacity(self.writes.len());
+            for ((wk, v), root) in self.writes.iter().zip(&roots) {
+                let prev: Value = match mvcc.newest_value(wk) {
+                    Some(v) => v,
+                    None => match btree::get(pool, *root, &wk.1)? {
+                        Some(val) => Some(Arc::from(btree::load_value(pool, &val)?)),
+                        None => None,
+                    },
+                };
+                mvcc.push(
+                    wk.clone(),
+                    Version {
+                        cts,
+                        val: v.as_deref().map(Arc::from),
+                        prev,
+                    },
+                );
+                match v {
+                    Some(b) => {
+                        let val = if b.len() > inline_max(ps) {
+                            ap.write_overflow(b)?
+                        } else {
+                            Val::Inline(b.clone())
+                        };
+                        if let Some(old) = ap.put(*root, &wk.1, val.clone())? {
+                            ap.free_value(&old)?;
+                        }
+                        ops.push(RedoOp::Put {
+                            table: wk.0,
+                            key: wk.1.clone(),
+                            val,
+                        });
+                    }
+                    None => {
+                        if let Some(old) = ap.delete(*root, &wk.1)? {
+                            ap.free_value(&old)?;
+                        }
+                        ops.push(RedoOp::Delete {
+                            table: wk.0,
+                            key: wk.1.clone(),
+                        });
+                    }
+                }
+            }
+            db.log_and_stamp(&ap, ops, cts)
+        })();
+        let end = match res {
+            Ok(end) => end,
+            Err(e) => {
+                db.fail(&e);
+                return Err(e);
+            }
+        };
+        cs.next_cts += 1;
+        mvcc.committed(cts, end);
+        let sabotage = db.inner.opts.sabotage;
+        if probe::is(sabotage, Sabotage::VisibleBeforeDurable) {
+            mvcc.advance(u64::MAX);
+        }
+        let info = CommitInfo { cts, lsn: end };
+        if let Some(adm) = adm {
+            // Queued in commit order, under the commit lock.
+            let mut ticket = adm.enqueue(info);
+            if probe::is(sabotage, Sabotage::AckBeforeDurable) {
+                ticket = CommitTicket::resolved(info);
+            }
+            drop(cs);
+            prof.add(Phase::CommitApply, t_apply);
+            if cts.is_multiple_of(64) {
+                mvcc.gc();
+            }
+            return Ok(ticket);
+        }
+        drop(cs);
+        let t_wait = prof.add(Phase::CommitApply, t_apply);
+        if !probe::is(sabotage, Sabotage::AckBeforeDurable) {
+            db.wait(end)?;
+        }
+        prof.add(Phase::WaitDurable, t_wait);
+        let n = db.inner.counters.commits.fetch_add(1, Ordering::Relaxed);
+        if n.is_multiple_of(64) {
+            mvcc.gc();
+        }
+        Ok(CommitTicket::resolved(info))
+    }
+}

@@ -1,0 +1,381 @@
+//! The database handle: open (with recovery), begin, close.
+
+mod background;
+mod bootstrap;
+mod catalog;
+mod commit;
+mod devices;
+mod recovery;
+mod scan;
+mod stats;
+mod txn;
+
+pub(crate) use devices::devices;
+pub use scan::Scan;
+pub use stats::{BufferStats, CheckpointInfo, DbStats, RecoveryStats};
+pub use txn::Txn;
+
+use crate::btree;
+use crate::error::{Error, Result};
+use crate::format::{decode_log_header, Superblock, SECTOR};
+use crate::mvcc::Mvcc;
+use crate::options::{CommitMode, DbOptions, TornMode};
+use crate::pipeline::Pipeline;
+use crate::pool::{Pool, Streams};
+use crate::probe::{self, Event, RecoveryStep};
+use crate::profile::Phase;
+use crate::settings;
+use crate::wal::{self, Wal};
+use bootstrap::{create, read_sb};
+use catalog::TableInfo;
+use commit::CommitState;
+use devices::clamp_stream;
+use pagoda_device::DeviceRef;
+use parking_lot::{Condvar, Mutex, RwLock};
+use recovery::{redo, repair_from_doublewrite, verify_pages};
+use stats::Counters;
+use std::collections::{BTreeSet, HashMap};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+#[derive(Debug)]
+struct Inner {
+    data: DeviceRef,
+    pool: Pool,
+    wal: Arc<Wal>,
+    mvcc: Mvcc,
+    commit: Mutex<CommitState>,
+    catalog: RwLock<HashMap<String, TableInfo>>,
+    /// Tables whose creation is logged but not yet durable (and so not yet in `catalog`):
+    /// a second create of the same name must fail, not race it.
+    creating: Mutex<BTreeSet<String>>,
+    roots: RwLock<HashMap<u32, u64>>,
+    sb: Mutex<Superblock>,
+    meta_page: u64,
+    failed: Mutex<Option<String>>,
+    closed: AtomicBool,
+    counters: Counters,
+    recovery: RecoveryStats,
+    ckpt_lock: Mutex<()>,
+    bg_stop: Mutex<bool>,
+    bg_cond: Condvar,
+    bg: Mutex<Option<std::thread::JoinHandle<()>>>,
+    corrupt: RwLock<BTreeSet<u64>>,
+    rec_times: Mutex<(f64, u64)>,
+    opts: DbOptions,
+    data_stream: u16,
+    pipe: Option<Arc<Pipeline>>,
+    flusher: Mutex<Option<std::thread::JoinHandle<()>>>,
+}
+
+/// A database: named tables of ordered byte-string keys with snapshot-isolated transactions.
+///
+/// `Db` is cheap to clone and shares one engine; many threads may use it at once. Readers never
+/// block writers; a write-write conflict aborts the later committer with [`Error::Conflict`].
+///
+/// ```
+/// use pagoda_engine::{Db, DbOptions, Error, TornMode};
+/// use pagoda_device::mem::MemDevice;
+/// use std::sync::Arc;
+/// # fn main() -> pagoda_engine::Result<()> {
+/// // Any block devices work; here two RAM devices with power-cut emulation.
+/// let data = Arc::new(MemDevice::with_capacity(64 << 20)?);
+/// let log = Arc::new(MemDevice::with_capacity(16 << 20)?);
+/// let db = Db::open(DbOptions::with_devices(data, log).buffer_bytes(1 << 20).torn(TornMode::Atomic))?;
+/// db.create_table("t")?;
+///
+/// let mut a = db.begin()?;
+/// let mut b = db.begin()?;
+/// a.put("t", b"k", b"from a")?;
+/// b.put("t", b"k", b"from b")?;
+/// a.commit()?;
+/// assert!(matches!(b.commit(), Err(Error::Conflict { .. })));
+///
+/// let r = db.begin_read()?;
+/// let all: Vec<_> = r.range("t", ..)?.collect::<Result<_, _>>()?;
+/// assert_eq!(all, vec![(b"k".to_vec(), b"from a".to_vec())]);
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct Db {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Db {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Db")
+            .field("data", &self.inner.data.describe())
+            .field("page_size", &self.inner.pool.page_size())
+            .field("frames", &self.inner.pool.frames())
+            .field("torn", &self.inner.opts.torn)
+            .field("failed", &*self.inner.failed.lock())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Db {
+    /// Opens (or creates) a database, running crash recovery when needed.
+    ///
+    /// Errors: [`Error::Config`] for bad options (including `atomic` on a device whose atomic
+    /// unit is not the page size), [`Error::Corruption`] / [`Error::LogCorruption`] naming the
+    /// damaged page or log position, [`Error::Device`] for I/O errors.
+    pub fn open(opts: DbOptions) -> Result<Db> {
+        opts.validate()?;
+        let (data, log) = devices(&opts, false)?;
+        let started = Instant::now();
+        let dcaps = data.caps();
+        let lcaps = log.caps();
+        let sb = match read_sb(&data)? {
+            Some(sb) => sb,
+            None => create(&opts, &data, &log)?,
+        };
+        let page_size = sb.page_size as usize;
+        settings::check(&data, opts.torn, clamp_stream(2, dcaps.streams))?;
+        if opts.torn == TornMode::Atomic {
+            match dcaps.atomic_write_unit {
+                Some(u) if u == page_size => {}
+                Some(u) => {
+                    return Err(Error::config(format!(
+                        "torn mode atomic needs an atomic write unit equal to the page size ({page_size} bytes), \
+                         but the data device's unit is {u} bytes; use --page-size {u} or --torn doublewrite"
+                    )))
+                }
+                None => {
+                    return Err(Error::config(
+                        "torn mode atomic needs a device with atomic writes; this data device has none \
+                         (use --torn doublewrite)",
+                    ))
+                }
+            }
+        }
+        let mut lh = vec![0u8; SECTOR];
+        log.read(0, &mut lh)?;
+        let (log_id, _) =
+            decode_log_header(&lh).map_err(|e| Error::LogCorruption { lsn: 0, detail: e })?;
+        if log_id != sb.db_id {
+            return Err(Error::config(
+                "the log device belongs to another database (ids differ); give the matching log",
+            ));
+        }
+        let obs = opts.observer.clone();
+        probe::emit(&obs, Event::Recovery(RecoveryStep::ScanLog));
+        let scan = wal::scan(&log, sb.log_capacity, sb.checkpoint_lsn)?;
+        probe::emit(&obs, Event::Recovery(RecoveryStep::ClearLog));
+        // Groups that were in flight at a crash may sit after the end: erase them.
+        wal::clear_after(
+            &log,
+            sb.log_capacity,
+            clamp_stream(1, lcaps.streams),
+            sb.checkpoint_lsn,
+            scan.end,
+        )?;
+        let streams = Streams {
+            data: clamp_stream(2, dcaps.streams),
+            dw: clamp_stream(3, dcaps.streams),
+        };
+        let wal = Arc::new(
+            Wal::new(
+                log.clone(),
+                sb.log_capacity,
+                clamp_stream(1, lcaps.streams),
+                scan.end,
+                sb.checkpoint_lsn,
+            )
+            .sabotaged(opts.sabotage),
+        );
+        let frames = opts.buffer_bytes / page_size;
+        let pool = Pool::new(
+            data.clone(),
+            page_size,
+            frames,
+            opts.torn,
+            sb.dw_start,
+            sb.dw_pages as usize,
+            streams,
+            wal.clone(),
+        )
+        .sabotaged(opts.sabotage);
+        pool.applied.store(scan.end, Ordering::Release);
+        let mut rec = RecoveryStats {
+            checkpoint_lsn: sb.checkpoint_lsn,
+            log_groups: scan.groups,
+            torn_log_tail: scan.torn_tail,
+            ..RecoveryStats::default()
+        };
+        if opts.torn == TornMode::Doublewrite {
+            probe::emit(&obs, Event::Recovery(RecoveryStep::RepairDoublewrite));
+            rec.torn_pages_repaired += repair_from_doublewrite(&pool, &data, &sb, streams.data)?;
+        }
+        let imaged: BTreeSet<u64> = scan
+            .records
+            .iter()
+            .flat_map(|(_, r)| r.images.iter().map(|(p, _)| *p))
+            .collect();
+        if opts.verify_on_open {
+            let bad = verify_pages(&pool, &data, &sb, &imaged)?;
+            if let Some(&first) = bad.first() {
+                return Err(Error::Corruption {
+                    page_id: first,
+                    all_pages: bad,
+                    detail: "checksum verification at open failed".into(),
+                });
+            }
+        }
+        let meta_page = sb.meta_page;
+        let mut corrupt = BTreeSet::new();
+        probe::emit(&obs, Event::Recovery(RecoveryStep::Redo));
+        let last_cts = redo(
+            &pool,
+            &opts,
+            meta_page,
+            &scan.records,
+            &mut corrupt,
+            &mut rec,
+        )?;
+        rec.records_replayed = scan.records.len() as u64;
+        rec.last_cts = last_cts.max(sb.checkpoint_cts);
+        if !corrupt.is_empty() && !opts.allow_corrupt {
+            let all: Vec<u64> = corrupt.iter().copied().collect();
+            return Err(Error::Corruption {
+                page_id: all[0],
+                all_pages: all,
+                detail: "torn or damaged page(s) found during recovery (torn mode none cannot repair them)".into(),
+            });
+        }
+        rec.corrupt_pages = corrupt.iter().copied().collect();
+        let next_cts = rec.last_cts + 1;
+        let inner = Arc::new(Inner {
+            data,
+            pool,
+            wal,
+            mvcc: Mvcc::new(next_cts - 1),
+            commit: Mutex::new(CommitState { next_cts }),
+            catalog: RwLock::new(HashMap::new()),
+            creating: Mutex::new(BTreeSet::new()),
+            roots: RwLock::new(HashMap::new()),
+            sb: Mutex::new(sb),
+            meta_page,
+            failed: Mutex::new(None),
+            closed: AtomicBool::new(false),
+            counters: Counters::default(),
+            recovery: rec,
+            ckpt_lock: Mutex::new(()),
+            bg_stop: Mutex::new(false),
+            bg_cond: Condvar::new(),
+            bg: Mutex::new(None),
+            corrupt: RwLock::new(corrupt),
+            rec_times: Mutex::new((0.0, 0)),
+            data_stream: streams.data,
+            pipe: (opts.commit == CommitMode::Pipelined)
+                .then(|| Arc::new(Pipeline::new(opts.max_inflight_commits))),
+            flusher: Mutex::new(None),
+            opts,
+        });
+        let db = Db { inner };
+        db.load_catalog()?;
+        probe::emit(&obs, Event::Recovery(RecoveryStep::Checkpoint));
+        db.checkpoint()?;
+        // Pages read so far belong to recovery.
+        let reads = db.inner.pool.counters.reads.load(Ordering::Relaxed);
+        *db.inner.rec_times.lock() = (started.elapsed().as_secs_f64() * 1000.0, reads);
+        if db.inner.opts.background {
+            db.start_background();
+        }
+        db.start_flusher()?;
+        probe::emit(&obs, Event::Opened);
+        Ok(db)
+    }
+
+    fn check_open(&self) -> Result<()> {
+        if self.inner.closed.load(Ordering::Acquire) {
+            return Err(Error::Closed);
+        }
+        Ok(())
+    }
+
+    fn check_writable(&self) -> Result<()> {
+        self.check_open()?;
+        if let Some(f) = &*self.inner.failed.lock() {
+            return Err(Error::Failed(f.clone()));
+        }
+        Ok(())
+    }
+
+    fn fail(&self, e: &Error) {
+        let mut f = self.inner.failed.lock();
+        if f.is_none() {
+            *f = Some(e.to_string());
+        }
+    }
+
+    /// Starts a read-write transaction.
+    pub fn begin(&self) -> Result<Txn> {
+        let t0 = Instant::now();
+        self.check_open()?;
+        let t = Txn::new(self.clone(), false);
+        self.inner.wal.profile.add(Phase::Begin, t0);
+        Ok(t)
+    }
+
+    /// Starts a read-only transaction (a snapshot).
+    pub fn begin_read(&self) -> Result<Txn> {
+        let t0 = Instant::now();
+        self.check_open()?;
+        let t = Txn::new(self.clone(), true);
+        self.inner.wal.profile.add(Phase::Begin, t0);
+        Ok(t)
+    }
+
+    /// Zeroes the phase profile of [`DbStats::profile`] (e.g. before a measured run).
+    pub fn reset_profile(&self) {
+        self.inner.wal.profile.reset();
+    }
+
+    /// The commit mode.
+    pub fn commit_mode(&self) -> CommitMode {
+        self.inner.opts.commit
+    }
+
+    /// The durable end of the log: every commit whose [`CommitInfo::lsn`] is at or below it
+    /// is durable.
+    pub fn durable_lsn(&self) -> u64 {
+        self.inner.wal.durable()
+    }
+
+    /// Levels of `table`'s B+tree (1 = the root is a leaf).
+    pub fn tree_depth(&self, table: &str) -> Result<usize> {
+        let t = self.table(table)?;
+        btree::depth(&self.inner.pool, t.root)
+    }
+
+    /// Checkpoints and closes. Other handles of this database fail with [`Error::Closed`].
+    pub fn close(self) -> Result<()> {
+        self.stop_flusher(true);
+        self.stop_background();
+        let res = if self.inner.failed.lock().is_none() {
+            self.checkpoint().map(|_| ())
+        } else {
+            Ok(())
+        };
+        self.inner.closed.store(true, Ordering::Release);
+        res
+    }
+
+    /// Stops background work without a checkpoint and drops this handle (as a crash would,
+    /// for tests): nothing more is written by the engine.
+    pub fn abandon(self) {
+        self.stop_flusher(false);
+        self.stop_background();
+        self.inner.closed.store(true, Ordering::Release);
+        let mut f = self.inner.failed.lock();
+        if f.is_none() {
+            *f = Some("abandoned".into());
+        }
+    }
+
+    /// Whether the database refuses writes, and why.
+    pub fn failure(&self) -> Option<String> {
+        self.inner.failed.lock().clone()
+    }
+}

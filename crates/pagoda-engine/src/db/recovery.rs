@@ -1,0 +1,209 @@
+//! Crash recovery: double-write repair, page verification, and redo from the checkpoint.
+
+use super::catalog::{decode_table, CATALOG};
+use super::RecoveryStats;
+use crate::btree::{self, Apply};
+use crate::error::{Error, Result};
+use crate::format::{check_page, is_zero, CommitRecord, Node, Page, RedoOp, Superblock, SECTOR};
+use crate::options::{DbOptions, TornMode};
+use crate::pool::Pool;
+use pagoda_device::{DeviceRef, WriteHints};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::ops::Bound;
+
+/// Copies valid pages of the double-write area over torn (or older) pages in place. Returns
+/// the number of torn pages repaired.
+pub(super) fn repair_from_doublewrite(
+    pool: &Pool,
+    data: &DeviceRef,
+    sb: &Superblock,
+    stream: u16,
+) -> Result<u64> {
+    let mut best: BTreeMap<u64, (u64, Vec<u8>)> = BTreeMap::new();
+    for i in 0..u64::from(sb.dw_pages) {
+        let buf = pool.read_raw(sb.dw_start + i)?;
+        if is_zero(&buf) {
+            continue;
+        }
+        let id = u64::from_le_bytes(buf[8..16].try_into().unwrap_or([0xff; 8]));
+        if id < sb.meta_page || id >= pool.capacity_pages() {
+            continue;
+        }
+        if let Ok(lsn) = check_page(&buf, id) {
+            if best.get(&id).is_none_or(|(l, _)| *l < lsn) {
+                best.insert(id, (lsn, buf));
+            }
+        }
+    }
+    let mut repaired = 0;
+    let mut wrote = false;
+    let per_page = (pool.page_size() / SECTOR) as u64;
+    for (pid, (lsn, bytes)) in best {
+        let cur = pool.read_raw(pid)?;
+        match check_page(&cur, pid) {
+            Ok(l) if l >= lsn => continue,
+            Ok(_) => {}
+            Err(_) => repaired += 1,
+        }
+        data.write(pid * per_page, &bytes, WriteHints::stream(stream))?;
+        wrote = true;
+    }
+    if wrote {
+        data.flush()?;
+    }
+    Ok(repaired)
+}
+
+/// Checks the checksum of every allocated page (except those recovery will overwrite).
+pub(super) fn verify_pages(
+    pool: &Pool,
+    data: &DeviceRef,
+    sb: &Superblock,
+    skip: &BTreeSet<u64>,
+) -> Result<Vec<u64>> {
+    let ps = pool.page_size();
+    let per_page = (ps / SECTOR) as u64;
+    let read = |pid: u64| -> Result<Vec<u8>> {
+        let mut b = vec![0u8; ps];
+        data.read(pid * per_page, &mut b)?;
+        Ok(b)
+    };
+    let mut bad = Vec::new();
+    let mut limit = sb.meta_page + 2;
+    let mbuf = read(sb.meta_page)?;
+    match crate::format::decode_page(&mbuf, sb.meta_page) {
+        Ok(Page {
+            node: Node::Meta(m),
+            ..
+        }) => limit = limit.max(m.next_page),
+        _ if skip.contains(&sb.meta_page) => {}
+        _ => bad.push(sb.meta_page),
+    }
+    if let Some(&m) = skip.iter().next_back() {
+        limit = limit.max(m + 1);
+    }
+    for pid in sb.meta_page + 1..limit.min(pool.capacity_pages()) {
+        if skip.contains(&pid) {
+            continue;
+        }
+        let buf = read(pid)?;
+        if !is_zero(&buf) && crate::format::decode_page(&buf, pid).is_err() {
+            bad.push(pid);
+        }
+    }
+    Ok(bad)
+}
+
+/// Redo from the checkpoint: pass 1 restores the newest logged image of every page whose
+/// on-disk LSN is older; pass 2 replays the logical operations of every commit record on
+/// leaves whose LSN is older than the record. Returns the highest commit timestamp seen.
+pub(super) fn redo(
+    pool: &Pool,
+    opts: &DbOptions,
+    meta: u64,
+    records: &[(u64, CommitRecord)],
+    corrupt: &mut BTreeSet<u64>,
+    rec: &mut RecoveryStats,
+) -> Result<u64> {
+    let none = opts.torn == TornMode::None;
+    let mut last_cts = 0;
+    let mut latest: BTreeMap<u64, (u64, &Node)> = BTreeMap::new();
+    let mut dropped = BTreeSet::new();
+    for (lsn, r) in records {
+        last_cts = last_cts.max(r.cts);
+        for (pid, node) in &r.images {
+            latest.insert(*pid, (*lsn, node));
+        }
+        for op in &r.ops {
+            if let RedoOp::DropTable { table } = op {
+                dropped.insert(*table);
+            }
+        }
+    }
+    for (pid, (lsn, node)) in latest {
+        let buf = pool.read_raw(pid)?;
+        if !is_zero(&buf) {
+            match check_page(&buf, pid) {
+                Ok(l) if l >= lsn => continue,
+                Ok(_) => {}
+                Err(_) if none => {
+                    corrupt.insert(pid);
+                    continue;
+                }
+                Err(_) => rec.torn_pages_repaired += 1,
+            }
+        }
+        let mut w = pool.install(Page {
+            id: pid,
+            lsn,
+            node: node.clone(),
+        })?;
+        w.modified_at(lsn);
+    }
+    let catalog_root = meta + 1;
+    let replay = |table_filter: &dyn Fn(u32) -> Option<u64>,
+                  corrupt: &mut BTreeSet<u64>|
+     -> Result<()> {
+        for (lsn, r) in records {
+            // Decide per operation before the record changes any leaf: a leaf whose LSN is
+            // at least the record's already holds all of the record's effects.
+            let mut todo = Vec::with_capacity(r.ops.len());
+            for op in &r.ops {
+                let (table, key, val) = match op {
+                    RedoOp::Put { table, key, val } => (*table, key, Some(val.clone())),
+                    RedoOp::Delete { table, key } => (*table, key, None),
+                    RedoOp::DropTable { .. } => continue,
+                };
+                let Some(root) = table_filter(table) else {
+                    continue;
+                };
+                let ap = Apply::new(pool, meta);
+                match ap.leaf_lsn(root, key) {
+                    Ok(l) if l >= *lsn => {}
+                    Ok(_) => todo.push((root, key, val)),
+                    Err(Error::Corruption { all_pages, .. }) if none => corrupt.extend(all_pages),
+                    Err(e) => return Err(e),
+                }
+            }
+            let mut ap = Apply::new(pool, meta);
+            ap.recovery_lsn = Some(*lsn);
+            for (root, key, val) in todo {
+                match ap.redo_apply(root, key, val) {
+                    Ok(()) => {}
+                    Err(Error::Corruption { all_pages, .. }) if none => corrupt.extend(all_pages),
+                    Err(e) => return Err(e),
+                }
+            }
+            // The record's pages become writable together, with its LSN.
+            let touched: Vec<u64> = ap.touched.iter().copied().collect();
+            pool.stamp(&touched, *lsn)?;
+        }
+        Ok(())
+    };
+    replay(&|t| (t == CATALOG).then_some(catalog_root), corrupt)?;
+    let mut roots = HashMap::new();
+    let mut cursor = Bound::Unbounded;
+    loop {
+        let b = btree::batch(pool, catalog_root, &cursor, false)?;
+        for (_, v) in &b.entries {
+            if let Some(t) = decode_table(&btree::load_value(pool, v)?) {
+                roots.insert(t.id, t.root);
+            }
+        }
+        match b.fence {
+            Some(f) => cursor = Bound::Included(f),
+            None => break,
+        }
+    }
+    replay(
+        &|t| {
+            if t == CATALOG || dropped.contains(&t) {
+                None
+            } else {
+                roots.get(&t).copied()
+            }
+        },
+        corrupt,
+    )?;
+    Ok(last_cts)
+}

@@ -1,0 +1,137 @@
+//! Range scans merging the tree, the version chains and the transaction's own writes.
+
+use super::Txn;
+use crate::bounds::{as_ref, in_range, max_lower, min_upper, range_ok, tuple_bounds};
+use crate::btree;
+use crate::error::Result;
+use crate::mvcc::Value;
+use std::collections::{BTreeMap, VecDeque};
+use std::ops::Bound;
+
+pub(super) enum Src {
+    Tree(Result<Vec<u8>>),
+    Value(Value),
+    Own(Option<Vec<u8>>),
+}
+
+/// An iterator over a range of a table inside a transaction's snapshot (with its own writes).
+/// Reads one leaf at a time.
+#[derive(Debug)]
+pub struct Scan<'t> {
+    pub(super) txn: &'t Txn,
+    pub(super) table: u32,
+    pub(super) root: u64,
+    pub(super) lo: Bound<Vec<u8>>,
+    pub(super) hi: Bound<Vec<u8>>,
+    pub(super) reverse: bool,
+    pub(super) cursor: Bound<Vec<u8>>,
+    pub(super) buf: VecDeque<(Vec<u8>, Vec<u8>)>,
+    pub(super) done: bool,
+}
+
+impl Scan<'_> {
+    pub(super) fn fill(&mut self) -> Result<()> {
+        let pool = &self.txn.db.inner.pool;
+        let b = btree::batch(pool, self.root, &self.cursor, self.reverse)?;
+        let (clo, chi) = if self.reverse {
+            (
+                b.fence.clone().map_or(Bound::Unbounded, Bound::Included),
+                self.cursor.clone(),
+            )
+        } else {
+            (
+                self.cursor.clone(),
+                b.fence.clone().map_or(Bound::Unbounded, Bound::Excluded),
+            )
+        };
+        let lo = max_lower(clo, &self.lo);
+        let hi = min_upper(chi, &self.hi);
+        if range_ok(&lo, &hi) {
+            let mut merged: BTreeMap<Vec<u8>, Src> = BTreeMap::new();
+            // Values are loaded before the version chains are read: an overwrite that frees
+            // an overflow chain we are reading has pushed its version by then, and overrides.
+            for (k, v) in b.entries {
+                if in_range(&k, &lo, &hi) {
+                    let loaded = btree::load_value(pool, &v);
+                    merged.insert(k, Src::Tree(loaded));
+                }
+            }
+            for (k, v) in self.txn.db.inner.mvcc.read_range(
+                self.table,
+                as_ref(&lo),
+                as_ref(&hi),
+                self.txn.snapshot,
+            ) {
+                merged.insert(k, Src::Value(v));
+            }
+            let (tlo, thi) = tuple_bounds(self.table, as_ref(&lo), as_ref(&hi));
+            if range_ok(&tlo, &thi) {
+                for ((_, k), v) in self.txn.writes.range((tlo, thi)) {
+                    merged.insert(k.clone(), Src::Own(v.clone()));
+                }
+            }
+            let mut out = Vec::with_capacity(merged.len());
+            for (k, src) in merged {
+                let v = match src {
+                    Src::Tree(loaded) => Some(loaded?),
+                    Src::Value(v) => v.map(|b| b.to_vec()),
+                    Src::Own(v) => v,
+                };
+                if let Some(v) = v {
+                    out.push((k, v));
+                }
+            }
+            if self.reverse {
+                out.reverse();
+            }
+            self.buf.extend(out);
+        }
+        match b.fence {
+            None => self.done = true,
+            Some(f) => {
+                if self.reverse {
+                    let below = match &self.lo {
+                        Bound::Included(l) | Bound::Excluded(l) => f <= *l,
+                        Bound::Unbounded => false,
+                    };
+                    if below {
+                        self.done = true;
+                    } else {
+                        self.cursor = Bound::Excluded(f);
+                    }
+                } else {
+                    let beyond = match &self.hi {
+                        Bound::Included(h) => f > *h,
+                        Bound::Excluded(h) => f >= *h,
+                        Bound::Unbounded => false,
+                    };
+                    if beyond {
+                        self.done = true;
+                    } else {
+                        self.cursor = Bound::Included(f);
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Iterator for Scan<'_> {
+    type Item = Result<(Vec<u8>, Vec<u8>)>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            if let Some(x) = self.buf.pop_front() {
+                return Some(Ok(x));
+            }
+            if self.done {
+                return None;
+            }
+            if let Err(e) = self.fill() {
+                self.done = true;
+                return Some(Err(e));
+            }
+        }
+    }
+}

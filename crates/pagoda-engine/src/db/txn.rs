@@ -1,0 +1,185 @@
+//! Transactions: snapshot reads, buffered writes, scans, rollback.
+
+use super::{Db, Scan};
+use crate::bounds::{range_ok, WKey};
+use crate::btree::{self, MAX_KEY_LEN};
+use crate::error::{Error, Result};
+use crate::mvcc::Resolved;
+use crate::profile::Phase;
+use crate::MAX_VALUE_LEN;
+use std::collections::{BTreeMap, VecDeque};
+use std::ops::{Bound, RangeBounds};
+use std::time::Instant;
+
+/// A transaction. Reads see the snapshot taken at `begin` plus the transaction's own writes;
+/// writes are buffered until [`Txn::commit`]. Dropping an uncommitted transaction rolls it
+/// back.
+#[derive(Debug)]
+pub struct Txn {
+    pub(super) db: Db,
+    pub(super) snapshot: u64,
+    pub(super) writes: BTreeMap<WKey, Option<Vec<u8>>>,
+    pub(super) read_only: bool,
+    pub(super) done: bool,
+    pub(super) aborted: Option<(String, String)>,
+}
+
+impl Txn {
+    pub(super) fn new(db: Db, read_only: bool) -> Self {
+        let snapshot = db.inner.mvcc.snapshot();
+        Self {
+            db,
+            snapshot,
+            writes: BTreeMap::new(),
+            read_only,
+            done: false,
+            aborted: None,
+        }
+    }
+
+    /// The snapshot timestamp: this transaction sees every commit with a timestamp up to it.
+    pub fn snapshot(&self) -> u64 {
+        self.snapshot
+    }
+
+    pub(super) fn check_key(key: &[u8]) -> Result<()> {
+        if key.len() > MAX_KEY_LEN {
+            return Err(Error::KeyTooLarge {
+                len: key.len(),
+                max: MAX_KEY_LEN,
+            });
+        }
+        Ok(())
+    }
+
+    /// Reads `key` of `table`.
+    pub fn get(&self, table: &str, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        let t0 = Instant::now();
+        let r = self.get_inner(table, key);
+        self.db.inner.wal.profile.add(Phase::Search, t0);
+        r
+    }
+
+    pub(super) fn get_inner(&self, table: &str, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        Self::check_key(key)?;
+        let t = self.db.table(table)?;
+        let wk = (t.id, key.to_vec());
+        if let Some(v) = self.writes.get(&wk) {
+            return Ok(v.clone());
+        }
+        let pool = &self.db.inner.pool;
+        let tree = btree::get(pool, t.root, key)
+            .and_then(|v| v.map(|v| btree::load_value(pool, &v)).transpose());
+        match self.db.inner.mvcc.read(&wk, self.snapshot) {
+            Resolved::Value(v) => Ok(v.map(|b| b.to_vec())),
+            Resolved::Tree => tree,
+        }
+    }
+
+    pub(super) fn write(&mut self, table: &str, key: &[u8], value: Option<&[u8]>) -> Result<()> {
+        let t0 = Instant::now();
+        let r = self.write_inner(table, key, value);
+        self.db.inner.wal.profile.add(Phase::Update, t0);
+        r
+    }
+
+    pub(super) fn write_inner(
+        &mut self,
+        table: &str,
+        key: &[u8],
+        value: Option<&[u8]>,
+    ) -> Result<()> {
+        if self.read_only {
+            return Err(Error::ReadOnly);
+        }
+        Self::check_key(key)?;
+        if let Some(v) = value {
+            let max = MAX_VALUE_LEN.min((self.db.inner.wal.capacity() / 4) as usize);
+            if v.len() > max {
+                return Err(Error::ValueTooLarge { len: v.len(), max });
+            }
+        }
+        let t = self.db.table(table)?;
+        let wk = (t.id, key.to_vec());
+        if self
+            .db
+            .inner
+            .mvcc
+            .newest(&wk)
+            .is_some_and(|c| c > self.snapshot)
+        {
+            let e = (table.to_string(), String::from_utf8_lossy(key).into_owned());
+            self.aborted = Some(e.clone());
+            return Err(Error::Conflict {
+                table: e.0,
+                key: e.1,
+            });
+        }
+        self.writes.insert(wk, value.map(<[u8]>::to_vec));
+        Ok(())
+    }
+
+    /// Sets `key` to `value` in `table`.
+    pub fn put(&mut self, table: &str, key: &[u8], value: &[u8]) -> Result<()> {
+        self.write(table, key, Some(value))
+    }
+
+    /// Removes `key` from `table` (no error when absent).
+    pub fn delete(&mut self, table: &str, key: &[u8]) -> Result<()> {
+        self.write(table, key, None)
+    }
+
+    /// Forward scan of `table` over `range` (e.g. `..` or
+    /// `(Bound::Included(&b"a"[..]), Bound::Excluded(&b"m"[..]))`).
+    pub fn range<R: RangeBounds<[u8]>>(&self, table: &str, range: R) -> Result<Scan<'_>> {
+        self.scan(table, range, false)
+    }
+
+    /// Reverse scan of `table` over `range`, largest key first.
+    pub fn range_rev<R: RangeBounds<[u8]>>(&self, table: &str, range: R) -> Result<Scan<'_>> {
+        self.scan(table, range, true)
+    }
+
+    pub(super) fn scan<R: RangeBounds<[u8]>>(
+        &self,
+        table: &str,
+        range: R,
+        reverse: bool,
+    ) -> Result<Scan<'_>> {
+        let t = self.db.table(table)?;
+        let own = |b: Bound<&[u8]>| match b {
+            Bound::Included(k) => Bound::Included(k.to_vec()),
+            Bound::Excluded(k) => Bound::Excluded(k.to_vec()),
+            Bound::Unbounded => Bound::Unbounded,
+        };
+        let lo = own(range.start_bound());
+        let hi = own(range.end_bound());
+        let cursor = if reverse { hi.clone() } else { lo.clone() };
+        let done = !range_ok(&lo, &hi);
+        Ok(Scan {
+            txn: self,
+            table: t.id,
+            root: t.root,
+            lo,
+            hi,
+            reverse,
+            cursor,
+            buf: VecDeque::new(),
+            done,
+        })
+    }
+
+    /// Discards the transaction's writes.
+    pub fn rollback(mut self) {
+        self.done = true;
+        self.db.inner.mvcc.release(self.snapshot);
+    }
+}
+
+impl Drop for Txn {
+    fn drop(&mut self) {
+        if !self.done {
+            self.db.inner.mvcc.release(self.snapshot);
+        }
+    }
+}
