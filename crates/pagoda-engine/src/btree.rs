@@ -12,9 +12,9 @@
 //! pages changed structurally (split, merge, allocation, overflow, meta) are also recorded in
 //! `imaged` and their final images go into the commit record.
 
+use crate::buffer::{Pool, WritePage};
 use crate::error::{Error, Result};
 use crate::format::{internal_entry_len, leaf_entry_len, Meta, Node, Page, Val, PAGE_HEADER};
-use crate::pool::{Pool, WritePage};
 use std::collections::BTreeSet;
 use std::ops::Bound;
 

@@ -12,7 +12,7 @@
 //! [`DbStats::profile`] breaks transaction and log time down per phase.
 //!
 //! Layers: [`Db`]/[`Txn`] (snapshot isolation, [`mvcc`]) → [`btree`] (single writer, latch
-//! coupling readers) → [`pool`] (frames, hot/cold LRU, sorted-batch cleaner, torn-write
+//! coupling readers) → [`buffer`] (frames, hot/cold LRU, sorted-batch cleaner, torn-write
 //! guard) and [`wal`] (consolidation-array group commit, redo-only records, ring reuse after
 //! checkpoints). [`crashtest`] and [`inspect`] back the `pagoda crashtest` and
 //! `pagoda inspect` commands.
@@ -34,6 +34,7 @@
 
 mod bounds;
 pub mod btree;
+pub mod buffer;
 pub mod crashtest;
 mod db;
 mod error;
@@ -42,10 +43,10 @@ pub mod inspect;
 pub mod mvcc;
 mod options;
 mod pipeline;
-pub mod pool;
 pub mod probe;
 pub mod profile;
 mod settings;
+pub mod stream;
 pub mod wal;
 
 pub use btree::MAX_KEY_LEN;

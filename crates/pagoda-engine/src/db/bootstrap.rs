@@ -1,12 +1,12 @@
 //! A fresh database's layout, and reading the superblock.
 
-use super::devices::clamp_stream;
 use crate::error::{Error, Result};
 use crate::format::{
     encode_log_header, encode_page, is_zero, Meta, Node, Page, Superblock, HEADER_BYTES, SECTOR,
 };
 use crate::options::DbOptions;
 use crate::settings;
+use crate::stream::Stream;
 use crate::wal;
 use pagoda_device::{DeviceRef, WriteHints};
 
@@ -54,8 +54,8 @@ pub(super) fn create(opts: &DbOptions, data: &DeviceRef, log: &DeviceRef) -> Res
         )));
     }
     let db_id: u64 = rand::random();
-    let lstream = WriteHints::stream(clamp_stream(1, log.caps().streams));
-    let dstream = WriteHints::stream(clamp_stream(2, data.caps().streams));
+    let lstream = WriteHints::stream(Stream::Log.on(&log.caps()));
+    let dstream = WriteHints::stream(Stream::Data.on(&data.caps()));
     log.write(0, &encode_log_header(db_id, log_capacity), lstream)?;
     // Clear the start of the ring so that no stale group of an earlier database looks valid.
     let clear = (wal::MAX_GROUP_BYTES + 4 * SECTOR as u64).min(log_capacity) as usize;

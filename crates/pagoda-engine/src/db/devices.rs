@@ -6,10 +6,6 @@ use crate::options::DbOptions;
 use pagoda_device::spec::{DeviceKind, DeviceSpec};
 use pagoda_device::DeviceRef;
 
-pub(super) fn clamp_stream(want: u16, streams: u16) -> u16 {
-    want.min(streams.saturating_sub(1))
-}
-
 /// Opens the devices an options value names.
 pub(crate) fn devices(opts: &DbOptions, read_only: bool) -> Result<(DeviceRef, DeviceRef)> {
     if let (Some(d), Some(l)) = (&opts.data, &opts.log) {

@@ -16,23 +16,23 @@ pub use stats::{BufferStats, CheckpointInfo, DbStats, RecoveryStats};
 pub use txn::Txn;
 
 use crate::btree;
+use crate::buffer::Pool;
 use crate::error::{Error, Result};
 use crate::format::{decode_log_header, Superblock, SECTOR};
 use crate::mvcc::Mvcc;
 use crate::options::{CommitMode, DbOptions, TornMode};
 use crate::pipeline::Pipeline;
-use crate::pool::{Pool, Streams};
 use crate::probe::{self, Event, RecoveryStep};
 use crate::profile::Phase;
 use crate::settings;
+use crate::stream::Stream;
 use crate::wal::{self, Wal};
 use bootstrap::{create, read_sb};
 use catalog::TableInfo;
 use commit::CommitState;
-use devices::clamp_stream;
 use pagoda_device::DeviceRef;
 use parking_lot::{Condvar, Mutex, RwLock};
-use recovery::{redo, repair_from_doublewrite, verify_pages};
+use recovery::{redo, verify_pages};
 use stats::Counters;
 use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -131,7 +131,7 @@ impl Db {
             None => create(&opts, &data, &log)?,
         };
         let page_size = sb.page_size as usize;
-        settings::check(&data, opts.torn, clamp_stream(2, dcaps.streams))?;
+        settings::check(&data, opts.torn, Stream::Data.on(&dcaps))?;
         if opts.torn == TornMode::Atomic {
             match dcaps.atomic_write_unit {
                 Some(u) if u == page_size => {}
@@ -166,19 +166,15 @@ impl Db {
         wal::clear_after(
             &log,
             sb.log_capacity,
-            clamp_stream(1, lcaps.streams),
+            Stream::Log.on(&lcaps),
             sb.checkpoint_lsn,
             scan.end,
         )?;
-        let streams = Streams {
-            data: clamp_stream(2, dcaps.streams),
-            dw: clamp_stream(3, dcaps.streams),
-        };
         let wal = Arc::new(
             Wal::new(
                 log.clone(),
                 sb.log_capacity,
-                clamp_stream(1, lcaps.streams),
+                Stream::Log.on(&lcaps),
                 scan.end,
                 sb.checkpoint_lsn,
             )
@@ -192,7 +188,6 @@ impl Db {
             opts.torn,
             sb.dw_start,
             sb.dw_pages as usize,
-            streams,
             wal.clone(),
         )
         .sabotaged(opts.sabotage);
@@ -205,7 +200,7 @@ impl Db {
         };
         if opts.torn == TornMode::Doublewrite {
             probe::emit(&obs, Event::Recovery(RecoveryStep::RepairDoublewrite));
-            rec.torn_pages_repaired += repair_from_doublewrite(&pool, &data, &sb, streams.data)?;
+            rec.torn_pages_repaired += pool.repair_from_doublewrite(sb.meta_page)?;
         }
         let imaged: BTreeSet<u64> = scan
             .records
@@ -266,7 +261,7 @@ impl Db {
             bg: Mutex::new(None),
             corrupt: RwLock::new(corrupt),
             rec_times: Mutex::new((0.0, 0)),
-            data_stream: streams.data,
+            data_stream: Stream::Data.on(&dcaps),
             pipe: (opts.commit == CommitMode::Pipelined)
                 .then(|| Arc::new(Pipeline::new(opts.max_inflight_commits))),
             flusher: Mutex::new(None),

@@ -3,56 +3,13 @@
 use super::catalog::{decode_table, CATALOG};
 use super::RecoveryStats;
 use crate::btree::{self, Apply};
+use crate::buffer::Pool;
 use crate::error::{Error, Result};
 use crate::format::{check_page, is_zero, CommitRecord, Node, Page, RedoOp, Superblock, SECTOR};
 use crate::options::{DbOptions, TornMode};
-use crate::pool::Pool;
-use pagoda_device::{DeviceRef, WriteHints};
+use pagoda_device::DeviceRef;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::ops::Bound;
-
-/// Copies valid pages of the double-write area over torn (or older) pages in place. Returns
-/// the number of torn pages repaired.
-pub(super) fn repair_from_doublewrite(
-    pool: &Pool,
-    data: &DeviceRef,
-    sb: &Superblock,
-    stream: u16,
-) -> Result<u64> {
-    let mut best: BTreeMap<u64, (u64, Vec<u8>)> = BTreeMap::new();
-    for i in 0..u64::from(sb.dw_pages) {
-        let buf = pool.read_raw(sb.dw_start + i)?;
-        if is_zero(&buf) {
-            continue;
-        }
-        let id = u64::from_le_bytes(buf[8..16].try_into().unwrap_or([0xff; 8]));
-        if id < sb.meta_page || id >= pool.capacity_pages() {
-            continue;
-        }
-        if let Ok(lsn) = check_page(&buf, id) {
-            if best.get(&id).is_none_or(|(l, _)| *l < lsn) {
-                best.insert(id, (lsn, buf));
-            }
-        }
-    }
-    let mut repaired = 0;
-    let mut wrote = false;
-    let per_page = (pool.page_size() / SECTOR) as u64;
-    for (pid, (lsn, bytes)) in best {
-        let cur = pool.read_raw(pid)?;
-        match check_page(&cur, pid) {
-            Ok(l) if l >= lsn => continue,
-            Ok(_) => {}
-            Err(_) => repaired += 1,
-        }
-        data.write(pid * per_page, &bytes, WriteHints::stream(stream))?;
-        wrote = true;
-    }
-    if wrote {
-        data.flush()?;
-    }
-    Ok(repaired)
-}
 
 /// Checks the checksum of every allocated page (except those recovery will overwrite).
 pub(super) fn verify_pages(

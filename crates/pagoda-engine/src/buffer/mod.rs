@@ -1,4 +1,7 @@
-//! The buffer pool (seed 004): a fixed number of frames, a page table, an LRU list split into a
+//! The buffer pool (seed 004): frames and the page table here; the hot/cold LRU in [`lru`],
+//! the page cleaner in [`cleaner`], torn-write protection (seed 003) in [`torn`].
+//!
+//! The pool: a fixed number of frames, a page table, an LRU list split into a
 //! hot (young) and a cold (old) zone with midpoint insertion, and a page cleaner that writes
 //! dirty pages in batches sorted by page number through the torn-write guard (seed 003).
 //!
@@ -12,11 +15,12 @@
 //! (3) the log is durable up to its page LSN (the WAL rule, asserted before every write).
 
 use crate::error::{Error, Result};
-use crate::format::{decode_page, encode_page, is_zero, Page, SECTOR};
-use crate::probe::{self, Sabotage};
+use crate::format::{decode_page, is_zero, Page, SECTOR};
+use crate::probe::Sabotage;
+use crate::stream::Stream;
 use crate::wal::Wal;
 use crate::TornMode;
-use pagoda_device::{DeviceRef, WriteHints};
+use pagoda_device::DeviceRef;
 use parking_lot::lock_api::{ArcRwLockReadGuard, ArcRwLockWriteGuard};
 use parking_lot::{Mutex, RawRwLock, RwLock};
 use std::collections::HashMap;
@@ -24,20 +28,14 @@ use std::ops::{Deref, DerefMut};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
-const NIL: u32 = u32::MAX;
-const YOUNG: usize = 0;
-const OLD: usize = 1;
+mod cleaner;
+mod lru;
+mod torn;
+
+use lru::Lru;
+
 /// `rec_lsn` of a page not yet stamped by its commit.
 pub const UNSET: u64 = u64::MAX;
-
-/// Write streams of the engine (clamped to what the device offers).
-#[derive(Clone, Copy, Debug)]
-pub struct Streams {
-    /// Data pages.
-    pub data: u16,
-    /// Double-write area.
-    pub dw: u16,
-}
 
 #[derive(Debug)]
 struct FState {
@@ -52,104 +50,6 @@ struct Frame {
     latch: Arc<RwLock<Option<Page>>>,
     pin: AtomicU32,
     state: Mutex<FState>,
-}
-
-#[derive(Debug)]
-struct Lru {
-    prev: Vec<u32>,
-    next: Vec<u32>,
-    list: Vec<u8>,
-    head: [u32; 2],
-    tail: [u32; 2],
-    len: [usize; 2],
-    young_target: usize,
-}
-
-impl Lru {
-    fn new(n: usize) -> Self {
-        Self {
-            prev: vec![NIL; n],
-            next: vec![NIL; n],
-            list: vec![u8::MAX; n],
-            head: [NIL; 2],
-            tail: [NIL; 2],
-            len: [0; 2],
-            young_target: (n * 5 / 8).max(1),
-        }
-    }
-
-    fn unlink(&mut self, i: u32) {
-        let l = self.list[i as usize];
-        if l == u8::MAX {
-            return;
-        }
-        let l = l as usize;
-        let (p, n) = (self.prev[i as usize], self.next[i as usize]);
-        if p == NIL {
-            self.head[l] = n;
-        } else {
-            self.next[p as usize] = n;
-        }
-        if n == NIL {
-            self.tail[l] = p;
-        } else {
-            self.prev[n as usize] = p;
-        }
-        self.list[i as usize] = u8::MAX;
-        self.len[l] -= 1;
-    }
-
-    fn push_head(&mut self, l: usize, i: u32) {
-        self.unlink(i);
-        let h = self.head[l];
-        self.prev[i as usize] = NIL;
-        self.next[i as usize] = h;
-        if h == NIL {
-            self.tail[l] = i;
-        } else {
-            self.prev[h as usize] = i;
-        }
-        self.head[l] = i;
-        self.list[i as usize] = l as u8;
-        self.len[l] += 1;
-    }
-
-    /// A new page enters at the midpoint: the head of the old zone.
-    fn insert_mid(&mut self, i: u32) {
-        self.push_head(OLD, i);
-    }
-
-    /// A hit: pages in the old zone are promoted to the young head; a scan touches each page
-    /// once and so never reaches the young zone.
-    fn touch(&mut self, i: u32) {
-        if self.head[YOUNG] == i {
-            return;
-        }
-        self.push_head(YOUNG, i);
-        while self.len[YOUNG] > self.young_target {
-            let t = self.tail[YOUNG];
-            self.push_head(OLD, t);
-        }
-    }
-
-    /// Frames from the cold end: old zone tail first, then young tail.
-    fn cold_order(&self) -> impl Iterator<Item = u32> + '_ {
-        let mut cur = self.tail[OLD];
-        let mut list = OLD;
-        std::iter::from_fn(move || loop {
-            if cur != NIL {
-                let c = cur;
-                cur = self.prev[c as usize];
-                return Some(c);
-            }
-            if list == OLD {
-                list = YOUNG;
-                cur = self.tail[YOUNG];
-                continue;
-            }
-            return None;
-        })
-    }
 }
 
 #[derive(Debug)]
@@ -190,7 +90,9 @@ pub struct Pool {
     torn: TornMode,
     dw_start: u64,
     dw_pages: usize,
-    streams: Streams,
+    /// Stream ids of data pages and of the double-write area on this device.
+    data_stream: u16,
+    dw_stream: u16,
     wal: Arc<Wal>,
     /// LSN up to which every commit has finished applying.
     pub applied: AtomicU64,
@@ -276,16 +178,6 @@ impl WritePage<'_> {
         }
     }
 }
-
-/// A page image prepared for write-back.
-struct Out {
-    pid: u64,
-    idx: u32,
-    version: u64,
-    lsn: u64,
-    bytes: Vec<u8>,
-}
-
 impl Pool {
     /// A pool of `frames` frames over `dev`.
     #[allow(clippy::too_many_arguments)]
@@ -296,10 +188,10 @@ impl Pool {
         torn: TornMode,
         dw_start: u64,
         dw_pages: usize,
-        streams: Streams,
         wal: Arc<Wal>,
     ) -> Self {
-        let capacity_pages = dev.caps().capacity_bytes() / page_size as u64;
+        let caps = dev.caps();
+        let capacity_pages = caps.capacity_bytes() / page_size as u64;
         Self {
             frames: (0..frames)
                 .map(|_| Frame {
@@ -325,7 +217,8 @@ impl Pool {
             torn,
             dw_start,
             dw_pages,
-            streams,
+            data_stream: Stream::Data.on(&caps),
+            dw_stream: Stream::Doublewrite.on(&caps),
             wal,
             applied: AtomicU64::new(0),
             counters: PoolCounters::default(),
@@ -540,178 +433,6 @@ impl Pool {
                 st.rec_lsn = lsn;
             }
         }
-        Ok(())
-    }
-
-    /// Writes one batch of dirty pages (cold end first), sorted by page number. With
-    /// `rec_below`, only pages first dirtied before that LSN (checkpoint). Returns pages
-    /// written.
-    pub fn clean_batch(&self, rec_below: Option<u64>) -> Result<usize> {
-        let _one = self.clean_lock.lock();
-        let limit = match self.torn {
-            TornMode::Doublewrite => self.dw_pages,
-            _ => 64,
-        };
-        let mut pins = Vec::new();
-        {
-            let inner = self.inner.lock();
-            for i in inner.lru.cold_order() {
-                if pins.len() >= limit {
-                    break;
-                }
-                let f = &self.frames[i as usize];
-                let st = f.state.lock();
-                if st.dirty && !st.in_progress && rec_below.is_none_or(|b| st.rec_lsn < b) {
-                    f.pin.fetch_add(1, Ordering::Acquire);
-                    pins.push(Pin { pool: self, idx: i });
-                }
-            }
-        }
-        let applied = self.applied.load(Ordering::Acquire);
-        let mut outs = Vec::with_capacity(pins.len());
-        for pin in &pins {
-            let f = &self.frames[pin.idx as usize];
-            let Some(g) = f.latch.try_read() else {
-                continue;
-            };
-            let Some(page) = g.as_ref() else { continue };
-            let st = f.state.lock();
-            if !st.dirty || st.in_progress || page.lsn > applied {
-                continue;
-            }
-            let mut bytes = Vec::with_capacity(self.page_size);
-            encode_page(page, self.page_size, &mut bytes);
-            outs.push(Out {
-                pid: page.id,
-                idx: pin.idx,
-                version: st.version,
-                lsn: page.lsn,
-                bytes,
-            });
-        }
-        if outs.is_empty() {
-            return Ok(0);
-        }
-        outs.sort_by_key(|o| o.pid);
-        let max_lsn = outs.iter().map(|o| o.lsn).max().unwrap_or(0);
-        // WAL rule: the log must be durable up to every page LSN before the page is written.
-        if !probe::is(self.sabotage, Sabotage::SkipWalRule) {
-            self.wal.wait_durable(max_lsn)?;
-            let durable = self.wal.durable();
-            assert!(
-                max_lsn <= durable,
-                "WAL rule: page LSN {max_lsn} > durable LSN {durable}"
-            );
-        }
-        self.write_out(&outs)?;
-        for o in &outs {
-            let mut st = self.frames[o.idx as usize].state.lock();
-            if st.version == o.version {
-                st.dirty = false;
-                st.rec_lsn = UNSET;
-            }
-        }
-        self.counters
-            .cleaner_batches
-            .fetch_add(1, Ordering::Relaxed);
-        Ok(outs.len())
-    }
-
-    fn write_out(&self, outs: &[Out]) -> Result<()> {
-        let data = WriteHints::stream(self.streams.data);
-        match self.torn {
-            TornMode::Doublewrite if probe::is(self.sabotage, Sabotage::SkipDoublewrite) => {
-                self.write_runs(outs, data)?;
-                self.dev.flush()?;
-            }
-            TornMode::Atomic if probe::is(self.sabotage, Sabotage::NonAtomicPages) => {
-                for o in outs {
-                    self.dev.write(self.sector_of(o.pid), &o.bytes, data)?;
-                }
-            }
-            TornMode::Doublewrite => {
-                let mut buf = Vec::with_capacity(outs.len() * self.page_size);
-                for o in outs {
-                    buf.extend_from_slice(&o.bytes);
-                }
-                self.dev.write(
-                    self.sector_of(self.dw_start),
-                    &buf,
-                    WriteHints::stream(self.streams.dw),
-                )?;
-                self.dev.flush()?;
-                self.counters
-                    .dw_writes
-                    .fetch_add(outs.len() as u64, Ordering::Relaxed);
-                self.write_runs(outs, data)?;
-                self.dev.flush()?;
-            }
-            TornMode::Atomic => {
-                let hints = WriteHints::atomic(self.streams.data);
-                for o in outs {
-                    self.dev.write(self.sector_of(o.pid), &o.bytes, hints)?;
-                }
-            }
-            TornMode::None => self.write_runs(outs, data)?,
-        }
-        self.counters
-            .writes
-            .fetch_add(outs.len() as u64, Ordering::Relaxed);
-        Ok(())
-    }
-
-    /// Writes sorted pages, merging runs of consecutive page ids into one request.
-    fn write_runs(&self, outs: &[Out], hints: WriteHints) -> Result<()> {
-        let mut i = 0;
-        while i < outs.len() {
-            let mut j = i + 1;
-            while j < outs.len() && outs[j].pid == outs[j - 1].pid + 1 {
-                j += 1;
-            }
-            if j == i + 1 {
-                self.dev
-                    .write(self.sector_of(outs[i].pid), &outs[i].bytes, hints)?;
-            } else {
-                let mut buf = Vec::with_capacity((j - i) * self.page_size);
-                for o in &outs[i..j] {
-                    buf.extend_from_slice(&o.bytes);
-                }
-                self.dev.write(self.sector_of(outs[i].pid), &buf, hints)?;
-            }
-            i = j;
-        }
-        Ok(())
-    }
-
-    /// Writes every page first dirtied before `below` (all dirty pages with `None`), then syncs.
-    pub fn flush_dirty(&self, below: Option<u64>) -> Result<()> {
-        let mut idle = 0;
-        loop {
-            let remaining = self
-                .frames
-                .iter()
-                .filter(|f| {
-                    let st = f.state.lock();
-                    st.dirty && below.is_none_or(|b| st.rec_lsn < b)
-                })
-                .count();
-            if remaining == 0 {
-                break;
-            }
-            let n = self.clean_batch(below)?;
-            if n == 0 {
-                idle += 1;
-                if idle > 10_000 {
-                    return Err(Error::Failed(
-                        "checkpoint could not write dirty pages (latched for too long)".into(),
-                    ));
-                }
-                std::thread::sleep(std::time::Duration::from_micros(200));
-            } else {
-                idle = 0;
-            }
-        }
-        self.dev.flush()?;
         Ok(())
     }
 }
