@@ -411,7 +411,7 @@ impl<'a> Apply<'a> {
                 // The new children may still be over-full only if entries were huge; checked.
                 for c in [l, r] {
                     if self.pool.read(c)?.node.payload_len() > max {
-                        return Err(Error::Failed(format!(
+                        return Err(Error::Internal(format!(
                             "page {c} over-full after a root split"
                         )));
                     }

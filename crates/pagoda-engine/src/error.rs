@@ -1,6 +1,7 @@
 //! Typed errors of the engine. Every message names the problem and, where there is one, the fix.
 
 use pagoda_device::DeviceError;
+use std::sync::Arc;
 
 /// Result alias for the engine.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -69,9 +70,31 @@ pub enum Error {
     /// A write on a read-only transaction.
     #[error("transaction is read-only: use Db::begin for writes")]
     ReadOnly,
-    /// The database refuses writes after an earlier I/O failure.
-    #[error("database failed earlier and refuses writes: {0}; close and reopen it to recover")]
-    Failed(String),
+    /// The database failed earlier and refuses further work; the [`Failure`] holds the first
+    /// cause (an error that may have left durable state uncertain, or a panic in an engine
+    /// thread). Reopening runs recovery.
+    #[error(
+        "database failed earlier and refuses further work ({0}); close and reopen it to recover"
+    )]
+    Failed(Failure),
+    /// An engine thread panicked (a bug); the database fails with this as its cause.
+    #[error("engine thread '{thread}' panicked: {message}; please report this bug")]
+    Panicked {
+        /// The thread's name.
+        thread: String,
+        /// The panic message.
+        message: String,
+    },
+    /// The handle was abandoned ([`crate::Db::abandon`]) before the operation finished.
+    #[error("the database was abandoned (as in a crash) before this finished")]
+    Abandoned,
+    /// Work could not go on for now (e.g. a checkpoint whose pages stayed in use); nothing
+    /// durable changed, and the database stays up. Retry later.
+    #[error("{0}; nothing was changed, retry later")]
+    Stalled(&'static str),
+    /// An engine invariant does not hold (a bug).
+    #[error("internal error: {0}; please report this bug")]
+    Internal(String),
     /// The database was closed.
     #[error("database is closed")]
     Closed,
@@ -111,8 +134,59 @@ impl Error {
         Self::Config(msg.into())
     }
 
+    /// Whether this error must fail the whole database: it may have left durable state (the
+    /// log, a page on disk) uncertain, or an engine invariant broke. Other errors belong to one
+    /// operation or transaction and leave the database up.
+    pub fn fails_database(&self) -> bool {
+        matches!(
+            self,
+            Self::Device(_)
+                | Self::Corruption { .. }
+                | Self::LogCorruption { .. }
+                | Self::Failed(_)
+                | Self::Panicked { .. }
+                | Self::Abandoned
+                | Self::Internal(_)
+        )
+    }
+
     /// Whether this error says the data on disk is damaged.
     pub fn is_corruption(&self) -> bool {
         matches!(self, Self::Corruption { .. } | Self::LogCorruption { .. })
+    }
+}
+
+/// The first cause of a database failure, shared by every later error (cheap to clone).
+#[derive(Clone, Debug)]
+pub struct Failure(Arc<Error>);
+
+impl Failure {
+    /// A failure caused by `cause`.
+    pub fn new(cause: Error) -> Self {
+        Self(Arc::new(cause))
+    }
+
+    /// A failure caused by a panic with `payload` on `thread`.
+    pub fn from_panic(thread: &str, payload: &(dyn std::any::Any + Send)) -> Self {
+        let message = payload
+            .downcast_ref::<&str>()
+            .map(|s| (*s).to_string())
+            .or_else(|| payload.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "non-text panic payload".into());
+        Self::new(Error::Panicked {
+            thread: thread.to_string(),
+            message,
+        })
+    }
+
+    /// The error that made the database fail.
+    pub fn cause(&self) -> &Error {
+        &self.0
+    }
+}
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
     }
 }

@@ -51,7 +51,7 @@ pub mod wal;
 
 pub use btree::MAX_KEY_LEN;
 pub use db::{BufferStats, CheckpointInfo, Db, DbStats, RecoveryStats, Scan, Txn};
-pub use error::{Error, Result};
+pub use error::{Error, Failure, Result};
 pub use options::{CommitMode, DbOptions, TornMode};
 pub use pipeline::{CommitInfo, CommitTicket, DurableCallback};
 pub use probe::{Event, Observer, RecoveryStep, Sabotage};

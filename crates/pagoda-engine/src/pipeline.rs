@@ -10,7 +10,7 @@
 //! none of it. A writer aborted by a pending commit that then never becomes durable was aborted
 //! conservatively; that is safe (the abort is a retryable [`crate::Error::Conflict`]).
 
-use crate::error::{Error, Result};
+use crate::error::{Error, Failure, Result};
 use parking_lot::{Condvar, Mutex};
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
@@ -29,7 +29,7 @@ struct TicketShared {
     state: AtomicU8,
     /// The failure, once `FAILED`; and the callback while `PENDING`. The state changes only
     /// under this lock, so a callback is never lost.
-    slot: Mutex<(Option<String>, Option<DurableCallback>)>,
+    slot: Mutex<(Option<Failure>, Option<DurableCallback>)>,
 }
 
 impl TicketShared {
@@ -37,14 +37,16 @@ impl TicketShared {
         match self.state.load(Ordering::Acquire) {
             DURABLE => Some(Ok(self.info)),
             FAILED => Some(Err(Error::Failed(
-                self.slot.lock().0.clone().unwrap_or_default(),
+                self.slot.lock().0.clone().unwrap_or_else(|| {
+                    Failure::new(Error::Internal("failed ticket without a cause".into()))
+                }),
             ))),
             _ => None,
         }
     }
 
     /// Resolves; returns the callback to run (outside every lock).
-    fn resolve(&self, res: std::result::Result<(), String>) -> Option<DurableCallback> {
+    fn resolve(&self, res: std::result::Result<(), Failure>) -> Option<DurableCallback> {
         let mut s = self.slot.lock();
         if self.state.load(Ordering::Acquire) != PENDING {
             return None;
@@ -68,7 +70,7 @@ struct PipeState {
     admitted: usize,
     stop: bool,
     /// Set when the flush thread has exited (no more resolutions).
-    exited: Option<String>,
+    exited: Option<Failure>,
 }
 
 /// What the flush thread should do next.
@@ -215,21 +217,21 @@ impl Pipeline {
         }
     }
 
-    /// Fails every queued ticket with `msg`.
-    pub(crate) fn fail_all(&self, msg: &str) {
+    /// Fails every queued ticket with `why`.
+    pub(crate) fn fail_all(&self, why: &Failure) {
         let mut cbs = Vec::new();
         {
             let mut st = self.state.lock();
             while let Some(t) = st.inflight.pop_front() {
                 st.admitted -= 1;
-                if let Some(cb) = t.resolve(Err(msg.to_string())) {
+                if let Some(cb) = t.resolve(Err(why.clone())) {
                     cbs.push(cb);
                 }
             }
         }
         self.resolved.notify_all();
         for cb in cbs {
-            cb(Err(Error::Failed(msg.to_string())));
+            cb(Err(Error::Failed(why.clone())));
         }
     }
 
@@ -240,11 +242,11 @@ impl Pipeline {
     }
 
     /// Marks the flush thread gone: fails what is queued and refuses new admissions.
-    pub(crate) fn exit(&self, msg: &str) {
-        self.state.lock().exited = Some(msg.to_string());
+    pub(crate) fn exit(&self, why: Failure) {
+        self.state.lock().exited = Some(why.clone());
         // Wake the flush thread at once (it would otherwise sleep out its idle wait).
         self.work.notify_all();
-        self.fail_all(msg);
+        self.fail_all(&why);
     }
 }
 
@@ -302,7 +304,7 @@ impl CommitTicket {
             return r;
         }
         let Some(pipe) = &self.pipe else {
-            return Err(Error::Failed("ticket without a pipeline".into()));
+            return Err(Error::Internal("pending ticket without a pipeline".into()));
         };
         let mut st = pipe.state.lock();
         loop {

@@ -16,7 +16,7 @@
 //! group starts at a sector boundary with a [`GroupHeader`] whose LSN must equal its position's
 //! LSN, so stale groups from an earlier lap are never mistaken for new ones.
 
-use crate::error::{Error, Result};
+use crate::error::{Error, Failure, Result};
 use crate::format::{
     align_up, parse_records, seal_record, CommitRecord, GroupHeader, GROUP_HEADER, SECTOR,
 };
@@ -62,7 +62,7 @@ struct State {
     sync_cover: u64,
     durable: u64,
     reclaim: u64,
-    failed: Option<String>,
+    failed: Option<Failure>,
 }
 
 /// Log counters.
@@ -194,7 +194,7 @@ impl Wal {
         st.next_lsn += len;
         let next = st.next_lsn;
         let Some(slot) = st.slots.back_mut() else {
-            return Err(Error::Failed("log slot vanished".into()));
+            return Err(Error::Internal("log slot vanished".into()));
         };
         slot.records.push(rec);
         slot.end = next;
@@ -246,7 +246,7 @@ impl Wal {
                                 st.unsynced.push_back(end);
                             }
                         }
-                        Err(e) => st.failed = Some(format!("log write failed: {e}")),
+                        Err(e) => st.failed = Some(Failure::new(e)),
                     }
                     self.cond.notify_all();
                     continue;
@@ -286,7 +286,7 @@ impl Wal {
                     }
                     self.counters.syncs.fetch_add(1, Ordering::Relaxed);
                 }
-                Err(e) => st.failed = Some(format!("log sync failed: {e}")),
+                Err(e) => st.failed = Some(Failure::new(e.into())),
             }
             self.cond.notify_all();
         }

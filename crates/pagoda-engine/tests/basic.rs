@@ -161,7 +161,9 @@ fn io_failure_is_sticky_and_recoverable() {
     let mut tx = db.begin().unwrap();
     tx.put("t", b"c", b"3").unwrap();
     match tx.commit() {
-        Err(Error::Failed(why)) => assert!(why.contains("injected write failure"), "{why}"),
+        Err(Error::Failed(why)) => {
+            assert!(why.to_string().contains("injected write failure"), "{why}");
+        }
         other => panic!("expected a sticky failure, got {other:?}"),
     }
     assert!(db.stats().failed.is_some());

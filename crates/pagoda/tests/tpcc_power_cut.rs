@@ -207,7 +207,11 @@ fn tpcc_is_consistent_after_a_power_cut_under_load() {
         "{ctx}: nothing failed after the cut"
     );
     // The engine failed because of the cut (and refuses writes since).
-    let failure = store.db().failure().unwrap_or_default();
+    let failure = store
+        .db()
+        .failure()
+        .map(|f| f.to_string())
+        .unwrap_or_default();
     assert!(failure.contains("no power"), "{ctx}: {failure:?}");
 
     // Crash: the engine is abandoned without a checkpoint (it can no longer reach the devices

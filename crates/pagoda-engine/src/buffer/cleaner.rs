@@ -111,8 +111,8 @@ impl Pool {
             if n == 0 {
                 idle += 1;
                 if idle > 10_000 {
-                    return Err(Error::Failed(
-                        "checkpoint could not write dirty pages (latched for too long)".into(),
+                    return Err(Error::Stalled(
+                        "a checkpoint could not write its dirty pages: they stayed latched or in use by a running commit for 2 s",
                     ));
                 }
                 std::thread::sleep(std::time::Duration::from_micros(200));

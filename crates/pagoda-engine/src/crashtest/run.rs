@@ -419,7 +419,11 @@ fn workload(
     }
     stop.store(true, Ordering::Release);
     // The engine must fail only because the power went.
-    let engine_failure = if switch.is_dead() { None } else { db.failure() };
+    let engine_failure = if switch.is_dead() {
+        None
+    } else {
+        db.failure().map(|f| f.to_string())
+    };
     db.clone().abandon();
     // A workload that ended before the chosen operation is cut at a quiet moment.
     let _ = switch.cut_now();

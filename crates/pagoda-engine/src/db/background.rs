@@ -2,10 +2,11 @@
 //! flush thread.
 
 use super::{CheckpointInfo, Db, Inner};
-use crate::error::{Error, Result};
+use crate::error::{Error, Failure, Result};
 use crate::pipeline::{Pipeline, Target};
 use crate::probe::{self, Event, Sabotage};
 use pagoda_device::WriteHints;
+use std::panic::AssertUnwindSafe;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
@@ -57,10 +58,9 @@ impl Db {
                     duration_ms: t0.elapsed().as_secs_f64() * 1000.0,
                 })
             }
-            Err(e) => {
-                self.fail(&e);
-                Err(e)
-            }
+            // Until the superblock names the new checkpoint nothing durable depends on it, so
+            // only an I/O error (or a bug) fails the database; a stalled checkpoint is retried.
+            Err(e) => Err(self.fail(e)),
         }
     }
 
@@ -72,7 +72,7 @@ impl Db {
         let weak: Weak<Inner> = Arc::downgrade(&self.inner);
         let h = std::thread::Builder::new()
             .name("pagoda-flush".into())
-            .spawn(move || flusher(weak, pipe))
+            .spawn(move || guarded("pagoda-flush", weak, move |w| flusher(w, pipe)))
             .map_err(|e| Error::config(format!("cannot start the flush thread: {e}")))?;
         *self.inner.flusher.lock() = Some(h);
         Ok(())
@@ -87,10 +87,11 @@ impl Db {
         if drain {
             pipe.stop();
         } else {
-            pipe.exit("database abandoned before the commit was durable");
+            pipe.exit(Failure::new(Error::Abandoned));
         }
-        if let Some(h) = self.inner.flusher.lock().take() {
-            let _ = h.join();
+        let h = self.inner.flusher.lock().take();
+        if let Some(h) = h {
+            self.join("pagoda-flush", h);
         }
     }
 
@@ -98,7 +99,7 @@ impl Db {
         let weak: Weak<Inner> = Arc::downgrade(&self.inner);
         let handle = std::thread::Builder::new()
             .name("pagoda-bg".into())
-            .spawn(move || background(weak));
+            .spawn(move || guarded("pagoda-bg", weak, background));
         if let Ok(h) = handle {
             *self.inner.bg.lock() = Some(h);
         }
@@ -107,8 +108,32 @@ impl Db {
     pub(super) fn stop_background(&self) {
         *self.inner.bg_stop.lock() = true;
         self.inner.bg_cond.notify_all();
-        if let Some(h) = self.inner.bg.lock().take() {
-            let _ = h.join();
+        let h = self.inner.bg.lock().take();
+        if let Some(h) = h {
+            self.join("pagoda-bg", h);
+        }
+    }
+
+    /// Joins an engine thread; a panic that escaped it fails the database.
+    fn join(&self, name: &str, h: std::thread::JoinHandle<()>) {
+        if let Err(payload) = h.join() {
+            self.fail(Error::Failed(Failure::from_panic(name, payload.as_ref())));
+        }
+    }
+}
+
+/// Runs an engine thread's body; a panic in it becomes the database's failure (and fails the
+/// pending pipelined commits) instead of vanishing with the thread.
+fn guarded(name: &'static str, weak: Weak<Inner>, body: impl FnOnce(Weak<Inner>)) {
+    let w = weak.clone();
+    if let Err(payload) = std::panic::catch_unwind(AssertUnwindSafe(move || body(w))) {
+        let why = Failure::from_panic(name, payload.as_ref());
+        if let Some(inner) = weak.upgrade() {
+            let db = Db { inner };
+            db.fail(Error::Failed(why.clone()));
+            if let Some(pipe) = &db.inner.pipe {
+                pipe.exit(why);
+            }
         }
     }
 }
@@ -137,11 +162,12 @@ pub(super) fn flusher(weak: Weak<Inner>, pipe: Arc<Pipeline>) {
         db.inner.mvcc.advance(durable);
         pipe.resolve_upto(durable, &db.inner.counters.commits);
         if let Err(e) = res {
-            db.fail(&e);
-            pipe.fail_all(&e.to_string());
+            if let Error::Failed(why) = db.fail(e) {
+                pipe.fail_all(&why);
+            }
         }
     }
-    pipe.exit("database closed before the commit was durable");
+    pipe.exit(Failure::new(Error::Closed));
 }
 
 pub(super) fn background(weak: Weak<Inner>) {
@@ -174,7 +200,7 @@ pub(super) fn background(weak: Weak<Inner>) {
         }
         if db.inner.pool.dirty_frames() * 2 > db.inner.pool.frames() {
             if let Err(e) = db.inner.pool.clean_batch(None) {
-                db.fail(&e);
+                db.fail(e);
             }
         }
         db.inner.mvcc.gc();

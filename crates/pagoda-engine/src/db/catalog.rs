@@ -101,8 +101,8 @@ impl Db {
             Ok(x) => x,
             Err(e) => {
                 self.inner.creating.lock().remove(name);
-                self.fail(&e);
-                return Err(e);
+                // Pages may be changed in memory with no record to explain them.
+                return Err(self.fail_now(e));
             }
         };
         drop(cs);
@@ -117,6 +117,10 @@ impl Db {
     }
 
     /// Drops a table and frees its pages (durable when this returns).
+    ///
+    /// The drop becomes visible only once durable, and it holds the commit lock until then
+    /// (DDL is rare): no later commit can reuse the freed pages while the table is still
+    /// visible, and a crash before durability leaves the table as it was.
     pub fn drop_table(&self, name: &str) -> Result<()> {
         self.ensure_log_space(4 * self.inner.pool.page_size() as u64)?;
         self.check_writable()?;
@@ -137,14 +141,24 @@ impl Db {
         })();
         let end = match res {
             Ok(x) => x,
-            Err(e) => {
-                self.fail(&e);
-                return Err(e);
-            }
+            Err(e) => return Err(self.fail_now(e)),
         };
+        self.wait(end)?;
         self.inner.catalog.write().remove(name);
         self.inner.roots.write().remove(&t.id);
         drop(cs);
-        self.wait(end)
+        Ok(())
+    }
+
+    /// After a read of `t`'s tree: fails if the table was dropped meanwhile, since its pages
+    /// may then have been freed and reused (a drop removes the root before any reuse can
+    /// happen, so a read that finds the root still in place read the live table).
+    pub(super) fn still_live(&self, name: &str, t: TableInfo) -> Result<()> {
+        if self.inner.roots.read().get(&t.id) == Some(&t.root) {
+            return Ok(());
+        }
+        Err(Error::NoSuchTable(format!(
+            "{name} (dropped while this transaction read it)"
+        )))
     }
 }

@@ -56,8 +56,7 @@ impl Db {
 
     pub(super) fn wait(&self, end: u64) -> Result<()> {
         if let Err(e) = self.inner.wal.wait_durable(end) {
-            self.fail(&e);
-            return Err(e);
+            return Err(self.fail(e));
         }
         self.inner.mvcc.advance(self.inner.wal.durable());
         Ok(())
@@ -251,10 +250,8 @@ impl Txn {
         })();
         let end = match res {
             Ok(end) => end,
-            Err(e) => {
-                db.fail(&e);
-                return Err(e);
-            }
+            // Pages may be changed in memory with no record to explain them.
+            Err(e) => return Err(db.fail_now(e)),
         };
         cs.next_cts += 1;
         mvcc.committed(cts, end);

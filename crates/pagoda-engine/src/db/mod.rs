@@ -17,7 +17,7 @@ pub use txn::Txn;
 
 use crate::btree;
 use crate::buffer::Pool;
-use crate::error::{Error, Result};
+use crate::error::{Error, Failure, Result};
 use crate::format::{decode_log_header, Superblock, SECTOR};
 use crate::mvcc::Mvcc;
 use crate::options::{CommitMode, DbOptions, TornMode};
@@ -53,7 +53,8 @@ struct Inner {
     roots: RwLock<HashMap<u32, u64>>,
     sb: Mutex<Superblock>,
     meta_page: u64,
-    failed: Mutex<Option<String>>,
+    /// The first cause of failure; sticky.
+    failed: Mutex<Option<Failure>>,
     closed: AtomicBool,
     counters: Counters,
     recovery: RecoveryStats,
@@ -297,11 +298,25 @@ impl Db {
         Ok(())
     }
 
-    fn fail(&self, e: &Error) {
-        let mut f = self.inner.failed.lock();
-        if f.is_none() {
-            *f = Some(e.to_string());
+    /// Records `e` as the database's failure if it must fail the database (the first cause
+    /// sticks) and returns the error to give the caller: [`Error::Failed`] naming the first
+    /// cause, or `e` itself when it belongs to one operation only.
+    fn fail(&self, e: Error) -> Error {
+        if !e.fails_database() {
+            return e;
         }
+        self.fail_now(e)
+    }
+
+    /// Fails the database with `e` whatever its kind (e.g. a commit that changed pages in
+    /// memory and cannot finish).
+    fn fail_now(&self, e: Error) -> Error {
+        let mut f = self.inner.failed.lock();
+        let first = f.get_or_insert_with(|| match e {
+            Error::Failed(why) => why,
+            e => Failure::new(e),
+        });
+        Error::Failed(first.clone())
     }
 
     /// Starts a read-write transaction.
@@ -363,14 +378,11 @@ impl Db {
         self.stop_flusher(false);
         self.stop_background();
         self.inner.closed.store(true, Ordering::Release);
-        let mut f = self.inner.failed.lock();
-        if f.is_none() {
-            *f = Some("abandoned".into());
-        }
+        self.fail(Error::Abandoned);
     }
 
-    /// Whether the database refuses writes, and why.
-    pub fn failure(&self) -> Option<String> {
+    /// The first cause, once the database has failed and refuses work.
+    pub fn failure(&self) -> Option<Failure> {
         self.inner.failed.lock().clone()
     }
 }

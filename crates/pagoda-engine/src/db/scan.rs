@@ -1,5 +1,6 @@
 //! Range scans merging the tree, the version chains and the transaction's own writes.
 
+use super::catalog::TableInfo;
 use super::Txn;
 use crate::bounds::{as_ref, in_range, max_lower, min_upper, range_ok, tuple_bounds};
 use crate::btree;
@@ -19,6 +20,8 @@ pub(super) enum Src {
 #[derive(Debug)]
 pub struct Scan<'t> {
     pub(super) txn: &'t Txn,
+    /// The table's name (for errors).
+    pub(super) name: String,
     pub(super) table: u32,
     pub(super) root: u64,
     pub(super) lo: Bound<Vec<u8>>,
@@ -32,7 +35,21 @@ pub struct Scan<'t> {
 impl Scan<'_> {
     pub(super) fn fill(&mut self) -> Result<()> {
         let pool = &self.txn.db.inner.pool;
-        let b = btree::batch(pool, self.root, &self.cursor, self.reverse)?;
+        let live = || {
+            let t = TableInfo {
+                id: self.table,
+                root: self.root,
+            };
+            self.txn.db.still_live(&self.name, t)
+        };
+        let b = match btree::batch(pool, self.root, &self.cursor, self.reverse) {
+            Ok(b) => b,
+            Err(e) => {
+                // A dropped table's pages may hold anything now: say it was dropped.
+                live()?;
+                return Err(e);
+            }
+        };
         let (clo, chi) = if self.reverse {
             (
                 b.fence.clone().map_or(Bound::Unbounded, Bound::Included),
@@ -56,6 +73,7 @@ impl Scan<'_> {
                     merged.insert(k, Src::Tree(loaded));
                 }
             }
+            live()?;
             for (k, v) in self.txn.db.inner.mvcc.read_range(
                 self.table,
                 as_ref(&lo),

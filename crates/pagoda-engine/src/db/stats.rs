@@ -152,7 +152,7 @@ impl Db {
             recovery,
             page_size: i.pool.page_size(),
             torn: i.opts.torn,
-            failed: i.failed.lock().clone(),
+            failed: i.failed.lock().as_ref().map(ToString::to_string),
             commit_mode: i.opts.commit,
             pipelined_inflight: i.pipe.as_ref().map_or(0, |p| p.inflight() as u64),
             profile: i.wal.profile.stats(),

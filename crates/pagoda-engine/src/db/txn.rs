@@ -72,7 +72,10 @@ impl Txn {
             .and_then(|v| v.map(|v| btree::load_value(pool, &v)).transpose());
         match self.db.inner.mvcc.read(&wk, self.snapshot) {
             Resolved::Value(v) => Ok(v.map(|b| b.to_vec())),
-            Resolved::Tree => tree,
+            Resolved::Tree => {
+                self.db.still_live(table, t)?;
+                tree
+            }
         }
     }
 
@@ -158,6 +161,7 @@ impl Txn {
         let done = !range_ok(&lo, &hi);
         Ok(Scan {
             txn: self,
+            name: table.to_string(),
             table: t.id,
             root: t.root,
             lo,
