@@ -35,6 +35,7 @@
 mod bounds;
 pub mod btree;
 pub mod buffer;
+mod check;
 pub mod crashtest;
 mod db;
 mod error;
@@ -50,6 +51,7 @@ pub mod stream;
 pub mod wal;
 
 pub use btree::MAX_KEY_LEN;
+pub use check::CheckReport;
 pub use db::{BufferStats, CheckpointInfo, Db, DbStats, RecoveryStats, Scan, Txn};
 pub use error::{Error, Failure, Result};
 pub use options::{CommitMode, DbOptions, TornMode};

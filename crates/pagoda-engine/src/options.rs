@@ -123,8 +123,12 @@ pub struct DbOptions {
     /// log is in use, and on demand with `Db::checkpoint`). `None`: by log use only.
     pub checkpoint_interval: Option<Duration>,
     /// Verify every allocated page's checksum at open, so that damage is reported at once by
-    /// page id (default on; it reads the whole database: turn it off for large ones).
+    /// page id. Default off: it reads the whole database, so open time would grow with it
+    /// (damage is still found by checksum when a page is read).
     pub verify_on_open: bool,
+    /// After recovery, walk every tree and the free list ([`crate::Db::check`]) and refuse
+    /// to open on a structural fault. Default off (it reads the whole database).
+    pub paranoid: bool,
     /// Open even when recovery finds corrupt pages (they are listed in the stats and every
     /// access to them fails with [`Error::Corruption`]).
     pub allow_corrupt: bool,
@@ -169,7 +173,8 @@ impl Default for DbOptions {
             data_file_bytes: 64 << 30,
             log_file_bytes: 128 << 20,
             checkpoint_interval: Some(Duration::from_secs(60)),
-            verify_on_open: true,
+            verify_on_open: false,
+            paranoid: false,
             allow_corrupt: false,
             background: true,
             observer: None,
@@ -241,6 +246,12 @@ impl DbOptions {
     /// Verifies all pages at open.
     pub fn verify_on_open(mut self, on: bool) -> Self {
         self.verify_on_open = on;
+        self
+    }
+
+    /// Checks every tree after recovery (see [`DbOptions::paranoid`](Self::paranoid)).
+    pub fn paranoid(mut self, on: bool) -> Self {
+        self.paranoid = on;
         self
     }
 

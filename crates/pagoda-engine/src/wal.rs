@@ -292,11 +292,19 @@ impl Wal {
         }
     }
 
-    /// Makes everything appended so far durable.
-    pub fn flush_all(&self) -> Result<u64> {
-        let end = self.state.lock().next_lsn;
-        self.wait_durable(end)?;
-        Ok(self.durable())
+    /// Closes the open group so that the log end is a group boundary, and returns it: every
+    /// record appended so far lies before it, every later one after it (a checkpoint's redo
+    /// start, taken under the commit lock without waiting for any I/O there).
+    pub fn close_group(&self) -> u64 {
+        let mut st = self.state.lock();
+        let open = st.slots.back().is_some_and(|s| s.open);
+        if open {
+            if let Some(s) = st.slots.back_mut() {
+                s.open = false;
+            }
+            st.next_lsn = align_up(st.next_lsn);
+        }
+        st.next_lsn
     }
 
     /// Writes consecutive groups (one device request; no sync).

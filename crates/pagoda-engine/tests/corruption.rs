@@ -129,7 +129,7 @@ fn fixtures_give_errors_naming_the_damage() {
     let r = inspect_dir(t.path()).unwrap();
     assert_eq!(r.corrupt_page_ids(), vec![TABLE_ROOT], "{r}");
     assert!(r.to_string().contains("corrupt page 50"), "{r}");
-    match Db::open(small(t.path())) {
+    match Db::open(small(t.path()).verify_on_open(true)) {
         Err(Error::Corruption { page_id, .. }) => assert_eq!(page_id, TABLE_ROOT),
         other => panic!(
             "expected corruption of page 50, got {:?}",

@@ -70,6 +70,8 @@ fn db_options(opts: &CrashTestOptions, switch: &Arc<Switch>) -> DbOptions {
         .log_capacity(1 << 20)
         .observer(switch.observer())
         .sabotage(opts.sabotage)
+        // Recovery must leave every tree well formed, not only the rows the oracle reads.
+        .paranoid(true)
         // One thread: no background thread, so that the run is deterministic.
         .background(opts.threads > 1);
     DbOptions { dw_pages: 8, ..o }

@@ -150,6 +150,16 @@ impl Db {
         Ok(())
     }
 
+    /// Walks every tree (the catalog's included) and the free list, verifying key order and
+    /// ranges, equal leaf depth, overflow chains, and that no page is used twice or both used
+    /// and free. Commits wait meanwhile. Errors: [`Error::Corruption`] naming the page.
+    pub fn check(&self) -> Result<crate::CheckReport> {
+        let _writers = self.inner.commit.lock();
+        let mut roots = vec![self.inner.meta_page + 1];
+        roots.extend(self.inner.roots.read().values().copied());
+        crate::check::check(&self.inner.pool, self.inner.meta_page, &roots)
+    }
+
     /// After a read of `t`'s tree: fails if the table was dropped meanwhile, since its pages
     /// may then have been freed and reused (a drop removes the root before any reuse can
     /// happen, so a read that finds the root still in place read the live table).

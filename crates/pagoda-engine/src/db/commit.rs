@@ -138,6 +138,42 @@ impl Txn {
         res
     }
 
+    /// Reads, before the commit lock, what the apply step needs: each key's root and its
+    /// previous value (for the version chain), which also brings the descent path and any
+    /// overflow pages of the old value into the pool, so that the critical section finds
+    /// them there instead of reading the device. The values stay valid under the lock: a
+    /// commit that changes one of these keys meanwhile has a timestamp above our snapshot
+    /// and makes the validation under the lock fail.
+    fn pre_read(&self) -> Result<Vec<(u64, Value)>> {
+        let db = &self.db;
+        let pool = &db.inner.pool;
+        let mut out = Vec::with_capacity(self.writes.len());
+        for wk in self.writes.keys() {
+            let root = db
+                .inner
+                .roots
+                .read()
+                .get(&wk.0)
+                .copied()
+                .ok_or_else(|| Error::NoSuchTable(format!("(table id {}, dropped)", wk.0)))?;
+            let old = btree::get(pool, root, &wk.1)?;
+            let newest = db.inner.mvcc.newest_value(wk);
+            let prev = match (newest, old) {
+                (Some(v), old) => {
+                    if let Some(old @ Val::Overflow { .. }) = old {
+                        // Warm the chain the apply step frees.
+                        btree::load_value(pool, &old)?;
+                    }
+                    v
+                }
+                (None, Some(val)) => Some(Arc::from(btree::load_value(pool, &val)?)),
+                (None, None) => None,
+            };
+            out.push((root, prev));
+        }
+        Ok(out)
+    }
+
     pub(super) fn commit_inner(&mut self, adm: Option<Admission>) -> Result<CommitTicket> {
         if let Some((table, key)) = self.aborted.take() {
             return Err(Error::Conflict { table, key });
@@ -155,6 +191,7 @@ impl Txn {
             .map(|((_, k), v)| (k.len() + v.as_ref().map_or(0, Vec::len) + 64) as u64)
             .sum::<u64>()
             + (8 + self.writes.len() as u64 / 16) * ps as u64;
+        let pre = self.pre_read()?;
         // Room in the log is checked again under the commit lock (other committers may have
         // used it meanwhile): once a commit has changed pages, its record must fit.
         let t_lock = Instant::now();
@@ -186,15 +223,12 @@ impl Txn {
                 });
             }
         }
-        let mut roots = Vec::with_capacity(self.writes.len());
         {
+            // A table dropped since the reads above: its pages may be reused.
             let r = db.inner.roots.read();
-            for wk in self.writes.keys() {
-                match r.get(&wk.0) {
-                    Some(&root) => roots.push(root),
-                    None => {
-                        return Err(Error::NoSuchTable(format!("(table id {}, dropped)", wk.0)))
-                    }
+            for (wk, (root, _)) in self.writes.keys().zip(&pre) {
+                if r.get(&wk.0) != Some(root) {
+                    return Err(Error::NoSuchTable(format!("(table id {}, dropped)", wk.0)));
                 }
             }
         }
@@ -203,14 +237,7 @@ impl Txn {
         let res = (|| {
             let mut ap = Apply::new(pool, db.inner.meta_page);
             let mut ops = Vec::with_capacity(self.writes.len());
-            for ((wk, v), root) in self.writes.iter().zip(&roots) {
-                let prev: Value = match mvcc.newest_value(wk) {
-                    Some(v) => v,
-                    None => match btree::get(pool, *root, &wk.1)? {
-                        Some(val) => Some(Arc::from(btree::load_value(pool, &val)?)),
-                        None => None,
-                    },
-                };
+            for ((wk, v), (root, prev)) in self.writes.iter().zip(pre) {
                 mvcc.push(
                     wk.clone(),
                     Version {
@@ -226,7 +253,7 @@ impl Txn {
                         } else {
                             Val::Inline(b.clone())
                         };
-                        if let Some(old) = ap.put(*root, &wk.1, val.clone())? {
+                        if let Some(old) = ap.put(root, &wk.1, val.clone())? {
                             ap.free_value(&old)?;
                         }
                         ops.push(RedoOp::Put {
@@ -236,7 +263,7 @@ impl Txn {
                         });
                     }
                     None => {
-                        if let Some(old) = ap.delete(*root, &wk.1)? {
+                        if let Some(old) = ap.delete(root, &wk.1)? {
                             ap.free_value(&old)?;
                         }
                         ops.push(RedoOp::Delete {

@@ -270,6 +270,9 @@ impl Db {
         });
         let db = Db { inner };
         db.load_catalog()?;
+        if db.inner.opts.paranoid {
+            db.check()?;
+        }
         probe::emit(&obs, Event::Recovery(RecoveryStep::Checkpoint));
         db.checkpoint()?;
         // Pages read so far belong to recovery.
