@@ -960,6 +960,7 @@ fn create(opts: &DbOptions, data: &DeviceRef, log: &DeviceRef) -> Result<Superbl
                 next_page: catalog + 1,
                 next_table: 1,
                 free: Vec::new(),
+                free_trunk: 0,
             }),
         },
         Page {

@@ -42,6 +42,8 @@ pub enum Kind {
     Internal = 3,
     /// A piece of a large value.
     Overflow = 4,
+    /// A page of the free list beyond what the meta page holds.
+    Trunk = 5,
 }
 
 /// A leaf value: inline bytes or a chain of overflow pages.
@@ -77,6 +79,8 @@ pub struct Meta {
     pub next_table: u32,
     /// Freed pages available for reuse.
     pub free: Vec<u64>,
+    /// First free-list trunk page (0 = none): more free pages, once `free` is full.
+    pub free_trunk: u64,
 }
 
 /// A decoded node.
@@ -100,6 +104,14 @@ pub enum Node {
         /// Bytes of this piece.
         data: Vec<u8>,
     },
+    /// A free page holding free-list entries moved out of the full meta page; it is itself
+    /// free, and is reused when the meta page takes its entries back.
+    Trunk {
+        /// Next trunk page, 0 at the end.
+        next: u64,
+        /// Free page ids.
+        free: Vec<u64>,
+    },
 }
 
 impl Node {
@@ -110,18 +122,20 @@ impl Node {
             Node::Leaf(_) => Kind::Leaf,
             Node::Internal { .. } => Kind::Internal,
             Node::Overflow { .. } => Kind::Overflow,
+            Node::Trunk { .. } => Kind::Trunk,
         }
     }
 
     /// Payload bytes when encoded.
     pub fn payload_len(&self) -> usize {
         match self {
-            Node::Meta(m) => 8 + 4 + 4 + 8 * m.free.len(),
+            Node::Meta(m) => 8 + 4 + 4 + 8 * m.free.len() + if m.free_trunk != 0 { 8 } else { 0 },
             Node::Leaf(es) => 4 + es.iter().map(|(k, v)| leaf_entry_len(k, v)).sum::<usize>(),
             Node::Internal { keys, .. } => {
                 4 + 8 + keys.iter().map(|k| internal_entry_len(k)).sum::<usize>()
             }
             Node::Overflow { data, .. } => 8 + 4 + data.len(),
+            Node::Trunk { free, .. } => 8 + 4 + 8 * free.len(),
         }
     }
 }
@@ -267,6 +281,10 @@ pub fn encode_node(node: &Node, out: &mut Vec<u8>) {
             for f in &m.free {
                 put_u64(out, *f);
             }
+            // Written only when set, so that databases without trunks keep the old layout.
+            if m.free_trunk != 0 {
+                put_u64(out, m.free_trunk);
+            }
         }
         Node::Leaf(es) => {
             put_u32(out, es.len() as u32);
@@ -289,6 +307,13 @@ pub fn encode_node(node: &Node, out: &mut Vec<u8>) {
             put_u64(out, *next);
             put_u32(out, data.len() as u32);
             out.extend_from_slice(data);
+        }
+        Node::Trunk { next, free } => {
+            put_u64(out, *next);
+            put_u32(out, free.len() as u32);
+            for f in free {
+                put_u64(out, *f);
+            }
         }
     }
 }
@@ -350,10 +375,13 @@ pub fn decode_node(kind: u8, payload: &[u8]) -> Option<Node> {
             for _ in 0..n {
                 free.push(r.u64()?);
             }
+            // Absent when there is no trunk.
+            let free_trunk = if r.remaining() == 0 { 0 } else { r.u64()? };
             Node::Meta(Meta {
                 next_page,
                 next_table,
                 free,
+                free_trunk,
             })
         }
         2 => {
@@ -385,6 +413,15 @@ pub fn decode_node(kind: u8, payload: &[u8]) -> Option<Node> {
                 next,
                 data: r.bytes(n)?.to_vec(),
             }
+        }
+        5 => {
+            let next = r.u64()?;
+            let n = r.u32()? as usize;
+            let mut free = Vec::with_capacity(n.min(r.remaining() / 8));
+            for _ in 0..n {
+                free.push(r.u64()?);
+            }
+            Node::Trunk { next, free }
         }
         _ => return None,
     };
