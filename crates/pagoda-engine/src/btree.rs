@@ -407,6 +407,8 @@ impl<'a> Apply<'a> {
         for (pid, _) in path {
             pages.push(self.pool.write(*pid)?);
         }
+        // Freed once the latches are released: a freed page may become a free-list trunk.
+        let mut dead = Vec::new();
         let mut level = pages.len() - 1;
         while level > 0 {
             if pages[level].node.payload_len() >= max / 4 {
@@ -475,7 +477,7 @@ impl<'a> Apply<'a> {
                 children.remove(left_i + 1);
             }
             self.mark(&mut pages[level - 1], true);
-            self.free(rpid)?;
+            dead.push(rpid);
             level -= 1;
         }
         // Collapse a root with one child.
@@ -490,8 +492,12 @@ impl<'a> Apply<'a> {
                 };
                 pages[0].node = node;
                 self.mark(&mut pages[0], true);
-                self.free(child)?;
+                dead.push(child);
             }
+        }
+        drop(pages);
+        for pid in dead {
+            self.free(pid)?;
         }
         Ok(())
     }
