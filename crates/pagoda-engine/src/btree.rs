@@ -14,7 +14,7 @@
 
 use crate::buffer::{Pool, WritePage};
 use crate::error::{Error, Result};
-use crate::format::{internal_entry_len, leaf_entry_len, Meta, Node, Page, Val, PAGE_HEADER};
+use crate::format::{internal_entry_len, leaf_entry_len, Node, Val, PAGE_HEADER};
 use std::collections::BTreeSet;
 use std::ops::Bound;
 
@@ -188,7 +188,7 @@ impl<'a> Apply<'a> {
         }
     }
 
-    fn mark(&mut self, p: &mut WritePage<'_>, image: bool) {
+    pub(crate) fn mark(&mut self, p: &mut WritePage<'_>, image: bool) {
         match self.recovery_lsn {
             // Recovery too keeps the page from being written until every operation of the
             // record is applied (`Pool::stamp`): a page written with the record's LSN but only
@@ -209,65 +209,8 @@ impl<'a> Apply<'a> {
         }
     }
 
-    fn payload_max(&self) -> usize {
+    pub(crate) fn payload_max(&self) -> usize {
         payload_max(self.pool.page_size())
-    }
-
-    /// Allocates a page holding `node`.
-    pub fn alloc(&mut self, node: Node) -> Result<u64> {
-        let mut meta = self.pool.write(self.meta)?;
-        let Node::Meta(m) = &mut meta.node else {
-            return Err(corrupt_kind(self.meta, "meta"));
-        };
-        let pid = match m.free.pop() {
-            Some(p) => p,
-            None => {
-                let p = m.next_page;
-                if p >= self.pool.capacity_pages() {
-                    return Err(Error::Full {
-                        page: p,
-                        capacity_pages: self.pool.capacity_pages(),
-                    });
-                }
-                m.next_page += 1;
-                p
-            }
-        };
-        self.mark(&mut meta, true);
-        drop(meta);
-        self.freed.remove(&pid);
-        let mut page = self.pool.install(Page {
-            id: pid,
-            lsn: 0,
-            node,
-        })?;
-        self.mark(&mut page, true);
-        Ok(pid)
-    }
-
-    /// Returns a page to the free list (leaked when the list is full).
-    pub fn free(&mut self, pid: u64) -> Result<()> {
-        let cap = (self.payload_max() - 16) / 8;
-        let mut meta = self.pool.write(self.meta)?;
-        let Node::Meta(m) = &mut meta.node else {
-            return Err(corrupt_kind(self.meta, "meta"));
-        };
-        if m.free.len() < cap {
-            m.free.push(pid);
-        }
-        self.mark(&mut meta, true);
-        self.freed.insert(pid);
-        self.imaged.remove(&pid);
-        Ok(())
-    }
-
-    /// Reads the meta page.
-    pub fn meta(&self) -> Result<Meta> {
-        let p = self.pool.read(self.meta)?;
-        match &p.node {
-            Node::Meta(m) => Ok(m.clone()),
-            _ => Err(corrupt_kind(self.meta, "meta")),
-        }
     }
 
     /// Allocates a table id.
@@ -373,61 +316,44 @@ impl<'a> Apply<'a> {
                 return Ok(old);
             }
         }
-        // Split: latch the whole path top-down.
+        // Split: latch the whole path top-down, then restructure copies of its nodes and
+        // write them back only once every new page is in place, so that a failure (no free
+        // page, a full buffer) leaves every node as it was.
         let mut pages = Vec::with_capacity(path.len());
         for (pid, _) in &path {
             pages.push(self.pool.write(*pid)?);
         }
-        let last = pages.len() - 1;
-        let old = {
-            let Node::Leaf(es) = &mut pages[last].node else {
-                return Err(corrupt_kind(leaf, "leaf"));
-            };
-            match es.binary_search_by(|(k, _)| k.as_slice().cmp(key)) {
-                Ok(i) => Some(std::mem::replace(&mut es[i].1, val)),
-                Err(i) => {
-                    es.insert(i, (key.to_vec(), val));
-                    None
-                }
+        let mut nodes: Vec<Node> = pages.iter().map(|p| p.node.clone()).collect();
+        let last = nodes.len() - 1;
+        let Node::Leaf(es) = &mut nodes[last] else {
+            return Err(corrupt_kind(leaf, "leaf"));
+        };
+        let old = match es.binary_search_by(|(k, _)| k.as_slice().cmp(key)) {
+            Ok(i) => Some(std::mem::replace(&mut es[i].1, val)),
+            Err(i) => {
+                es.insert(i, (key.to_vec(), val));
+                None
             }
         };
-        self.mark(&mut pages[last], true);
-        let mut level = last;
-        loop {
-            if pages[level].node.payload_len() <= max {
-                break;
-            }
-            let (sep, right) = split_node(&mut pages[level].node);
-            if level == 0 {
-                // Root split: the root keeps its page id.
-                let left = std::mem::replace(&mut pages[0].node, Node::Leaf(Vec::new()));
-                let l = self.alloc(left)?;
-                let r = self.alloc(right)?;
-                pages[0].node = Node::Internal {
-                    keys: vec![sep],
-                    children: vec![l, r],
-                };
-                self.mark(&mut pages[0], true);
-                // The new children may still be over-full only if entries were huge; checked.
-                for c in [l, r] {
-                    if self.pool.read(c)?.node.payload_len() > max {
-                        return Err(Error::Internal(format!(
-                            "page {c} over-full after a root split"
-                        )));
-                    }
-                }
-                break;
-            }
-            let r = self.alloc(right)?;
-            self.mark(&mut pages[level], true);
-            let ci = path[level - 1].1;
-            let Node::Internal { keys, children } = &mut pages[level - 1].node else {
-                return Err(corrupt_kind(path[level - 1].0, "internal"));
-            };
-            keys.insert(ci, sep);
-            children.insert(ci + 1, r);
-            self.mark(&mut pages[level - 1], true);
-            level -= 1;
+        // A dry run counts the new pages; the real run uses the reserved ids.
+        let mut need = 0;
+        split_path(&mut nodes.clone(), &path, max, || {
+            need += 1;
+            0
+        })?;
+        let mut ids = self.reserve(need)?.into_iter();
+        let (new, top) = split_path(&mut nodes, &path, max, || ids.next().unwrap_or(0))?;
+        if ids.next().is_some() || new.iter().any(|(pid, _)| *pid == 0) {
+            return Err(Error::Internal(format!(
+                "split of page {leaf}: the dry run and the run needed different page counts"
+            )));
+        }
+        for (pid, node) in new {
+            self.place(pid, node)?;
+        }
+        for (page, node) in pages.iter_mut().zip(nodes).skip(top) {
+            page.node = node;
+            self.mark(page, true);
         }
         Ok(old)
     }
@@ -481,6 +407,8 @@ impl<'a> Apply<'a> {
         for (pid, _) in path {
             pages.push(self.pool.write(*pid)?);
         }
+        // Freed once the latches are released: a freed page may become a free-list trunk.
+        let mut dead = Vec::new();
         let mut level = pages.len() - 1;
         while level > 0 {
             if pages[level].node.payload_len() >= max / 4 {
@@ -549,7 +477,7 @@ impl<'a> Apply<'a> {
                 children.remove(left_i + 1);
             }
             self.mark(&mut pages[level - 1], true);
-            self.free(rpid)?;
+            dead.push(rpid);
             level -= 1;
         }
         // Collapse a root with one child.
@@ -564,8 +492,12 @@ impl<'a> Apply<'a> {
                 };
                 pages[0].node = node;
                 self.mark(&mut pages[0], true);
-                self.free(child)?;
+                dead.push(child);
             }
+        }
+        drop(pages);
+        for pid in dead {
+            self.free(pid)?;
         }
         Ok(())
     }
@@ -600,6 +532,49 @@ impl<'a> Apply<'a> {
         }
         Ok(out)
     }
+}
+
+/// Splits the over-full nodes of a root-to-leaf path (`nodes`, changed in place) bottom-up;
+/// `next_id` names each new page. Returns the new pages and the highest level changed.
+fn split_path(
+    nodes: &mut [Node],
+    path: &[(u64, usize)],
+    max: usize,
+    mut next_id: impl FnMut() -> u64,
+) -> Result<(Vec<(u64, Node)>, usize)> {
+    let mut new = Vec::new();
+    let mut level = nodes.len() - 1;
+    while nodes[level].payload_len() > max {
+        let (sep, right) = split_node(&mut nodes[level]);
+        if level == 0 {
+            // Root split: the root keeps its page id, its contents move to two children.
+            let left = std::mem::replace(&mut nodes[0], Node::Leaf(Vec::new()));
+            if left.payload_len() > max || right.payload_len() > max {
+                return Err(Error::Internal(format!(
+                    "a child of root {} over-full after a root split",
+                    path[0].0
+                )));
+            }
+            let (l, r) = (next_id(), next_id());
+            nodes[0] = Node::Internal {
+                keys: vec![sep],
+                children: vec![l, r],
+            };
+            new.push((l, left));
+            new.push((r, right));
+            break;
+        }
+        let r = next_id();
+        new.push((r, right));
+        let ci = path[level - 1].1;
+        let Node::Internal { keys, children } = &mut nodes[level - 1] else {
+            return Err(corrupt_kind(path[level - 1].0, "internal"));
+        };
+        keys.insert(ci, sep);
+        children.insert(ci + 1, r);
+        level -= 1;
+    }
+    Ok((new, level))
 }
 
 /// Splits an over-full node in two halves of about equal size; returns the separator and the

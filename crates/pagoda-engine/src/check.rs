@@ -45,6 +45,22 @@ pub(crate) fn check(pool: &Pool, meta_page: u64, roots: &[u64]) -> Result<CheckR
         c.claim(pid, "free list")?;
     }
     c.report.free_pages = meta.free.len() as u64;
+    // Trunk pages hold the rest of the free list; each is itself free.
+    let mut trunk = meta.free_trunk;
+    while trunk != 0 {
+        c.claim(trunk, "free-list trunk chain")?;
+        let Node::Trunk { next, free } = &pool.read(trunk)?.node else {
+            return Err(Error::corrupt(
+                trunk,
+                "the free-list chain reaches a non-trunk page",
+            ));
+        };
+        for &pid in free {
+            c.claim(pid, "free-list trunk")?;
+        }
+        c.report.free_pages += 1 + free.len() as u64;
+        trunk = *next;
+    }
     for &root in roots {
         c.report.trees += 1;
         let mut leaf_depth = None;

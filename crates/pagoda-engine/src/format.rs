@@ -3,6 +3,11 @@
 
 use crate::error::{Error, Result};
 
+mod log;
+pub use log::*;
+#[cfg(test)]
+mod tests;
+
 /// Bytes of the page header.
 pub const PAGE_HEADER: usize = 32;
 /// Magic at byte 4 of every page.
@@ -37,6 +42,8 @@ pub enum Kind {
     Internal = 3,
     /// A piece of a large value.
     Overflow = 4,
+    /// A page of the free list beyond what the meta page holds.
+    Trunk = 5,
 }
 
 /// A leaf value: inline bytes or a chain of overflow pages.
@@ -72,6 +79,8 @@ pub struct Meta {
     pub next_table: u32,
     /// Freed pages available for reuse.
     pub free: Vec<u64>,
+    /// First free-list trunk page (0 = none): more free pages, once `free` is full.
+    pub free_trunk: u64,
 }
 
 /// A decoded node.
@@ -95,6 +104,14 @@ pub enum Node {
         /// Bytes of this piece.
         data: Vec<u8>,
     },
+    /// A free page holding free-list entries moved out of the full meta page; it is itself
+    /// free, and is reused when the meta page takes its entries back.
+    Trunk {
+        /// Next trunk page, 0 at the end.
+        next: u64,
+        /// Free page ids.
+        free: Vec<u64>,
+    },
 }
 
 impl Node {
@@ -105,18 +122,20 @@ impl Node {
             Node::Leaf(_) => Kind::Leaf,
             Node::Internal { .. } => Kind::Internal,
             Node::Overflow { .. } => Kind::Overflow,
+            Node::Trunk { .. } => Kind::Trunk,
         }
     }
 
     /// Payload bytes when encoded.
     pub fn payload_len(&self) -> usize {
         match self {
-            Node::Meta(m) => 8 + 4 + 4 + 8 * m.free.len(),
+            Node::Meta(m) => 8 + 4 + 4 + 8 * m.free.len() + if m.free_trunk != 0 { 8 } else { 0 },
             Node::Leaf(es) => 4 + es.iter().map(|(k, v)| leaf_entry_len(k, v)).sum::<usize>(),
             Node::Internal { keys, .. } => {
                 4 + 8 + keys.iter().map(|k| internal_entry_len(k)).sum::<usize>()
             }
             Node::Overflow { data, .. } => 8 + 4 + data.len(),
+            Node::Trunk { free, .. } => 8 + 4 + 8 * free.len(),
         }
     }
 }
@@ -262,6 +281,10 @@ pub fn encode_node(node: &Node, out: &mut Vec<u8>) {
             for f in &m.free {
                 put_u64(out, *f);
             }
+            // Written only when set, so that databases without trunks keep the old layout.
+            if m.free_trunk != 0 {
+                put_u64(out, m.free_trunk);
+            }
         }
         Node::Leaf(es) => {
             put_u32(out, es.len() as u32);
@@ -284,6 +307,13 @@ pub fn encode_node(node: &Node, out: &mut Vec<u8>) {
             put_u64(out, *next);
             put_u32(out, data.len() as u32);
             out.extend_from_slice(data);
+        }
+        Node::Trunk { next, free } => {
+            put_u64(out, *next);
+            put_u32(out, free.len() as u32);
+            for f in free {
+                put_u64(out, *f);
+            }
         }
     }
 }
@@ -345,10 +375,13 @@ pub fn decode_node(kind: u8, payload: &[u8]) -> Option<Node> {
             for _ in 0..n {
                 free.push(r.u64()?);
             }
+            // Absent when there is no trunk.
+            let free_trunk = if r.remaining() == 0 { 0 } else { r.u64()? };
             Node::Meta(Meta {
                 next_page,
                 next_table,
                 free,
+                free_trunk,
             })
         }
         2 => {
@@ -380,6 +413,15 @@ pub fn decode_node(kind: u8, payload: &[u8]) -> Option<Node> {
                 next,
                 data: r.bytes(n)?.to_vec(),
             }
+        }
+        5 => {
+            let next = r.u64()?;
+            let n = r.u32()? as usize;
+            let mut free = Vec::with_capacity(n.min(r.remaining() / 8));
+            for _ in 0..n {
+                free.push(r.u64()?);
+            }
+            Node::Trunk { next, free }
         }
         _ => return None,
     };
@@ -464,335 +506,5 @@ impl Superblock {
             db_id: r.u64().unwrap_or(0),
         };
         Ok(sb)
-    }
-}
-
-/// Log device header (sector 0 of the log device).
-pub fn encode_log_header(db_id: u64, capacity: u64) -> Vec<u8> {
-    let mut b = Vec::with_capacity(SECTOR);
-    b.extend_from_slice(&LOG_MAGIC);
-    put_u32(&mut b, FORMAT_VERSION);
-    put_u64(&mut b, db_id);
-    put_u64(&mut b, capacity);
-    let crc = crc32c::crc32c(&b);
-    put_u32(&mut b, crc);
-    b.resize(SECTOR, 0);
-    b
-}
-
-/// Decodes the log header: `(db_id, capacity)`.
-pub fn decode_log_header(buf: &[u8]) -> std::result::Result<(u64, u64), String> {
-    if buf[..8] != LOG_MAGIC {
-        return Err("no log header magic".into());
-    }
-    let body = 8 + 4 + 16;
-    let stored = u32::from_le_bytes([buf[body], buf[body + 1], buf[body + 2], buf[body + 3]]);
-    if crc32c::crc32c(&buf[..body]) != stored {
-        return Err("log header checksum mismatch".into());
-    }
-    let mut r = Reader::new(&buf[12..body]);
-    Ok((r.u64().unwrap_or(0), r.u64().unwrap_or(0)))
-}
-
-/// A group header: written at a sector boundary, followed by the group's records.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct GroupHeader {
-    /// LSN of the group (its own position).
-    pub lsn: u64,
-    /// Bytes of the group including this header (unpadded).
-    pub len: u32,
-    /// Records in the group.
-    pub records: u32,
-    /// CRC32C of the bytes after the header.
-    pub body_crc: u32,
-}
-
-impl GroupHeader {
-    /// Encodes into `GROUP_HEADER` bytes.
-    pub fn encode(&self, out: &mut [u8]) {
-        out[0..4].copy_from_slice(&GROUP_MAGIC);
-        out[4..12].copy_from_slice(&self.lsn.to_le_bytes());
-        out[12..16].copy_from_slice(&self.len.to_le_bytes());
-        out[16..20].copy_from_slice(&self.records.to_le_bytes());
-        out[20..24].copy_from_slice(&self.body_crc.to_le_bytes());
-        let crc = crc32c::crc32c(&out[0..24]);
-        out[24..28].copy_from_slice(&crc.to_le_bytes());
-        out[28..32].fill(0);
-    }
-
-    /// Decodes; `None` when magic or header CRC do not match.
-    pub fn decode(buf: &[u8]) -> Option<Self> {
-        if buf[0..4] != GROUP_MAGIC {
-            return None;
-        }
-        let stored = u32::from_le_bytes(buf[24..28].try_into().ok()?);
-        if crc32c::crc32c(&buf[0..24]) != stored {
-            return None;
-        }
-        Some(Self {
-            lsn: u64::from_le_bytes(buf[4..12].try_into().ok()?),
-            len: u32::from_le_bytes(buf[12..16].try_into().ok()?),
-            records: u32::from_le_bytes(buf[16..20].try_into().ok()?),
-            body_crc: u32::from_le_bytes(buf[20..24].try_into().ok()?),
-        })
-    }
-}
-
-/// One redo operation of a commit record.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum RedoOp {
-    /// Set `key` to `val` in table `table`.
-    Put {
-        /// Table id (0 = catalog).
-        table: u32,
-        /// Key.
-        key: Vec<u8>,
-        /// Value as stored in the leaf.
-        val: Val,
-    },
-    /// Remove `key` from table `table`.
-    Delete {
-        /// Table id.
-        table: u32,
-        /// Key.
-        key: Vec<u8>,
-    },
-    /// Table `table` was dropped: later redo skips it.
-    DropTable {
-        /// Table id.
-        table: u32,
-    },
-}
-
-/// A commit record: the logical operations of one transaction plus full images of every page
-/// it changed structurally (splits, merges, allocations, overflow pages, the meta page).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct CommitRecord {
-    /// Commit timestamp.
-    pub cts: u64,
-    /// Logical redo.
-    pub ops: Vec<RedoOp>,
-    /// Page images: `(page id, node)`.
-    pub images: Vec<(u64, Node)>,
-}
-
-/// Record kind byte of a commit record.
-pub const REC_COMMIT: u8 = 1;
-
-impl CommitRecord {
-    /// Encodes a full record with header; the LSN and CRC are patched by [`seal_record`].
-    pub fn encode(&self) -> Vec<u8> {
-        let mut b = vec![0u8; RECORD_HEADER];
-        put_u64(&mut b, self.cts);
-        put_u32(&mut b, self.ops.len() as u32);
-        for op in &self.ops {
-            match op {
-                RedoOp::Put { table, key, val } => {
-                    b.push(1);
-                    put_u32(&mut b, *table);
-                    put_u16(&mut b, key.len() as u16);
-                    b.extend_from_slice(key);
-                    put_val(&mut b, val);
-                }
-                RedoOp::Delete { table, key } => {
-                    b.push(2);
-                    put_u32(&mut b, *table);
-                    put_u16(&mut b, key.len() as u16);
-                    b.extend_from_slice(key);
-                }
-                RedoOp::DropTable { table } => {
-                    b.push(3);
-                    put_u32(&mut b, *table);
-                }
-            }
-        }
-        put_u32(&mut b, self.images.len() as u32);
-        for (id, node) in &self.images {
-            put_u64(&mut b, *id);
-            b.push(node.kind() as u8);
-            put_u32(&mut b, node.payload_len() as u32);
-            encode_node(node, &mut b);
-        }
-        let len = b.len() as u32;
-        b[0..4].copy_from_slice(&len.to_le_bytes());
-        b[16] = REC_COMMIT;
-        b
-    }
-
-    /// Decodes a record body (after the header).
-    pub fn decode(body: &[u8]) -> Option<Self> {
-        let mut r = Reader::new(body);
-        let cts = r.u64()?;
-        let n = r.u32()? as usize;
-        let mut ops = Vec::with_capacity(n.min(body.len()));
-        for _ in 0..n {
-            let op = match r.u8()? {
-                1 => {
-                    let table = r.u32()?;
-                    let kl = r.u16()? as usize;
-                    let key = r.bytes(kl)?.to_vec();
-                    let val = read_val(&mut r)?;
-                    RedoOp::Put { table, key, val }
-                }
-                2 => {
-                    let table = r.u32()?;
-                    let kl = r.u16()? as usize;
-                    RedoOp::Delete {
-                        table,
-                        key: r.bytes(kl)?.to_vec(),
-                    }
-                }
-                3 => RedoOp::DropTable { table: r.u32()? },
-                _ => return None,
-            };
-            ops.push(op);
-        }
-        let n = r.u32()? as usize;
-        let mut images = Vec::with_capacity(n.min(body.len()));
-        for _ in 0..n {
-            let id = r.u64()?;
-            let kind = r.u8()?;
-            let len = r.u32()? as usize;
-            let node = decode_node(kind, r.bytes(len)?)?;
-            images.push((id, node));
-        }
-        if r.remaining() != 0 {
-            return None;
-        }
-        Some(Self { cts, ops, images })
-    }
-}
-
-/// Writes the LSN and CRC into an encoded record: `[len u32][crc u32][lsn u64][kind u8]body`.
-pub fn seal_record(rec: &mut [u8], lsn: u64) {
-    rec[8..16].copy_from_slice(&lsn.to_le_bytes());
-    let crc = crc32c::crc32c(&rec[8..]);
-    rec[4..8].copy_from_slice(&crc.to_le_bytes());
-}
-
-/// Parses the records of a group body; `Err` names the problem.
-pub fn parse_records(
-    body: &[u8],
-    first_lsn: u64,
-) -> std::result::Result<Vec<(u64, CommitRecord)>, String> {
-    let mut out = Vec::new();
-    let mut pos = 0usize;
-    while pos < body.len() {
-        let lsn = first_lsn + pos as u64;
-        let rest = &body[pos..];
-        if rest.len() < RECORD_HEADER {
-            return Err(format!("record at LSN {lsn} truncated"));
-        }
-        let len = u32::from_le_bytes([rest[0], rest[1], rest[2], rest[3]]) as usize;
-        if len < RECORD_HEADER || len > rest.len() {
-            return Err(format!("record at LSN {lsn} has bad length {len}"));
-        }
-        let rec = &rest[..len];
-        let crc = u32::from_le_bytes([rec[4], rec[5], rec[6], rec[7]]);
-        if crc32c::crc32c(&rec[8..]) != crc {
-            return Err(format!("record at LSN {lsn} fails its checksum"));
-        }
-        let stored_lsn = u64::from_le_bytes(rec[8..16].try_into().map_err(|_| "lsn")?);
-        if stored_lsn != lsn {
-            return Err(format!("record at LSN {lsn} says LSN {stored_lsn}"));
-        }
-        if rec[16] != REC_COMMIT {
-            return Err(format!("record at LSN {lsn} has unknown kind {}", rec[16]));
-        }
-        let cr = CommitRecord::decode(&rec[RECORD_HEADER..])
-            .ok_or_else(|| format!("record at LSN {lsn} does not decode"))?;
-        out.push((lsn, cr));
-        pos += len;
-    }
-    Ok(out)
-}
-
-/// Rounds up to a sector multiple.
-pub fn align_up(x: u64) -> u64 {
-    x.div_ceil(SECTOR as u64) * SECTOR as u64
-}
-
-#[cfg(test)]
-#[allow(clippy::unwrap_used)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn page_roundtrip_and_crc() {
-        let p = Page {
-            id: 7,
-            lsn: 99,
-            node: Node::Leaf(vec![
-                (b"a".to_vec(), Val::Inline(b"x".to_vec())),
-                (
-                    b"b".to_vec(),
-                    Val::Overflow {
-                        first: 3,
-                        len: 100000,
-                    },
-                ),
-            ]),
-        };
-        let mut buf = Vec::new();
-        encode_page(&p, 4096, &mut buf);
-        assert_eq!(decode_page(&buf, 7).unwrap(), p);
-        assert!(decode_page(&buf, 8).is_err());
-        buf[100] ^= 1;
-        assert!(matches!(
-            decode_page(&buf, 7),
-            Err(Error::Corruption { page_id: 7, .. })
-        ));
-    }
-
-    #[test]
-    fn record_roundtrip() {
-        let r = CommitRecord {
-            cts: 5,
-            ops: vec![
-                RedoOp::Put {
-                    table: 1,
-                    key: b"k".to_vec(),
-                    val: Val::Inline(b"v".to_vec()),
-                },
-                RedoOp::Delete {
-                    table: 2,
-                    key: b"z".to_vec(),
-                },
-                RedoOp::DropTable { table: 3 },
-            ],
-            images: vec![(
-                9,
-                Node::Internal {
-                    keys: vec![b"m".to_vec()],
-                    children: vec![1, 2],
-                },
-            )],
-        };
-        let mut b = r.encode();
-        seal_record(&mut b, 4096 + 32);
-        let got = parse_records(&b, 4096 + 32).unwrap();
-        assert_eq!(got, vec![(4096 + 32, r)]);
-        b[30] ^= 0x40;
-        assert!(parse_records(&b, 4096 + 32).is_err());
-    }
-
-    #[test]
-    fn superblock_roundtrip() {
-        let sb = Superblock {
-            generation: 3,
-            page_size: 16384,
-            checkpoint_lsn: 8192,
-            checkpoint_cts: 4,
-            log_capacity: 1 << 20,
-            dw_start: 4,
-            dw_pages: 64,
-            meta_page: 68,
-            db_id: 42,
-        };
-        let b = sb.encode();
-        assert_eq!(Superblock::decode(&b).unwrap(), sb);
-        let mut c = b.clone();
-        c[20] ^= 1;
-        assert!(Superblock::decode(&c).is_err());
     }
 }

@@ -40,6 +40,7 @@ pub mod crashtest;
 mod db;
 mod error;
 pub mod format;
+mod freelist;
 pub mod inspect;
 pub mod mvcc;
 mod options;

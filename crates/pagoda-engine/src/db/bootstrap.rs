@@ -70,6 +70,7 @@ pub(super) fn create(opts: &DbOptions, data: &DeviceRef, log: &DeviceRef) -> Res
                 next_page: catalog + 1,
                 next_table: 1,
                 free: Vec::new(),
+                free_trunk: 0,
             }),
         },
         Page {

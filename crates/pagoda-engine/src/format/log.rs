@@ -1,0 +1,248 @@
+//! The log side of the format: the log device header, group headers and commit records.
+
+use super::*;
+
+/// Log device header (sector 0 of the log device).
+pub fn encode_log_header(db_id: u64, capacity: u64) -> Vec<u8> {
+    let mut b = Vec::with_capacity(SECTOR);
+    b.extend_from_slice(&LOG_MAGIC);
+    put_u32(&mut b, FORMAT_VERSION);
+    put_u64(&mut b, db_id);
+    put_u64(&mut b, capacity);
+    let crc = crc32c::crc32c(&b);
+    put_u32(&mut b, crc);
+    b.resize(SECTOR, 0);
+    b
+}
+
+/// Decodes the log header: `(db_id, capacity)`.
+pub fn decode_log_header(buf: &[u8]) -> std::result::Result<(u64, u64), String> {
+    if buf[..8] != LOG_MAGIC {
+        return Err("no log header magic".into());
+    }
+    let body = 8 + 4 + 16;
+    let stored = u32::from_le_bytes([buf[body], buf[body + 1], buf[body + 2], buf[body + 3]]);
+    if crc32c::crc32c(&buf[..body]) != stored {
+        return Err("log header checksum mismatch".into());
+    }
+    let mut r = Reader::new(&buf[12..body]);
+    Ok((r.u64().unwrap_or(0), r.u64().unwrap_or(0)))
+}
+
+/// A group header: written at a sector boundary, followed by the group's records.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GroupHeader {
+    /// LSN of the group (its own position).
+    pub lsn: u64,
+    /// Bytes of the group including this header (unpadded).
+    pub len: u32,
+    /// Records in the group.
+    pub records: u32,
+    /// CRC32C of the bytes after the header.
+    pub body_crc: u32,
+}
+
+impl GroupHeader {
+    /// Encodes into `GROUP_HEADER` bytes.
+    pub fn encode(&self, out: &mut [u8]) {
+        out[0..4].copy_from_slice(&GROUP_MAGIC);
+        out[4..12].copy_from_slice(&self.lsn.to_le_bytes());
+        out[12..16].copy_from_slice(&self.len.to_le_bytes());
+        out[16..20].copy_from_slice(&self.records.to_le_bytes());
+        out[20..24].copy_from_slice(&self.body_crc.to_le_bytes());
+        let crc = crc32c::crc32c(&out[0..24]);
+        out[24..28].copy_from_slice(&crc.to_le_bytes());
+        out[28..32].fill(0);
+    }
+
+    /// Decodes; `None` when magic or header CRC do not match.
+    pub fn decode(buf: &[u8]) -> Option<Self> {
+        if buf[0..4] != GROUP_MAGIC {
+            return None;
+        }
+        let stored = u32::from_le_bytes(buf[24..28].try_into().ok()?);
+        if crc32c::crc32c(&buf[0..24]) != stored {
+            return None;
+        }
+        Some(Self {
+            lsn: u64::from_le_bytes(buf[4..12].try_into().ok()?),
+            len: u32::from_le_bytes(buf[12..16].try_into().ok()?),
+            records: u32::from_le_bytes(buf[16..20].try_into().ok()?),
+            body_crc: u32::from_le_bytes(buf[20..24].try_into().ok()?),
+        })
+    }
+}
+
+/// One redo operation of a commit record.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RedoOp {
+    /// Set `key` to `val` in table `table`.
+    Put {
+        /// Table id (0 = catalog).
+        table: u32,
+        /// Key.
+        key: Vec<u8>,
+        /// Value as stored in the leaf.
+        val: Val,
+    },
+    /// Remove `key` from table `table`.
+    Delete {
+        /// Table id.
+        table: u32,
+        /// Key.
+        key: Vec<u8>,
+    },
+    /// Table `table` was dropped: later redo skips it.
+    DropTable {
+        /// Table id.
+        table: u32,
+    },
+}
+
+/// A commit record: the logical operations of one transaction plus full images of every page
+/// it changed structurally (splits, merges, allocations, overflow pages, the meta page).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CommitRecord {
+    /// Commit timestamp.
+    pub cts: u64,
+    /// Logical redo.
+    pub ops: Vec<RedoOp>,
+    /// Page images: `(page id, node)`.
+    pub images: Vec<(u64, Node)>,
+}
+
+/// Record kind byte of a commit record.
+pub const REC_COMMIT: u8 = 1;
+
+impl CommitRecord {
+    /// Encodes a full record with header; the LSN and CRC are patched by [`seal_record`].
+    pub fn encode(&self) -> Vec<u8> {
+        let mut b = vec![0u8; RECORD_HEADER];
+        put_u64(&mut b, self.cts);
+        put_u32(&mut b, self.ops.len() as u32);
+        for op in &self.ops {
+            match op {
+                RedoOp::Put { table, key, val } => {
+                    b.push(1);
+                    put_u32(&mut b, *table);
+                    put_u16(&mut b, key.len() as u16);
+                    b.extend_from_slice(key);
+                    put_val(&mut b, val);
+                }
+                RedoOp::Delete { table, key } => {
+                    b.push(2);
+                    put_u32(&mut b, *table);
+                    put_u16(&mut b, key.len() as u16);
+                    b.extend_from_slice(key);
+                }
+                RedoOp::DropTable { table } => {
+                    b.push(3);
+                    put_u32(&mut b, *table);
+                }
+            }
+        }
+        put_u32(&mut b, self.images.len() as u32);
+        for (id, node) in &self.images {
+            put_u64(&mut b, *id);
+            b.push(node.kind() as u8);
+            put_u32(&mut b, node.payload_len() as u32);
+            encode_node(node, &mut b);
+        }
+        let len = b.len() as u32;
+        b[0..4].copy_from_slice(&len.to_le_bytes());
+        b[16] = REC_COMMIT;
+        b
+    }
+
+    /// Decodes a record body (after the header).
+    pub fn decode(body: &[u8]) -> Option<Self> {
+        let mut r = Reader::new(body);
+        let cts = r.u64()?;
+        let n = r.u32()? as usize;
+        let mut ops = Vec::with_capacity(n.min(body.len()));
+        for _ in 0..n {
+            let op = match r.u8()? {
+                1 => {
+                    let table = r.u32()?;
+                    let kl = r.u16()? as usize;
+                    let key = r.bytes(kl)?.to_vec();
+                    let val = read_val(&mut r)?;
+                    RedoOp::Put { table, key, val }
+                }
+                2 => {
+                    let table = r.u32()?;
+                    let kl = r.u16()? as usize;
+                    RedoOp::Delete {
+                        table,
+                        key: r.bytes(kl)?.to_vec(),
+                    }
+                }
+                3 => RedoOp::DropTable { table: r.u32()? },
+                _ => return None,
+            };
+            ops.push(op);
+        }
+        let n = r.u32()? as usize;
+        let mut images = Vec::with_capacity(n.min(body.len()));
+        for _ in 0..n {
+            let id = r.u64()?;
+            let kind = r.u8()?;
+            let len = r.u32()? as usize;
+            let node = decode_node(kind, r.bytes(len)?)?;
+            images.push((id, node));
+        }
+        if r.remaining() != 0 {
+            return None;
+        }
+        Some(Self { cts, ops, images })
+    }
+}
+
+/// Writes the LSN and CRC into an encoded record: `[len u32][crc u32][lsn u64][kind u8]body`.
+pub fn seal_record(rec: &mut [u8], lsn: u64) {
+    rec[8..16].copy_from_slice(&lsn.to_le_bytes());
+    let crc = crc32c::crc32c(&rec[8..]);
+    rec[4..8].copy_from_slice(&crc.to_le_bytes());
+}
+
+/// Parses the records of a group body; `Err` names the problem.
+pub fn parse_records(
+    body: &[u8],
+    first_lsn: u64,
+) -> std::result::Result<Vec<(u64, CommitRecord)>, String> {
+    let mut out = Vec::new();
+    let mut pos = 0usize;
+    while pos < body.len() {
+        let lsn = first_lsn + pos as u64;
+        let rest = &body[pos..];
+        if rest.len() < RECORD_HEADER {
+            return Err(format!("record at LSN {lsn} truncated"));
+        }
+        let len = u32::from_le_bytes([rest[0], rest[1], rest[2], rest[3]]) as usize;
+        if len < RECORD_HEADER || len > rest.len() {
+            return Err(format!("record at LSN {lsn} has bad length {len}"));
+        }
+        let rec = &rest[..len];
+        let crc = u32::from_le_bytes([rec[4], rec[5], rec[6], rec[7]]);
+        if crc32c::crc32c(&rec[8..]) != crc {
+            return Err(format!("record at LSN {lsn} fails its checksum"));
+        }
+        let stored_lsn = u64::from_le_bytes(rec[8..16].try_into().map_err(|_| "lsn")?);
+        if stored_lsn != lsn {
+            return Err(format!("record at LSN {lsn} says LSN {stored_lsn}"));
+        }
+        if rec[16] != REC_COMMIT {
+            return Err(format!("record at LSN {lsn} has unknown kind {}", rec[16]));
+        }
+        let cr = CommitRecord::decode(&rec[RECORD_HEADER..])
+            .ok_or_else(|| format!("record at LSN {lsn} does not decode"))?;
+        out.push((lsn, cr));
+        pos += len;
+    }
+    Ok(out)
+}
+
+/// Rounds up to a sector multiple.
+pub fn align_up(x: u64) -> u64 {
+    x.div_ceil(SECTOR as u64) * SECTOR as u64
+}
