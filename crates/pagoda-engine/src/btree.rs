@@ -455,6 +455,13 @@ impl<'a> Apply<'a> {
                 break;
             }
             let rnode = std::mem::replace(&mut right.node, Node::Leaf(Vec::new()));
+            // The absorbed sibling is emptied (and freed): like every page this commit
+            // changes, it must not be written before the commit's record is logged. Unmarked,
+            // a dirty sibling could be written empty under its old LSN; a crash that lost the
+            // merge's record would then leave the parent pointing at an empty leaf.
+            if !crate::probe::is(self.pool.sabotage(), crate::Sabotage::MergeUnmarkedSibling) {
+                self.mark(right, false);
+            }
             match (&mut left.node, rnode) {
                 (Node::Leaf(l), Node::Leaf(r)) => l.extend(r),
                 (
@@ -472,6 +479,12 @@ impl<'a> Apply<'a> {
             }
             self.mark(left, true);
             drop(other);
+            if crate::probe::is(self.pool.sabotage(), crate::Sabotage::MergeUnmarkedSibling) {
+                // The sabotage also writes every writable dirty page here, as a checkpoint in
+                // another thread (or evictions later in this commit) can: the race, rare with
+                // the mark missing alone, then happens whenever the sibling was dirty.
+                while self.pool.clean_batch(None)? > 0 {}
+            }
             if let Node::Internal { keys, children } = &mut pages[level - 1].node {
                 keys.remove(left_i);
                 children.remove(left_i + 1);
@@ -488,7 +501,10 @@ impl<'a> Apply<'a> {
                     std::mem::replace(&mut pages[1].node, Node::Leaf(Vec::new()))
                 } else {
                     let mut c = self.pool.write(child)?;
-                    std::mem::replace(&mut c.node, Node::Leaf(Vec::new()))
+                    let node = std::mem::replace(&mut c.node, Node::Leaf(Vec::new()));
+                    // Emptied (and freed) too: unwritable until the record is logged.
+                    self.mark(&mut c, false);
+                    node
                 };
                 pages[0].node = node;
                 self.mark(&mut pages[0], true);

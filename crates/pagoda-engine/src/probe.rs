@@ -73,11 +73,16 @@ pub enum Sabotage {
     /// Redo lets the cleaner write a page before every operation of its log record is
     /// applied to it (the defect the crash test found first).
     RedoPartialWrites,
+    /// A B+tree merge empties the sibling it absorbs without marking it in progress, so the
+    /// cleaner may write it (empty, under its old LSN) before the merge's record is logged
+    /// (crash-test defect C); the cleaner also runs right after each merge, so that the race,
+    /// rare with the step missing alone, happens every time.
+    MergeUnmarkedSibling,
 }
 
 impl Sabotage {
     /// Every sabotage.
-    pub const ALL: [Sabotage; 8] = [
+    pub const ALL: [Sabotage; 9] = [
         Self::SkipLogSync,
         Self::SkipDoublewrite,
         Self::AckBeforeDurable,
@@ -86,6 +91,7 @@ impl Sabotage {
         Self::NonAtomicPages,
         Self::VisibleBeforeDurable,
         Self::RedoPartialWrites,
+        Self::MergeUnmarkedSibling,
     ];
 
     /// The name used on the command line.
@@ -99,6 +105,7 @@ impl Sabotage {
             Self::NonAtomicPages => "non-atomic-pages",
             Self::VisibleBeforeDurable => "visible-before-durable",
             Self::RedoPartialWrites => "redo-partial-writes",
+            Self::MergeUnmarkedSibling => "merge-unmarked-sibling",
         }
     }
 

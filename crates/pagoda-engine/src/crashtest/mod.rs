@@ -62,6 +62,13 @@ pub struct CrashTestOptions {
     pub stop_on_failure: bool,
     /// Run up to this cycle and report it in full.
     pub replay_cycle: Option<u64>,
+    /// Hunting aid: a cut during recovery falls inside the checkpoint that ends recovery.
+    pub bias_open_checkpoint: bool,
+    /// Hunting aid: chance that a workload checkpoint arms the cut within its first
+    /// `bias_checkpoint_ops` operations (0: off).
+    pub bias_checkpoint_cut: f64,
+    /// See `bias_checkpoint_cut`.
+    pub bias_checkpoint_ops: u64,
 }
 
 impl Default for CrashTestOptions {
@@ -82,6 +89,9 @@ impl Default for CrashTestOptions {
             sabotage: None,
             stop_on_failure: true,
             replay_cycle: None,
+            bias_open_checkpoint: false,
+            bias_checkpoint_cut: 0.0,
+            bias_checkpoint_ops: 40,
         }
     }
 }

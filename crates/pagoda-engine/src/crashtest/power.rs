@@ -95,6 +95,10 @@ pub(crate) struct Switch {
     dw_pending: AtomicBool,
     cut: Mutex<Option<CutPoint>>,
     cut_mid_dw: AtomicBool,
+    /// Operations counted when the checkpoint that ends recovery started.
+    open_ckpt_at: AtomicU64,
+    /// Hunting aid: (chance, max ops) with which a workload checkpoint arms the cut.
+    ckpt_bias: Mutex<Option<(f64, u64, SmallRng)>>,
 }
 
 impl std::fmt::Debug for Switch {
@@ -134,6 +138,8 @@ impl Switch {
             dw_pending: AtomicBool::new(false),
             cut: Mutex::new(None),
             cut_mid_dw: AtomicBool::new(false),
+            open_ckpt_at: AtomicU64::new(0),
+            ckpt_bias: Mutex::new(None),
         })
     }
 
@@ -156,16 +162,45 @@ impl Switch {
         Arc::new(move |e| {
             let Some(s) = me.upgrade() else { return };
             match e {
-                Event::Recovery(step) => *s.opening.lock() = Some(step),
+                Event::Recovery(step) => {
+                    if step == RecoveryStep::Checkpoint {
+                        s.open_ckpt_at.store(s.ops(), Ordering::Release);
+                    }
+                    *s.opening.lock() = Some(step);
+                }
                 Event::Opened => *s.opening.lock() = None,
                 Event::CheckpointBegin => {
                     s.in_checkpoint.fetch_add(1, Ordering::AcqRel);
+                    if s.opening.lock().is_none() {
+                        if let Some((p, n, rng)) = &mut *s.ckpt_bias.lock() {
+                            if rng.gen_bool(*p) {
+                                let at = rng.gen_range(1..=*n) as i64;
+                                if s.countdown.load(Ordering::Acquire) > at {
+                                    s.countdown.store(at, Ordering::Release);
+                                }
+                            }
+                        }
+                    }
                 }
                 Event::CheckpointEnd => {
                     s.in_checkpoint.fetch_sub(1, Ordering::AcqRel);
                 }
             }
         })
+    }
+
+    /// Hunting aid: each workload checkpoint arms the cut within its first `ops` operations
+    /// with chance `p`.
+    pub(crate) fn bias_checkpoints(&self, p: f64, ops: u64) {
+        if p > 0.0 {
+            *self.ckpt_bias.lock() =
+                Some((p, ops.max(1), SmallRng::seed_from_u64(self.seed ^ 0xb1a5)));
+        }
+    }
+
+    /// Operations counted when the checkpoint that ends recovery started (0: not reached).
+    pub(crate) fn open_checkpoint_at(&self) -> u64 {
+        self.open_ckpt_at.load(Ordering::Acquire)
     }
 
     /// Arms the cut `ops` operations from now.

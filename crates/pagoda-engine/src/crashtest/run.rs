@@ -149,6 +149,7 @@ pub fn run(opts: CrashTestOptions) -> Result<CrashTestReport> {
     let mut model = Model::new();
     let mut pending: Option<Pending> = None;
     let mut open_ops: u64 = 16;
+    let mut open_ckpt_ops: u64 = 0;
     let mut uid_next: u64 = 1;
     let last = opts.replay_cycle.map_or(opts.cycles, |r| r + 1);
     let mut cycle = 0;
@@ -161,7 +162,12 @@ pub fn run(opts: CrashTestOptions) -> Result<CrashTestReport> {
                 && recovery_cuts.len() < 2
                 && rng.gen_bool(opts.recovery_cut_chance);
             let countdown = if cut_open {
-                rng.gen_range(1..=open_ops) as i64
+                let lo = if opts.bias_open_checkpoint && open_ckpt_ops > 0 {
+                    (open_ckpt_ops + 1).min(open_ops)
+                } else {
+                    1
+                };
+                rng.gen_range(lo..=open_ops) as i64
             } else {
                 i64::MAX
             };
@@ -187,6 +193,7 @@ pub fn run(opts: CrashTestOptions) -> Result<CrashTestReport> {
                     }
                     if !cut_open {
                         open_ops = switch.ops().max(1);
+                        open_ckpt_ops = switch.open_checkpoint_at();
                     }
                     break Ok((db, switch));
                 }
@@ -342,6 +349,7 @@ fn workload(
     cycle: u64,
 ) -> Pending {
     switch.arm(rng.gen_range(1..=opts.max_ops_before_cut) as i64);
+    switch.bias_checkpoints(opts.bias_checkpoint_cut, opts.bias_checkpoint_ops);
     let txns = Mutex::new(Vec::new());
     let ddl = Mutex::new(Vec::new());
     let dyn_tables = Mutex::new(

@@ -1,0 +1,151 @@
+#![allow(clippy::unwrap_used)]
+//! Regression (crash-test defect C, seed 1 cycle 973 with 4 threads: three neighbouring keys of
+//! the long-key table lost): a merge empties the right sibling it absorbs. That page must stay
+//! unwritable until the merge's record is stamped (and so durable before it is written, by the
+//! WAL rule). Before the fix it was emptied without being marked in progress: when it was
+//! already dirty, the cleaner (another thread, the checkpoint, or an eviction later in the
+//! same commit) could write the empty leaf under its old LSN before the merge was logged; a
+//! crash that then lost the merge's record left the parent on disk pointing at an empty leaf,
+//! and redo (which sees the leaf's LSN as current) never brought its keys back.
+
+use pagoda_device::mem::{MemConfig, MemDevice};
+use pagoda_device::DeviceRef;
+use pagoda_engine::btree::Apply;
+use pagoda_engine::format::{decode_page, Meta, Node, Page, Val};
+use pagoda_engine::pool::{Pool, Streams};
+use pagoda_engine::wal::Wal;
+use pagoda_engine::TornMode;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+const META: u64 = 2;
+const ROOT: u64 = 3;
+
+fn key(i: usize) -> Vec<u8> {
+    let mut k = format!("K{i:04}-").into_bytes();
+    k.resize(900, b'a' + (i % 26) as u8);
+    k
+}
+
+fn setup(torn: TornMode) -> (Pool, DeviceRef) {
+    let data: DeviceRef = Arc::new(
+        MemDevice::new(MemConfig {
+            capacity_bytes: 16 << 20,
+            atomic_write_unit: Some(4096),
+            streams: 4,
+        })
+        .unwrap(),
+    );
+    let log: DeviceRef = Arc::new(MemDevice::with_capacity(4 << 20).unwrap());
+    // The log is durable up to 1 MiB: every LSN the test stamps passes the WAL rule, so only
+    // the pool's own rules decide what the cleaner may write.
+    let wal = Arc::new(Wal::new(log, 2 << 20, 0, 1 << 20, 0));
+    let pool = Pool::new(
+        data.clone(),
+        4096,
+        64,
+        torn,
+        40,
+        8,
+        Streams { data: 0, dw: 0 },
+        wal,
+    );
+    pool.install(Page {
+        id: META,
+        lsn: 1,
+        node: Node::Meta(Meta {
+            next_page: ROOT + 1,
+            next_table: 1,
+            free: Vec::new(),
+        }),
+    })
+    .unwrap()
+    .modified_at(1);
+    pool.install(Page {
+        id: ROOT,
+        lsn: 1,
+        node: Node::Leaf(Vec::new()),
+    })
+    .unwrap()
+    .modified_at(1);
+    (pool, data)
+}
+
+/// Applies `f` as the commit with LSN `lsn` and stamps its pages.
+fn commit(pool: &Pool, lsn: u64, f: impl FnOnce(&mut Apply<'_>)) {
+    let mut ap = Apply::new(pool, META);
+    f(&mut ap);
+    let pages: Vec<u64> = ap.touched.iter().chain(&ap.freed).copied().collect();
+    pool.stamp(&pages, lsn).unwrap();
+    pool.applied.store(lsn + 1, Ordering::Release);
+}
+
+fn run(torn: TornMode) {
+    let (pool, _data) = setup(torn);
+    // 12 long keys: a root over leaves of two to four entries.
+    commit(&pool, 100, |ap| {
+        for i in 0..12 {
+            ap.put(ROOT, &key(i), Val::Inline(vec![1; 10])).unwrap();
+        }
+    });
+    pool.flush_dirty(None).unwrap();
+    let Node::Internal { children, .. } = pool.read(ROOT).unwrap().node.clone() else {
+        panic!("the root did not split");
+    };
+    // Two neighbouring leaves A and B (B right of A) whose entries fit one page together.
+    let entries = |pid: u64| match &pool.read(pid).unwrap().node {
+        Node::Leaf(es) => es.iter().map(|(k, _)| k.clone()).collect::<Vec<_>>(),
+        n => panic!("page {pid} is not a leaf: {n:?}"),
+    };
+    let (a, b) = children
+        .windows(2)
+        .map(|w| (w[0], w[1]))
+        .find(|&(a, b)| entries(b).len() <= 3 && entries(a).len() >= 2)
+        .expect("no pair of leaves that can merge");
+    let (a_keys, b_keys) = (entries(a), entries(b));
+    // B becomes dirty (and stays so): an update of one of its keys.
+    commit(&pool, 200, |ap| {
+        ap.put(ROOT, &b_keys[0], Val::Inline(vec![2; 10])).unwrap();
+    });
+    let b_on_disk = pool.read_raw(b).unwrap();
+    // The commit with LSN 300 deletes A's keys but one: A merges with B, which it absorbs and
+    // frees. Before the commit is stamped (its record is not yet logged), the cleaner runs.
+    let mut ap = Apply::new(&pool, META);
+    for k in &a_keys[1..] {
+        ap.delete(ROOT, k).unwrap();
+    }
+    assert!(
+        ap.freed.contains(&b),
+        "A did not absorb B: the test needs the merge"
+    );
+    pool.clean_batch(None).unwrap();
+    let now = pool.read_raw(b).unwrap();
+    let page = decode_page(&now, b).unwrap();
+    assert!(
+        now == b_on_disk,
+        "torn {torn}: the cleaner wrote page {b}, emptied by an unlogged merge, as {:?} under LSN {} \
+         (a crash now loses keys {:?})",
+        page.node,
+        page.lsn,
+        b_keys
+            .iter()
+            .map(|k| String::from_utf8_lossy(&k[..6]).into_owned())
+            .collect::<Vec<_>>()
+    );
+    // Once stamped (and so logged first), the freed page may be written.
+    let pages: Vec<u64> = ap.touched.iter().chain(&ap.freed).copied().collect();
+    pool.stamp(&pages, 300).unwrap();
+    pool.applied.store(301, Ordering::Release);
+    pool.flush_dirty(None).unwrap();
+    let merged = entries(a);
+    for k in a_keys[..1].iter().chain(&b_keys) {
+        assert!(merged.contains(k), "key lost by the merge");
+    }
+}
+
+#[test]
+fn merge_keeps_the_absorbed_sibling_unwritable_until_stamped() {
+    for torn in [TornMode::Doublewrite, TornMode::Atomic, TornMode::None] {
+        run(torn);
+    }
+}
