@@ -174,6 +174,19 @@ impl Mvcc {
         self.gc_queue.lock().push_back((cts, key));
     }
 
+    /// Takes back the version `cts` pushed for `key` by a commit that failed before logging.
+    pub fn retract(&self, key: &VKey, cts: u64) {
+        let mut chains = self.chains.write();
+        if let Some(c) = chains.get_mut(key) {
+            if c.back().is_some_and(|v| v.cts == cts) {
+                c.pop_back();
+            }
+            if c.is_empty() {
+                chains.remove(key);
+            }
+        }
+    }
+
     /// Records a commit whose record ends at `end_lsn` (in commit order).
     pub fn committed(&self, cts: u64, end_lsn: u64) {
         self.pending.lock().push_back((cts, end_lsn));

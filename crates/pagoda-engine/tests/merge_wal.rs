@@ -11,8 +11,8 @@
 use pagoda_device::mem::{MemConfig, MemDevice};
 use pagoda_device::DeviceRef;
 use pagoda_engine::btree::Apply;
+use pagoda_engine::buffer::Pool;
 use pagoda_engine::format::{decode_page, Meta, Node, Page, Val};
-use pagoda_engine::pool::{Pool, Streams};
 use pagoda_engine::wal::Wal;
 use pagoda_engine::TornMode;
 use std::sync::atomic::Ordering;
@@ -40,16 +40,7 @@ fn setup(torn: TornMode) -> (Pool, DeviceRef) {
     // The log is durable up to 1 MiB: every LSN the test stamps passes the WAL rule, so only
     // the pool's own rules decide what the cleaner may write.
     let wal = Arc::new(Wal::new(log, 2 << 20, 0, 1 << 20, 0));
-    let pool = Pool::new(
-        data.clone(),
-        4096,
-        64,
-        torn,
-        40,
-        8,
-        Streams { data: 0, dw: 0 },
-        wal,
-    );
+    let pool = Pool::new(data.clone(), 4096, 64, torn, 40, 8, wal);
     pool.install(Page {
         id: META,
         lsn: 1,
@@ -57,6 +48,7 @@ fn setup(torn: TornMode) -> (Pool, DeviceRef) {
             next_page: ROOT + 1,
             next_table: 1,
             free: Vec::new(),
+            free_trunk: 0,
         }),
     })
     .unwrap()

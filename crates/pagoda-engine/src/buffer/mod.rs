@@ -31,6 +31,7 @@ use std::sync::Arc;
 mod cleaner;
 mod lru;
 mod torn;
+mod undo;
 
 use lru::Lru;
 
@@ -100,6 +101,10 @@ pub struct Pool {
     pub counters: PoolCounters,
     clean_lock: Mutex<()>,
     sabotage: Option<Sabotage>,
+    /// Before-images of the running commit's pages ([`undo`]); `journaling` avoids taking
+    /// the journal's lock on every page access when no commit keeps one.
+    journal: Mutex<undo::Journal>,
+    journaling: std::sync::atomic::AtomicBool,
 }
 
 /// A pinned frame; unpins on drop.
@@ -224,6 +229,8 @@ impl Pool {
             counters: PoolCounters::default(),
             clean_lock: Mutex::new(()),
             sabotage: None,
+            journal: Mutex::new(undo::Journal::default()),
+            journaling: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -393,6 +400,9 @@ impl Pool {
             let pin = self.pin(pid, None)?;
             let guard = self.frames[pin.idx as usize].latch.write_arc();
             if guard.as_ref().is_some_and(|p| p.id == pid) {
+                if self.journaling.load(Ordering::Acquire) {
+                    self.note_before(pid, pin.idx, guard.as_ref());
+                }
                 return Ok(WritePage { guard, pin });
             }
         }
@@ -412,9 +422,15 @@ impl Pool {
         loop {
             let pin = self.pin(pid, Some(&mut slot))?;
             let mut guard = self.frames[pin.idx as usize].latch.write_arc();
+            let journaling = self.journaling.load(Ordering::Acquire);
             if let Some(p) = slot.take() {
                 // The page was resident: replace its contents.
+                if journaling && guard.as_ref().is_some_and(|g| g.id == pid) {
+                    self.note_before(pid, pin.idx, guard.as_ref());
+                }
                 *guard = Some(p);
+            } else if journaling {
+                self.note_before(pid, pin.idx, None);
             }
             if guard.as_ref().is_some_and(|p| p.id == pid) {
                 return Ok(WritePage { guard, pin });

@@ -82,6 +82,7 @@ impl Db {
         {
             return Err(Error::TableExists(name.to_string()));
         }
+        self.inner.pool.begin_undo();
         let res = (|| {
             let mut ap = Apply::new(&self.inner.pool, self.inner.meta_page);
             let id = ap.next_table_id()?;
@@ -101,8 +102,7 @@ impl Db {
             Ok(x) => x,
             Err(e) => {
                 self.inner.creating.lock().remove(name);
-                // Pages may be changed in memory with no record to explain them.
-                return Err(self.fail_now(e));
+                return Err(self.undo(e));
             }
         };
         drop(cs);
@@ -126,6 +126,7 @@ impl Db {
         self.check_writable()?;
         let cs = self.inner.commit.lock();
         let t = self.table(name)?;
+        self.inner.pool.begin_undo();
         let res = (|| {
             let mut ap = Apply::new(&self.inner.pool, self.inner.meta_page);
             ap.drop_tree(t.root)?;
@@ -141,7 +142,7 @@ impl Db {
         })();
         let end = match res {
             Ok(x) => x,
-            Err(e) => return Err(self.fail_now(e)),
+            Err(e) => return Err(self.undo(e)),
         };
         self.wait(end)?;
         self.inner.catalog.write().remove(name);

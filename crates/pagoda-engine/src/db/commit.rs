@@ -40,18 +40,36 @@ impl Db {
         let images = ap.images()?;
         let rec = CommitRecord { cts, ops, images }.encode();
         let (lsn, end) = self.inner.wal.append(rec)?;
-        let touched: Vec<u64> = ap
-            .touched
-            .iter()
-            .copied()
-            .filter(|p| !ap.freed.contains(p))
-            .collect();
-        self.inner.pool.stamp(&touched, lsn)?;
-        // Freed pages may still sit in the pool marked "in progress"; stamp them too.
-        let freed: Vec<u64> = ap.freed.iter().copied().collect();
-        self.inner.pool.stamp(&freed, lsn)?;
+        // Logged: the change can no longer be taken back, and failing from here on fails the
+        // database.
+        self.inner.pool.end_undo();
+        let stamped = (|| {
+            let touched: Vec<u64> = ap
+                .touched
+                .iter()
+                .copied()
+                .filter(|p| !ap.freed.contains(p))
+                .collect();
+            self.inner.pool.stamp(&touched, lsn)?;
+            // Freed pages may still sit in the pool marked "in progress"; stamp them too.
+            let freed: Vec<u64> = ap.freed.iter().copied().collect();
+            self.inner.pool.stamp(&freed, lsn)
+        })();
+        if let Err(e) = stamped {
+            return Err(self.fail_now(e));
+        }
         self.inner.pool.applied.store(end, Ordering::Release);
         Ok(end)
+    }
+
+    /// After a change failed before its record was logged: puts the changed pages back as
+    /// they were (see [`crate::buffer::Pool::rollback_undo`]) and returns the error for the
+    /// caller; the database fails only if the error itself must fail it or the undo failed.
+    pub(super) fn undo(&self, e: Error) -> Error {
+        match self.inner.pool.rollback_undo() {
+            Ok(()) => self.fail(e),
+            Err(_) => self.fail_now(e),
+        }
     }
 
     pub(super) fn wait(&self, end: u64) -> Result<()> {
@@ -234,6 +252,7 @@ impl Txn {
         }
         let cts = cs.next_cts;
         let pool = &db.inner.pool;
+        pool.begin_undo();
         let res = (|| {
             let mut ap = Apply::new(pool, db.inner.meta_page);
             let mut ops = Vec::with_capacity(self.writes.len());
@@ -277,8 +296,12 @@ impl Txn {
         })();
         let end = match res {
             Ok(end) => end,
-            // Pages may be changed in memory with no record to explain them.
-            Err(e) => return Err(db.fail_now(e)),
+            Err(e) => {
+                for wk in self.writes.keys() {
+                    mvcc.retract(wk, cts);
+                }
+                return Err(db.undo(e));
+            }
         };
         cs.next_cts += 1;
         mvcc.committed(cts, end);

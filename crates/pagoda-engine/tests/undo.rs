@@ -1,0 +1,114 @@
+#![allow(clippy::unwrap_used)]
+//! A commit that fails half-way for want of room (a full device, a full buffer pool) is taken
+//! back in memory: the error goes to that transaction only, none of its writes show, every
+//! tree stays well formed, and the database goes on.
+
+use pagoda_device::mem::MemDevice;
+use pagoda_device::DeviceRef;
+use pagoda_engine::{Db, DbOptions, Error};
+use std::sync::Arc;
+
+const PAGE: usize = 4096;
+
+fn key(i: u32) -> Vec<u8> {
+    format!("key-{i:06}-{}", "k".repeat(300)).into_bytes()
+}
+
+fn open(d: &DeviceRef, l: &DeviceRef, frames: usize) -> Db {
+    Db::open(
+        DbOptions::with_devices(d.clone(), l.clone())
+            .page_size(PAGE)
+            .buffer_bytes(frames * PAGE)
+            .background(false),
+    )
+    .unwrap()
+}
+
+/// Every committed key holds its committed value, and nothing else is there.
+fn assert_holds(db: &Db, committed: &[(Vec<u8>, Vec<u8>)]) {
+    let r = db.begin_read().unwrap();
+    let all: Vec<(Vec<u8>, Vec<u8>)> = r.range("t", ..).unwrap().map(Result::unwrap).collect();
+    assert_eq!(all.len(), committed.len());
+    for ((k, v), (ck, cv)) in all.iter().zip(committed) {
+        assert_eq!(k, ck);
+        assert_eq!(v, cv, "key {}", String::from_utf8_lossy(k));
+    }
+    db.check().unwrap();
+}
+
+#[test]
+fn a_full_device_mid_commit_fails_only_that_transaction() {
+    let d: DeviceRef = Arc::new(MemDevice::with_capacity(2 << 20).unwrap());
+    let l: DeviceRef = Arc::new(MemDevice::with_capacity(8 << 20).unwrap());
+    let db = open(&d, &l, 256);
+    db.create_table("t").unwrap();
+    let mut committed = Vec::new();
+    let mut i = 0u32;
+    // Fill the device with transactions of 20 rows: the failing one has applied some of its
+    // rows (and split some leaves) when it runs out of pages.
+    let err = loop {
+        let mut tx = db.begin().unwrap();
+        let rows: Vec<_> = (i..i + 20).map(|j| (key(j), vec![b'v'; 500])).collect();
+        for (k, v) in &rows {
+            tx.put("t", k, v).unwrap();
+        }
+        match tx.commit() {
+            Ok(_) => committed.extend(rows),
+            Err(e) => break e,
+        }
+        i += 20;
+        assert!(i < 100_000, "the device never filled up");
+    };
+    assert!(matches!(err, Error::Full { .. }), "got {err}");
+    assert!(db.failure().is_none(), "{:?}", db.failure());
+    committed.sort();
+    assert_holds(&db, &committed);
+    // The database goes on: free some room and write again.
+    let mut tx = db.begin().unwrap();
+    for (k, _) in committed.drain(..200) {
+        tx.delete("t", &k).unwrap();
+    }
+    tx.commit().unwrap();
+    let mut tx = db.begin().unwrap();
+    tx.put("t", &key(999_999), b"after").unwrap();
+    tx.commit().unwrap();
+    committed.push((key(999_999), b"after".to_vec()));
+    committed.sort();
+    assert_holds(&db, &committed);
+    // And a crash keeps exactly the committed state.
+    db.abandon();
+    let db = open(&d, &l, 256);
+    assert_holds(&db, &committed);
+}
+
+#[test]
+fn a_full_pool_mid_commit_fails_only_that_transaction() {
+    let d: DeviceRef = Arc::new(MemDevice::with_capacity(64 << 20).unwrap());
+    let l: DeviceRef = Arc::new(MemDevice::with_capacity(16 << 20).unwrap());
+    let db = open(&d, &l, 24);
+    db.create_table("t").unwrap();
+    let mut committed = Vec::new();
+    for i in 0..40u32 {
+        let mut tx = db.begin().unwrap();
+        tx.put("t", &key(i), b"small").unwrap();
+        tx.commit().unwrap();
+        committed.push((key(i), b"small".to_vec()));
+    }
+    // One transaction that changes far more pages than the pool holds.
+    let mut tx = db.begin().unwrap();
+    for i in 0..400u32 {
+        tx.put("t", &key(i), &[b'x'; 900]).unwrap();
+    }
+    let err = tx.commit().unwrap_err();
+    assert!(matches!(err, Error::BufferFull), "got {err}");
+    assert!(db.failure().is_none(), "{:?}", db.failure());
+    assert_holds(&db, &committed);
+    let mut tx = db.begin().unwrap();
+    tx.put("t", &key(0), b"after").unwrap();
+    tx.commit().unwrap();
+    committed[0].1 = b"after".to_vec();
+    assert_holds(&db, &committed);
+    db.close().unwrap();
+    let db = open(&d, &l, 24);
+    assert_holds(&db, &committed);
+}
