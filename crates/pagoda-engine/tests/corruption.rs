@@ -153,7 +153,10 @@ fn fixtures_give_errors_naming_the_damage() {
     // The damaged group is the first after the checkpoint, at ring offset 0 + the checkpoint.
     let at = (r.checkpoint_lsn, 4096 + r.checkpoint_lsn % (256 << 10));
     assert_eq!(r.log_damage, Some(at), "{r}");
-    assert!(r.to_string().contains(&format!("log device byte {}", at.1)), "{r}");
+    assert!(
+        r.to_string().contains(&format!("log device byte {}", at.1)),
+        "{r}"
+    );
     match Db::open(small(t.path())) {
         Err(Error::LogCorruption { lsn, offset, .. }) => assert_eq!((lsn, offset), at),
         other => panic!("expected log corruption, got {:?}", other.map(|_| ())),
@@ -162,10 +165,19 @@ fn fixtures_give_errors_naming_the_damage() {
     // A database of format version 1 (group headers without the durable LSN) is refused with
     // both versions named, not mistaken for damage.
     let t = copy("clean-v1");
-    for r in [inspect_dir(t.path()).map(|_| ()), Db::open(small(t.path())).map(|_| ())] {
+    for r in [
+        inspect_dir(t.path()).map(|_| ()),
+        Db::open(small(t.path())).map(|_| ()),
+    ] {
         match r {
             Err(e @ Error::UnsupportedFormat { .. }) => {
-                assert!(matches!(e, Error::UnsupportedFormat { found: 1, supported: 2 }));
+                assert!(matches!(
+                    e,
+                    Error::UnsupportedFormat {
+                        found: 1,
+                        supported: 2
+                    }
+                ));
                 assert!(e.to_string().contains("version 1"), "{e}");
             }
             other => panic!("expected the version 1 database refused, got {other:?}"),
@@ -413,7 +425,9 @@ fn random_bit_flips_are_detected() {
                 report.corrupt_page_ids().contains(&pid),
                 "{ctx}: inspect missed it: {report}"
             ),
-            Flip::Log { lsn, proven: true, .. } => {
+            Flip::Log {
+                lsn, proven: true, ..
+            } => {
                 assert_eq!(report.log_damage.map(|d| d.0), Some(lsn), "{ctx}: {report}");
             }
             Flip::Log { .. } => assert!(report.torn_log_tail, "{ctx}: {report}"),
@@ -433,7 +447,8 @@ fn random_bit_flips_are_detected() {
                 match target {
                     Flip::Log { lsn, proven, .. } => {
                         assert!(
-                            proven && matches!(e, Error::LogCorruption { lsn: at, .. } if at == lsn),
+                            proven
+                                && matches!(e, Error::LogCorruption { lsn: at, .. } if at == lsn),
                             "{ctx}: {e}"
                         );
                         seen.log_refused += 1;

@@ -100,7 +100,12 @@ fn expect_corruption(d: &DeviceRef, l: &DeviceRef, group: u64, offset: u64, ctx:
         Err(Error::LogCorruption { lsn, .. }) => assert_eq!(lsn, group, "{ctx}"),
         Err(e) => panic!("{ctx}: expected log corruption at LSN {group}, got {e}"),
         Ok(db) => {
-            let gone = db.begin_read().unwrap().get("t", b"acked").unwrap().is_none();
+            let gone = db
+                .begin_read()
+                .unwrap()
+                .get("t", b"acked")
+                .unwrap()
+                .is_none();
             panic!("{ctx}: opened (acknowledged row gone: {gone})");
         }
     }
@@ -112,7 +117,10 @@ fn expect_corruption(d: &DeviceRef, l: &DeviceRef, group: u64, offset: u64, ctx:
 fn damaged_group_before_later_groups_is_corruption() {
     for later in 1..=3 {
         for header in [false, true] {
-            let ctx = format!("{later} later groups, damage in the {}", if header { "header" } else { "body" });
+            let ctx = format!(
+                "{later} later groups, damage in the {}",
+                if header { "header" } else { "body" }
+            );
             let (d, l) = (mem(8 << 20), mem(1 << 20));
             let db = Db::open(opts(&d, &l)).unwrap();
             db.create_table("t").unwrap();
@@ -150,7 +158,10 @@ fn large_groups_are_classified_without_a_size_limit() {
         }
         db.abandon();
         let ((g, len), _) = group_of(&d, &l, big_lsn);
-        assert!(len > 5 << 20, "{case}: the big commit is one group of {len} bytes");
+        assert!(
+            len > 5 << 20,
+            "{case}: the big commit is one group of {len} bytes"
+        );
         match case {
             "big header" => {
                 let offset = flip_log(&d, &l, g + 6) - 6;
@@ -160,7 +171,8 @@ fn large_groups_are_classified_without_a_size_limit() {
                 // The first small group (one group follows it) is damaged.
                 let ((s, _), after) = group_of(&d, &l, small[0]);
                 assert_eq!(after, 1, "{case}");
-                let offset = flip_log(&d, &l, s + GROUP_HEADER as u64 + 3) - GROUP_HEADER as u64 - 3;
+                let offset =
+                    flip_log(&d, &l, s + GROUP_HEADER as u64 + 3) - GROUP_HEADER as u64 - 3;
                 expect_corruption(&d, &l, s, offset, case);
             }
             _ => {
@@ -255,9 +267,14 @@ fn torn_in_flight_tail_with_later_in_flight_groups_recovers() {
             let db = &db;
             move || {
                 let mut tx = db.begin().unwrap();
-                tx.put("t", format!("inflight{i}").as_bytes(), &[9; 200]).unwrap();
+                tx.put("t", format!("inflight{i}").as_bytes(), &[9; 200])
+                    .unwrap();
                 let r = tx.commit();
-                assert!(r.is_err(), "an in-flight commit was acknowledged: {:?}", r.map(|i| i.lsn));
+                assert!(
+                    r.is_err(),
+                    "an in-flight commit was acknowledged: {:?}",
+                    r.map(|i| i.lsn)
+                );
             }
         };
         // The first committer's group is synced alone; the others are written behind it.
@@ -272,7 +289,10 @@ fn torn_in_flight_tail_with_later_in_flight_groups_recovers() {
         }
         let t0 = Instant::now();
         while groups(&d, &raw)[base..].iter().map(|x| x.2).sum::<u32>() < 4 {
-            assert!(t0.elapsed() < Duration::from_secs(20), "in-flight groups not written");
+            assert!(
+                t0.elapsed() < Duration::from_secs(20),
+                "in-flight groups not written"
+            );
             std::thread::sleep(Duration::from_millis(2));
         }
         // The crash: the first in-flight group is torn, the later ones survive unsynced.
@@ -289,9 +309,15 @@ fn torn_in_flight_tail_with_later_in_flight_groups_recovers() {
     assert!(db.stats().recovery.torn_log_tail);
     let tx = db.begin_read().unwrap();
     for i in 0..5 {
-        assert!(tx.get("t", format!("acked{i}").as_bytes()).unwrap().is_some());
+        assert!(tx
+            .get("t", format!("acked{i}").as_bytes())
+            .unwrap()
+            .is_some());
     }
     for i in 0..4 {
-        assert!(tx.get("t", format!("inflight{i}").as_bytes()).unwrap().is_none());
+        assert!(tx
+            .get("t", format!("inflight{i}").as_bytes())
+            .unwrap()
+            .is_none());
     }
 }

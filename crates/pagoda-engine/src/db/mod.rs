@@ -152,12 +152,11 @@ impl Db {
         }
         let mut lh = vec![0u8; SECTOR];
         log.read(0, &mut lh)?;
-        let (log_id, _) =
-            decode_log_header(&lh).map_err(|e| Error::LogCorruption {
-                lsn: 0,
-                offset: 0,
-                detail: format!("log header: {e}"),
-            })?;
+        let (log_id, _) = decode_log_header(&lh).map_err(|e| Error::LogCorruption {
+            lsn: 0,
+            offset: 0,
+            detail: format!("log header: {e}"),
+        })?;
         if log_id != sb.db_id {
             return Err(Error::config(
                 "the log device belongs to another database (ids differ); give the matching log",
