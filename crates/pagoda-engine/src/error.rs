@@ -32,12 +32,22 @@ pub enum Error {
         detail: String,
     },
     /// The write-ahead log is damaged before its end (not a torn tail).
-    #[error("log corruption at LSN {lsn}: {detail}; committed transactions after it cannot be recovered")]
+    #[error("log corruption at LSN {lsn} (log device byte {offset}): {detail}; committed transactions from there on cannot be recovered: restore from a backup")]
     LogCorruption {
         /// LSN (log byte offset) of the damaged group.
         lsn: u64,
+        /// Byte offset of the damaged group on the log device.
+        offset: u64,
         /// What was wrong.
         detail: String,
+    },
+    /// The database was made in another on-disk format version.
+    #[error("the database has format version {found}, this build reads version {supported} (version 2 changed the log group header); open it with a build that reads version {found}, or create a new database and load the data again")]
+    UnsupportedFormat {
+        /// Version on disk.
+        found: u32,
+        /// Version this build reads.
+        supported: u32,
     },
     /// A device error.
     #[error("device error: {0}")]

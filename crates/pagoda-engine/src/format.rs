@@ -19,11 +19,12 @@ pub const GROUP_MAGIC: [u8; 4] = *b"PGLG";
 /// Magic of the log device header.
 pub const LOG_MAGIC: [u8; 8] = *b"PAGODALG";
 /// Bytes of a log group header.
-pub const GROUP_HEADER: usize = 32;
+pub const GROUP_HEADER: usize = 48;
 /// Bytes of a log record header.
 pub const RECORD_HEADER: usize = 17;
-/// Format version.
-pub const FORMAT_VERSION: u32 = 1;
+/// Format version. 2: group headers record the durable LSN and the database id (version 1
+/// logs cannot tell damage to acknowledged groups from a torn tail).
+pub const FORMAT_VERSION: u32 = 2;
 /// Bytes reserved at the start of the data device for the two superblocks (sectors 0 and 1)
 /// and future use; page ids below `HEADER_BYTES / page_size` are never allocated.
 pub const HEADER_BYTES: u64 = 64 * 1024;
@@ -474,6 +475,14 @@ impl Superblock {
         put_u32(&mut b, crc);
         b.resize(SECTOR, 0);
         b
+    }
+
+    /// The format version of a sector holding an intact superblock of any version.
+    pub fn version(buf: &[u8]) -> Option<u32> {
+        let body = 8 + 4 + 4 + 8 * 5 + 4 + 8 + 8;
+        let stored = u32::from_le_bytes(buf[body..body + 4].try_into().ok()?);
+        (buf[..8] == SB_MAGIC && crc32c::crc32c(&buf[..body]) == stored)
+            .then(|| u32::from_le_bytes([buf[8], buf[9], buf[10], buf[11]]))
     }
 
     /// Decodes a sector; `Err` says why it is not a valid superblock.

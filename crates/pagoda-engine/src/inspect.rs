@@ -5,7 +5,7 @@
 //! yet is reported too, with a note when the double-write area holds an intact copy (recovery
 //! would repair it).
 
-use crate::db::devices;
+use crate::db::{check_version, devices};
 use crate::error::{Error, Result};
 use crate::format::{
     check_page, decode_log_header, decode_page, is_zero, Node, Superblock, SECTOR,
@@ -42,6 +42,9 @@ pub struct InspectReport {
     pub log_records: u64,
     /// Whether the log ends in a torn (never acknowledged) group.
     pub torn_log_tail: bool,
+    /// The damaged log group, `(LSN, byte offset on the log device)`, when the log is damaged
+    /// before its end.
+    pub log_damage: Option<(u64, u64)>,
 }
 
 impl InspectReport {
@@ -65,8 +68,10 @@ impl InspectReport {
             });
         }
         if let Some(p) = self.log_problems.first() {
+            let (lsn, offset) = self.log_damage.unwrap_or((self.checkpoint_lsn, 0));
             return Err(Error::LogCorruption {
-                lsn: self.checkpoint_lsn,
+                lsn,
+                offset,
                 detail: p.clone(),
             });
         }
@@ -123,6 +128,7 @@ pub fn inspect_devices(data: &DeviceRef, log: &DeviceRef) -> Result<InspectRepor
     let mut r = InspectReport::default();
     let mut sbuf = vec![0u8; 2 * SECTOR];
     data.read(0, &mut sbuf)?;
+    check_version(&sbuf)?;
     let mut best: Option<Superblock> = None;
     for (i, c) in sbuf.chunks(SECTOR).enumerate() {
         if is_zero(c) {
@@ -218,13 +224,18 @@ pub fn inspect_devices(data: &DeviceRef, log: &DeviceRef) -> Result<InspectRepor
         Ok((id, _)) if id != sb.db_id => r
             .log_problems
             .push("log header belongs to another database".into()),
-        Ok(_) => match wal::scan(log, sb.log_capacity, sb.checkpoint_lsn) {
+        Ok(_) => match wal::scan(log, sb.log_capacity, sb.db_id, sb.checkpoint_lsn) {
             Ok(s) => {
                 r.log_groups = s.groups;
                 r.log_records = s.records.len() as u64;
                 r.torn_log_tail = s.torn_tail;
             }
-            Err(e) => r.log_problems.push(e.to_string()),
+            Err(e) => {
+                if let Error::LogCorruption { lsn, offset, .. } = &e {
+                    r.log_damage = Some((*lsn, *offset));
+                }
+                r.log_problems.push(e.to_string());
+            }
         },
     }
     Ok(r)

@@ -8,7 +8,7 @@ use pagoda_engine::format::{
     align_up, decode_page, is_zero, GroupHeader, Node, Superblock, PAGE_HEADER,
 };
 use pagoda_engine::inspect::{inspect_devices, inspect_dir};
-use pagoda_engine::wal::{self, MAX_INFLIGHT_GROUPS};
+use pagoda_engine::wal;
 use pagoda_engine::{Db, DbOptions, Error};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -150,10 +150,38 @@ fn fixtures_give_errors_naming_the_damage() {
     // A bit flip in the middle of the log: open refuses with the LSN, inspect reports it.
     let t = copy("log-bitflip");
     let r = inspect_dir(t.path()).unwrap();
-    assert!(!r.log_problems.is_empty(), "{r}");
+    // The damaged group is the first after the checkpoint, at ring offset 0 + the checkpoint.
+    let at = (r.checkpoint_lsn, 4096 + r.checkpoint_lsn % (256 << 10));
+    assert_eq!(r.log_damage, Some(at), "{r}");
+    assert!(
+        r.to_string().contains(&format!("log device byte {}", at.1)),
+        "{r}"
+    );
     match Db::open(small(t.path())) {
-        Err(Error::LogCorruption { .. }) => {}
+        Err(Error::LogCorruption { lsn, offset, .. }) => assert_eq!((lsn, offset), at),
         other => panic!("expected log corruption, got {:?}", other.map(|_| ())),
+    }
+
+    // A database of format version 1 (group headers without the durable LSN) is refused with
+    // both versions named, not mistaken for damage.
+    let t = copy("clean-v1");
+    for r in [
+        inspect_dir(t.path()).map(|_| ()),
+        Db::open(small(t.path())).map(|_| ()),
+    ] {
+        match r {
+            Err(e @ Error::UnsupportedFormat { .. }) => {
+                assert!(matches!(
+                    e,
+                    Error::UnsupportedFormat {
+                        found: 1,
+                        supported: 2
+                    }
+                ));
+                assert!(e.to_string().contains("version 1"), "{e}");
+            }
+            other => panic!("expected the version 1 database refused, got {other:?}"),
+        }
     }
 
     // Both superblocks damaged: page 0 named.
@@ -241,9 +269,9 @@ fn rows_upto(commits: &[(u64, Vec<u8>, Vec<u8>)], end: u64) -> BTreeMap<Vec<u8>,
 enum Flip {
     /// In the bytes an allocated page uses (header and payload).
     Page { pid: u64, byte: usize },
-    /// In a checksummed byte of a log group that recovery reads (from the checkpoint on);
-    /// `later` valid groups follow it.
-    Log { lsn: u64, byte: u64, later: usize },
+    /// In a byte of a log group that recovery reads (from the checkpoint on); `proven`: a
+    /// later group's header records a durable LSN past it (it was synced).
+    Log { lsn: u64, byte: u64, proven: bool },
 }
 
 /// How a round ended.
@@ -259,7 +287,7 @@ struct Outcomes {
     /// Recovery replaced the damaged page (double-write copy or page image in the log) and
     /// counted the repair; every row read back exactly.
     repaired: u32,
-    /// The damaged group was among the last ones (those that can be in flight at a crash):
+    /// No later group proves the damaged group synced (it may have been in flight at a crash):
     /// recovery reported a torn log tail and holds exactly the commits before the group.
     torn_tail: u32,
 }
@@ -285,7 +313,7 @@ fn pick_flip(rng: &mut SmallRng, d: &DeviceRef, l: &DeviceRef, verify: bool) -> 
         let b = wal::read_ring(l, cap, lsn, 4096).unwrap();
         match GroupHeader::decode(&b) {
             Some(h) if h.lsn == lsn => {
-                groups.push((lsn, u64::from(h.len)));
+                groups.push((lsn, u64::from(h.len), h.durable));
                 lsn = align_up(lsn + u64::from(h.len));
             }
             _ => break,
@@ -293,18 +321,11 @@ fn pick_flip(rng: &mut SmallRng, d: &DeviceRef, l: &DeviceRef, verify: bool) -> 
     }
     if !groups.is_empty() && rng.gen_bool(0.4) {
         let g = rng.gen_range(0..groups.len());
-        let (lsn, len) = groups[g];
-        // Bytes 28..32 of a group header are reserved (not checksummed, never read).
-        let byte = loop {
-            let b = rng.gen_range(0..len);
-            if !(28..32).contains(&b) {
-                break b;
-            }
-        };
+        let (lsn, len, _) = groups[g];
         return Flip::Log {
             lsn,
-            byte,
-            later: groups.len() - g - 1,
+            byte: rng.gen_range(0..len),
+            proven: groups[g + 1..].iter().any(|&(_, _, durable)| durable > lsn),
         };
     }
     // Allocated pages (as the on-disk meta page says) that hold something. The meta page is
@@ -404,8 +425,10 @@ fn random_bit_flips_are_detected() {
                 report.corrupt_page_ids().contains(&pid),
                 "{ctx}: inspect missed it: {report}"
             ),
-            Flip::Log { later, .. } if later >= MAX_INFLIGHT_GROUPS => {
-                assert!(!report.log_problems.is_empty(), "{ctx}: {report}");
+            Flip::Log {
+                lsn, proven: true, ..
+            } => {
+                assert_eq!(report.log_damage.map(|d| d.0), Some(lsn), "{ctx}: {report}");
             }
             Flip::Log { .. } => assert!(report.torn_log_tail, "{ctx}: {report}"),
         }
@@ -414,16 +437,18 @@ fn random_bit_flips_are_detected() {
         let expected = match target {
             // Recovery stops at the damaged group (a torn tail) when it may have been in
             // flight at a crash.
-            Flip::Log { lsn, later, .. } if later < MAX_INFLIGHT_GROUPS => rows_upto(&commits, lsn),
+            Flip::Log {
+                lsn, proven: false, ..
+            } => rows_upto(&commits, lsn),
             _ => rows_upto(&commits, u64::MAX),
         };
         let db = match Db::open(o()) {
             Err(e) => {
                 match target {
-                    Flip::Log { later, .. } => {
+                    Flip::Log { lsn, proven, .. } => {
                         assert!(
-                            later >= MAX_INFLIGHT_GROUPS
-                                && matches!(e, Error::LogCorruption { .. }),
+                            proven
+                                && matches!(e, Error::LogCorruption { lsn: at, .. } if at == lsn),
                             "{ctx}: {e}"
                         );
                         seen.log_refused += 1;
@@ -472,8 +497,8 @@ fn random_bit_flips_are_detected() {
             }
         }
         match target {
-            Flip::Log { later, .. } => {
-                assert!(later < MAX_INFLIGHT_GROUPS, "{ctx}: opened ({rec:?})");
+            Flip::Log { proven, .. } => {
+                assert!(!proven, "{ctx}: opened ({rec:?})");
                 assert!(rec.torn_log_tail && read_errors == 0, "{ctx}: {rec:?}");
                 seen.torn_tail += 1;
             }

@@ -2,17 +2,18 @@
 
 use crate::error::{Error, Result};
 use crate::format::{
-    encode_log_header, encode_page, is_zero, Meta, Node, Page, Superblock, HEADER_BYTES, SECTOR,
+    encode_log_header, encode_page, is_zero, Meta, Node, Page, Superblock, FORMAT_VERSION,
+    HEADER_BYTES, SECTOR,
 };
 use crate::options::DbOptions;
 use crate::settings;
 use crate::stream::Stream;
-use crate::wal;
 use pagoda_device::{DeviceRef, WriteHints};
 
 pub(super) fn read_sb(dev: &DeviceRef) -> Result<Option<Superblock>> {
     let mut buf = vec![0u8; 2 * SECTOR];
     dev.read(0, &mut buf)?;
+    check_version(&buf)?;
     let a = Superblock::decode(&buf[..SECTOR]);
     let b = Superblock::decode(&buf[SECTOR..]);
     match (a, b) {
@@ -30,6 +31,23 @@ pub(super) fn read_sb(dev: &DeviceRef) -> Result<Option<Superblock>> {
             }
         }
     }
+}
+
+/// Refuses a database whose intact superblock has another format version (rather than
+/// calling it damaged).
+pub(crate) fn check_version(superblocks: &[u8]) -> Result<()> {
+    for c in superblocks.chunks(SECTOR) {
+        match Superblock::version(c) {
+            Some(v) if v != FORMAT_VERSION => {
+                return Err(Error::UnsupportedFormat {
+                    found: v,
+                    supported: FORMAT_VERSION,
+                })
+            }
+            _ => {}
+        }
+    }
+    Ok(())
 }
 
 /// Writes a fresh database's log header, meta page, catalog root and first superblock.
@@ -57,9 +75,8 @@ pub(super) fn create(opts: &DbOptions, data: &DeviceRef, log: &DeviceRef) -> Res
     let lstream = WriteHints::stream(Stream::Log.on(&log.caps()));
     let dstream = WriteHints::stream(Stream::Data.on(&data.caps()));
     log.write(0, &encode_log_header(db_id, log_capacity), lstream)?;
-    // Clear the start of the ring so that no stale group of an earlier database looks valid.
-    let clear = (wal::MAX_GROUP_BYTES + 4 * SECTOR as u64).min(log_capacity) as usize;
-    log.write(1, &vec![0u8; clear], lstream)?;
+    // No clearing of the ring: group headers carry the database id, so no group an earlier
+    // database left on the device is read as this one's (whatever its size or position).
     log.flush()?;
     let mut buf = Vec::new();
     let pages = [

@@ -10,6 +10,7 @@ mod scan;
 mod stats;
 mod txn;
 
+pub(crate) use bootstrap::check_version;
 pub(crate) use devices::devices;
 pub use scan::Scan;
 pub use stats::{BufferStats, CheckpointInfo, DbStats, RecoveryStats};
@@ -152,8 +153,11 @@ impl Db {
         }
         let mut lh = vec![0u8; SECTOR];
         log.read(0, &mut lh)?;
-        let (log_id, _) =
-            decode_log_header(&lh).map_err(|e| Error::LogCorruption { lsn: 0, detail: e })?;
+        let (log_id, _) = decode_log_header(&lh).map_err(|e| Error::LogCorruption {
+            lsn: 0,
+            offset: 0,
+            detail: format!("log header: {e}"),
+        })?;
         if log_id != sb.db_id {
             return Err(Error::config(
                 "the log device belongs to another database (ids differ); give the matching log",
@@ -161,7 +165,7 @@ impl Db {
         }
         let obs = opts.observer.clone();
         probe::emit(&obs, Event::Recovery(RecoveryStep::ScanLog));
-        let scan = wal::scan(&log, sb.log_capacity, sb.checkpoint_lsn)?;
+        let scan = wal::scan(&log, sb.log_capacity, sb.db_id, sb.checkpoint_lsn)?;
         probe::emit(&obs, Event::Recovery(RecoveryStep::ClearLog));
         // Groups that were in flight at a crash may sit after the end: erase them.
         wal::clear_after(
@@ -175,6 +179,7 @@ impl Db {
             Wal::new(
                 log.clone(),
                 sb.log_capacity,
+                sb.db_id,
                 Stream::Log.on(&lcaps),
                 scan.end,
                 sb.checkpoint_lsn,

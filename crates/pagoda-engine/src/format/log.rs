@@ -25,6 +25,12 @@ pub fn decode_log_header(buf: &[u8]) -> std::result::Result<(u64, u64), String> 
     if crc32c::crc32c(&buf[..body]) != stored {
         return Err("log header checksum mismatch".into());
     }
+    let version = u32::from_le_bytes([buf[8], buf[9], buf[10], buf[11]]);
+    if version != FORMAT_VERSION {
+        return Err(format!(
+            "log format version {version}, this build reads {FORMAT_VERSION}"
+        ));
+    }
     let mut r = Reader::new(&buf[12..body]);
     Ok((r.u64().unwrap_or(0), r.u64().unwrap_or(0)))
 }
@@ -40,6 +46,12 @@ pub struct GroupHeader {
     pub records: u32,
     /// CRC32C of the bytes after the header.
     pub body_crc: u32,
+    /// The log was durable up to here when the group was written (at most `lsn`). Syncs
+    /// overlap, so a crash may keep this group and lose earlier ones; but a damaged earlier
+    /// group below this LSN was synced (its commits may be acknowledged): corruption.
+    pub durable: u64,
+    /// The database's id: groups left on the device by another database never match.
+    pub db_id: u64,
 }
 
 impl GroupHeader {
@@ -50,9 +62,11 @@ impl GroupHeader {
         out[12..16].copy_from_slice(&self.len.to_le_bytes());
         out[16..20].copy_from_slice(&self.records.to_le_bytes());
         out[20..24].copy_from_slice(&self.body_crc.to_le_bytes());
-        let crc = crc32c::crc32c(&out[0..24]);
-        out[24..28].copy_from_slice(&crc.to_le_bytes());
-        out[28..32].fill(0);
+        out[24..32].copy_from_slice(&self.durable.to_le_bytes());
+        out[32..40].copy_from_slice(&self.db_id.to_le_bytes());
+        out[40..44].fill(0);
+        let crc = crc32c::crc32c(&out[0..44]);
+        out[44..48].copy_from_slice(&crc.to_le_bytes());
     }
 
     /// Decodes; `None` when magic or header CRC do not match.
@@ -60,15 +74,19 @@ impl GroupHeader {
         if buf[0..4] != GROUP_MAGIC {
             return None;
         }
-        let stored = u32::from_le_bytes(buf[24..28].try_into().ok()?);
-        if crc32c::crc32c(&buf[0..24]) != stored {
+        let stored = u32::from_le_bytes(buf[44..48].try_into().ok()?);
+        if crc32c::crc32c(&buf[0..44]) != stored {
             return None;
         }
+        let u64_at = |i: usize| buf[i..i + 8].try_into().ok().map(u64::from_le_bytes);
+        let u32_at = |i: usize| buf[i..i + 4].try_into().ok().map(u32::from_le_bytes);
         Some(Self {
-            lsn: u64::from_le_bytes(buf[4..12].try_into().ok()?),
-            len: u32::from_le_bytes(buf[12..16].try_into().ok()?),
-            records: u32::from_le_bytes(buf[16..20].try_into().ok()?),
-            body_crc: u32::from_le_bytes(buf[20..24].try_into().ok()?),
+            lsn: u64_at(4)?,
+            len: u32_at(12)?,
+            records: u32_at(16)?,
+            body_crc: u32_at(20)?,
+            durable: u64_at(24)?,
+            db_id: u64_at(32)?,
         })
     }
 }

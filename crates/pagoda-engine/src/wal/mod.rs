@@ -7,7 +7,9 @@
 //! writes every pending slot as consecutive groups in one device request; a waiting thread
 //! whose record is written but not covered by a sync in flight starts a sync, which makes every
 //! group written before it durable (group commit: one sync serves every commit of the groups).
-//! Writes stay in LSN order; syncs overlap (at most [`MAX_INFLIGHT_GROUPS`] groups unsynced).
+//! Writes stay in LSN order; syncs overlap (at most [`MAX_INFLIGHT_GROUPS`] groups unsynced),
+//! so every group header records how far the log was durable when it was written: recovery
+//! ([`scan`]) uses it to tell a torn tail from damage to synced groups.
 //! The write and sync steps are plain functions of `wait_durable`, so a dedicated flush thread
 //! (pipelined commit) can run them instead without changing the format or the join path.
 //!
@@ -17,9 +19,7 @@
 //! LSN, so stale groups from an earlier lap are never mistaken for new ones.
 
 use crate::error::{Error, Failure, Result};
-use crate::format::{
-    align_up, parse_records, seal_record, CommitRecord, GroupHeader, GROUP_HEADER, SECTOR,
-};
+use crate::format::{align_up, seal_record, GroupHeader, GROUP_HEADER, SECTOR};
 use crate::probe::{self, Sabotage};
 use crate::profile::{Phase, Profile};
 use pagoda_device::{DeviceRef, WriteHints};
@@ -28,17 +28,18 @@ use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
-/// A group larger than this is closed so that the next joiner opens a new slot.
+mod scan;
+pub use scan::{clear_after, device_offset, read_ring, scan, LogScan};
+
+/// A group reaching this size is closed so that the next joiner opens a new slot. A soft
+/// target for batching only: one record may make a group much larger, and recovery assumes
+/// no group size.
 pub const MAX_GROUP_BYTES: u64 = 1 << 20;
 
 /// Groups written but not yet synced, at most. Syncs overlap (a sync started after a group's
 /// write covers it), so a crash can keep a later group and lose an earlier one; recovery then
-/// discards both, and treats damage as corruption only when more valid groups follow than
-/// can be in flight.
+/// discards both, unless a later group's header shows the earlier one was synced.
 pub const MAX_INFLIGHT_GROUPS: usize = 4;
-
-/// How far after a damaged group recovery looks for valid later groups.
-pub const INFLIGHT_SPAN: u64 = MAX_INFLIGHT_GROUPS as u64 * (MAX_GROUP_BYTES + 64 * 1024);
 
 #[derive(Debug)]
 struct Slot {
@@ -81,6 +82,8 @@ pub struct WalCounters {
 pub struct Wal {
     dev: DeviceRef,
     capacity: u64,
+    /// Written into every group header (groups of another database never match).
+    db_id: u64,
     stream: u16,
     state: Mutex<State>,
     cond: Condvar,
@@ -97,13 +100,21 @@ impl Wal {
         &self.dev
     }
 
-    /// A log on `dev` whose ring holds `capacity` bytes, continuing at `next_lsn` (a group
-    /// boundary); records before `reclaim` may be overwritten.
-    pub fn new(dev: DeviceRef, capacity: u64, stream: u16, next_lsn: u64, reclaim: u64) -> Self {
+    /// The log of database `db_id` on `dev` whose ring holds `capacity` bytes, continuing at
+    /// `next_lsn` (a group boundary, durable); records before `reclaim` may be overwritten.
+    pub fn new(
+        dev: DeviceRef,
+        capacity: u64,
+        db_id: u64,
+        stream: u16,
+        next_lsn: u64,
+        reclaim: u64,
+    ) -> Self {
         debug_assert_eq!(next_lsn % SECTOR as u64, 0);
         Self {
             dev,
             capacity,
+            db_id,
             stream,
             state: Mutex::new(State {
                 next_lsn,
@@ -232,9 +243,11 @@ impl Wal {
                         }
                     }
                     st.writing = true;
+                    // Only syncs completed by now count: commits below it may be acknowledged.
+                    let durable = st.durable;
                     drop(st);
                     let t0 = Instant::now();
-                    let res = self.write_slots(&slots);
+                    let res = self.write_slots(&slots, durable);
                     self.profile.add(Phase::LogWrite, t0);
                     st = self.state.lock();
                     st.writing = false;
@@ -307,8 +320,9 @@ impl Wal {
         st.next_lsn
     }
 
-    /// Writes consecutive groups (one device request; no sync).
-    fn write_slots(&self, slots: &[Slot]) -> Result<()> {
+    /// Writes consecutive groups (one device request; no sync); `durable` is the durable LSN
+    /// their headers record.
+    fn write_slots(&self, slots: &[Slot], durable: u64) -> Result<()> {
         let Some(first) = slots.first() else {
             return Ok(());
         };
@@ -327,6 +341,8 @@ impl Wal {
                 len: len as u32,
                 records: slot.records.len() as u32,
                 body_crc: crc32c::crc32c(&buf[base + GROUP_HEADER..]),
+                durable,
+                db_id: self.db_id,
             };
             hdr.encode(&mut buf[base..base + GROUP_HEADER]);
             buf.resize(base + align_up(len as u64) as usize, 0);
@@ -349,156 +365,4 @@ impl Wal {
         }
         Ok(())
     }
-}
-
-/// Reads `len` bytes of the ring at `lsn`.
-pub fn read_ring(dev: &DeviceRef, capacity: u64, lsn: u64, len: usize) -> Result<Vec<u8>> {
-    let len = align_up(len as u64) as usize;
-    let mut buf = vec![0u8; len];
-    let off = lsn % capacity;
-    let first = ((capacity - off) as usize).min(len);
-    dev.read((SECTOR as u64 + off) / SECTOR as u64, &mut buf[..first])?;
-    if first < len {
-        dev.read(1, &mut buf[first..])?;
-    }
-    Ok(buf)
-}
-
-/// The result of scanning the log from a checkpoint.
-#[derive(Debug, Default)]
-pub struct LogScan {
-    /// Commit records in LSN order.
-    pub records: Vec<(u64, CommitRecord)>,
-    /// Where the next group goes.
-    pub end: u64,
-    /// Groups read.
-    pub groups: u64,
-    /// Whether the log ended in a torn (unacknowledged) group.
-    pub torn_tail: bool,
-}
-
-fn group_at(dev: &DeviceRef, capacity: u64, lsn: u64) -> Result<Option<GroupHeader>> {
-    let b = read_ring(dev, capacity, lsn, SECTOR)?;
-    Ok(GroupHeader::decode(&b).filter(|h| {
-        h.lsn == lsn && (h.len as usize) >= GROUP_HEADER && u64::from(h.len) <= capacity
-    }))
-}
-
-fn valid_group(dev: &DeviceRef, capacity: u64, lsn: u64) -> Result<Option<GroupHeader>> {
-    let Some(h) = group_at(dev, capacity, lsn)? else {
-        return Ok(None);
-    };
-    let buf = read_ring(dev, capacity, lsn, h.len as usize)?;
-    Ok((crc32c::crc32c(&buf[GROUP_HEADER..h.len as usize]) == h.body_crc).then_some(h))
-}
-
-/// Whether the damaged group at `lsn` is followed by more valid groups than can have been in
-/// flight at a crash: then it is damage to acknowledged data, not a torn tail.
-fn damaged_not_torn(
-    dev: &DeviceRef,
-    capacity: u64,
-    lsn: u64,
-    hint_next: Option<u64>,
-) -> Result<bool> {
-    let limit = INFLIGHT_SPAN.min(capacity - SECTOR as u64);
-    let mut first = None;
-    if let Some(n) = hint_next {
-        if valid_group(dev, capacity, n)?.is_some() {
-            first = Some(n);
-        }
-    }
-    let mut off = SECTOR as u64;
-    while first.is_none() && off <= limit {
-        if valid_group(dev, capacity, lsn + off)?.is_some() {
-            first = Some(lsn + off);
-        }
-        off += SECTOR as u64;
-    }
-    let Some(mut at) = first else {
-        return Ok(false);
-    };
-    let mut count = 0;
-    while let Some(h) = valid_group(dev, capacity, at)? {
-        count += 1;
-        if count >= MAX_INFLIGHT_GROUPS {
-            return Ok(true);
-        }
-        at = align_up(at + u64::from(h.len));
-    }
-    Ok(false)
-}
-
-/// Zeroes the dead part of the ring (after `end`, up to the oldest LSN still needed), where
-/// groups that were in flight at a crash may survive, so that they can never be mistaken for
-/// later log. `live_start` is the oldest LSN still needed.
-pub fn clear_after(
-    dev: &DeviceRef,
-    capacity: u64,
-    stream: u16,
-    live_start: u64,
-    end: u64,
-) -> Result<()> {
-    let room = (capacity - (end - live_start)) / SECTOR as u64 * SECTOR as u64;
-    let hints = WriteHints::stream(stream);
-    let chunk = 1u64 << 20;
-    let zeros = vec![0u8; chunk as usize];
-    let mut done = 0u64;
-    while done < room {
-        let lsn = end + done;
-        let off = lsn % capacity;
-        let n = (room - done).min(chunk).min(capacity - off);
-        dev.write(
-            (SECTOR as u64 + off) / SECTOR as u64,
-            &zeros[..n as usize],
-            hints,
-        )?;
-        done += n;
-    }
-    if room > 0 {
-        dev.flush()?;
-    }
-    Ok(())
-}
-
-/// Scans the log from `start` (a group boundary) to its end.
-pub fn scan(dev: &DeviceRef, capacity: u64, start: u64) -> Result<LogScan> {
-    let mut out = LogScan {
-        end: start,
-        ..LogScan::default()
-    };
-    let mut lsn = start;
-    loop {
-        if lsn - start >= capacity {
-            break;
-        }
-        let Some(h) = group_at(dev, capacity, lsn)? else {
-            if damaged_not_torn(dev, capacity, lsn, None)? {
-                return Err(Error::LogCorruption {
-                    lsn,
-                    detail: "group header damaged but later groups exist".into(),
-                });
-            }
-            break;
-        };
-        let buf = read_ring(dev, capacity, lsn, h.len as usize)?;
-        let body = &buf[GROUP_HEADER..h.len as usize];
-        let next = align_up(lsn + u64::from(h.len));
-        if crc32c::crc32c(body) != h.body_crc {
-            if damaged_not_torn(dev, capacity, lsn, Some(next))? {
-                return Err(Error::LogCorruption {
-                    lsn,
-                    detail: "group body fails its checksum but later groups exist".into(),
-                });
-            }
-            out.torn_tail = true;
-            break;
-        }
-        let recs = parse_records(body, lsn + GROUP_HEADER as u64)
-            .map_err(|detail| Error::LogCorruption { lsn, detail })?;
-        out.records.extend(recs);
-        out.groups += 1;
-        lsn = next;
-    }
-    out.end = lsn;
-    Ok(out)
 }

@@ -1,0 +1,188 @@
+//! Reading the log at recovery: where it ends, and whether a damaged group is the torn tail
+//! of a crash (cut) or damage to durable log (refused).
+//!
+//! The rule: a damaged group at LSN `L` was durable when a later valid group of this log
+//! records a durable LSN above `L` (the writer records, in every group header, how far the
+//! log was synced when it wrote the group; syncs cover whole groups). Then commits in it may
+//! have been acknowledged, and recovery fails with [`Error::LogCorruption`]. Otherwise no sync
+//! is known to have covered it: it and everything after it were in flight at a crash (no
+//! commit there was acknowledged), and the log ends there. Group sizes are not assumed: the
+//! later groups are found by walking sector boundaries to the end of the ring.
+
+use crate::error::{Error, Result};
+use crate::format::{align_up, parse_records, CommitRecord, GroupHeader, GROUP_HEADER, SECTOR};
+use pagoda_device::{DeviceRef, WriteHints};
+
+/// Bytes read per request while looking past a damaged group.
+const WALK_CHUNK: u64 = 1 << 20;
+
+/// Reads `len` bytes of the ring at `lsn`.
+pub fn read_ring(dev: &DeviceRef, capacity: u64, lsn: u64, len: usize) -> Result<Vec<u8>> {
+    let len = align_up(len as u64) as usize;
+    let mut buf = vec![0u8; len];
+    let off = lsn % capacity;
+    let first = ((capacity - off) as usize).min(len);
+    dev.read((SECTOR as u64 + off) / SECTOR as u64, &mut buf[..first])?;
+    if first < len {
+        dev.read(1, &mut buf[first..])?;
+    }
+    Ok(buf)
+}
+
+/// Byte offset on the log device where `lsn` lives.
+pub fn device_offset(capacity: u64, lsn: u64) -> u64 {
+    SECTOR as u64 + lsn % capacity
+}
+
+/// The result of scanning the log from a checkpoint.
+#[derive(Debug, Default)]
+pub struct LogScan {
+    /// Commit records in LSN order.
+    pub records: Vec<(u64, CommitRecord)>,
+    /// Where the next group goes.
+    pub end: u64,
+    /// Groups read.
+    pub groups: u64,
+    /// Whether the log ended in a torn (unacknowledged) group.
+    pub torn_tail: bool,
+}
+
+/// Where and what to read: the log's ring and the database it belongs to.
+struct Ring<'a> {
+    dev: &'a DeviceRef,
+    capacity: u64,
+    db_id: u64,
+}
+
+impl Ring<'_> {
+    /// The header in `sector` if it is one of this log's groups at `lsn` (not a stale lap, not
+    /// another database's).
+    fn header(&self, sector: &[u8], lsn: u64) -> Option<GroupHeader> {
+        GroupHeader::decode(sector).filter(|h| {
+            h.lsn == lsn
+                && h.db_id == self.db_id
+                && h.durable <= lsn
+                && (h.len as usize) >= GROUP_HEADER
+                && u64::from(h.len) <= self.capacity
+        })
+    }
+
+    fn group_at(&self, lsn: u64) -> Result<Option<GroupHeader>> {
+        let b = read_ring(self.dev, self.capacity, lsn, SECTOR)?;
+        Ok(self.header(&b, lsn))
+    }
+
+    /// A later group (from `from` up to `stop`) whose header says the log was durable past
+    /// `lsn` when it was written, i.e. proof that the group at `lsn` was synced. Valid groups
+    /// are stepped over whole; elsewhere every sector boundary is tried, since a damaged
+    /// header leaves its group's length unknown.
+    fn durable_witness(&self, lsn: u64, from: u64, stop: u64) -> Result<Option<u64>> {
+        let mut buf = Vec::new();
+        let mut buf_at = from;
+        let mut pos = from;
+        while pos < stop {
+            if pos < buf_at || pos + SECTOR as u64 > buf_at + buf.len() as u64 {
+                let n = WALK_CHUNK.min(stop - pos);
+                buf = read_ring(self.dev, self.capacity, pos, n as usize)?;
+                buf_at = pos;
+            }
+            let i = (pos - buf_at) as usize;
+            match self.header(&buf[i..i + SECTOR], pos) {
+                Some(h) if h.durable > lsn => return Ok(Some(pos)),
+                Some(h) => pos = align_up(pos + u64::from(h.len)),
+                None => pos += SECTOR as u64,
+            }
+        }
+        Ok(None)
+    }
+
+    /// The error for damage at `lsn` that the group at `witness` proves durable.
+    fn corruption(&self, lsn: u64, what: &str, witness: u64) -> Error {
+        Error::LogCorruption {
+            lsn,
+            offset: device_offset(self.capacity, lsn),
+            detail: format!(
+                "{what}, but the group at LSN {witness} was written after it was synced \
+                 (its commits may have been acknowledged)"
+            ),
+        }
+    }
+}
+
+/// Scans the log of database `db_id` from `start` (a group boundary) to its end. A damaged
+/// group ends the log when it may have been in flight at a crash; damage to a group that a
+/// later group proves durable is [`Error::LogCorruption`] naming its LSN and device offset.
+pub fn scan(dev: &DeviceRef, capacity: u64, db_id: u64, start: u64) -> Result<LogScan> {
+    let ring = Ring {
+        dev,
+        capacity,
+        db_id,
+    };
+    // Positions from `start + capacity` on alias the live log: the walk stops before them.
+    let stop = start + capacity;
+    let mut out = LogScan::default();
+    let mut lsn = start;
+    while lsn < stop {
+        let Some(h) = ring.group_at(lsn)? else {
+            // The end of the log, or a damaged header (its length unknown).
+            if let Some(w) = ring.durable_witness(lsn, lsn + SECTOR as u64, stop)? {
+                return Err(ring.corruption(lsn, "group header damaged", w));
+            }
+            break;
+        };
+        let buf = read_ring(dev, capacity, lsn, h.len as usize)?;
+        let body = &buf[GROUP_HEADER..h.len as usize];
+        let next = align_up(lsn + u64::from(h.len));
+        if crc32c::crc32c(body) != h.body_crc {
+            if let Some(w) = ring.durable_witness(lsn, next, stop)? {
+                return Err(ring.corruption(lsn, "group body fails its checksum", w));
+            }
+            out.torn_tail = true;
+            break;
+        }
+        let recs = parse_records(body, lsn + GROUP_HEADER as u64).map_err(|detail| {
+            Error::LogCorruption {
+                lsn,
+                offset: device_offset(capacity, lsn),
+                detail,
+            }
+        })?;
+        out.records.extend(recs);
+        out.groups += 1;
+        lsn = next;
+    }
+    out.end = lsn;
+    Ok(out)
+}
+
+/// Zeroes the dead part of the ring (after `end`, up to the oldest LSN still needed), where
+/// groups that were in flight at a crash may survive, so that they can never be mistaken for
+/// later log. `live_start` is the oldest LSN still needed.
+pub fn clear_after(
+    dev: &DeviceRef,
+    capacity: u64,
+    stream: u16,
+    live_start: u64,
+    end: u64,
+) -> Result<()> {
+    let room = (capacity - (end - live_start)) / SECTOR as u64 * SECTOR as u64;
+    let hints = WriteHints::stream(stream);
+    let chunk = 1u64 << 20;
+    let zeros = vec![0u8; chunk as usize];
+    let mut done = 0u64;
+    while done < room {
+        let lsn = end + done;
+        let off = lsn % capacity;
+        let n = (room - done).min(chunk).min(capacity - off);
+        dev.write(
+            (SECTOR as u64 + off) / SECTOR as u64,
+            &zeros[..n as usize],
+            hints,
+        )?;
+        done += n;
+    }
+    if room > 0 {
+        dev.flush()?;
+    }
+    Ok(())
+}

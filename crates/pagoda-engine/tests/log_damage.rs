@@ -1,0 +1,323 @@
+#![allow(clippy::unwrap_used)]
+//! Damage in the log (issue 10, defect 5). A damaged group that a later group proves durable
+//! holds acknowledged commits: open refuses with `Error::LogCorruption` naming its LSN and
+//! `inspect` names its device offset. Only the in-flight tail (groups no later group proves
+//! durable) may be cut, whatever the size of the groups.
+
+use pagoda_device::mem::MemDevice;
+use pagoda_device::stats::DeviceStats;
+use pagoda_device::{BlockDevice, Capabilities, DeviceError, DeviceRef, WriteHints};
+use pagoda_engine::format::{align_up, GroupHeader, Superblock, GROUP_HEADER};
+use pagoda_engine::inspect::inspect_devices;
+use pagoda_engine::wal;
+use pagoda_engine::{Db, DbOptions, Error};
+use parking_lot::{Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+const PAGE: usize = 4096;
+
+fn mem(bytes: u64) -> DeviceRef {
+    std::sync::Arc::new(MemDevice::with_capacity(bytes).unwrap())
+}
+
+fn opts(d: &DeviceRef, l: &DeviceRef) -> DbOptions {
+    DbOptions::with_devices(d.clone(), l.clone())
+        .page_size(PAGE)
+        .buffer_bytes(32 << 20)
+        .background(false)
+}
+
+fn superblock(d: &DeviceRef) -> Superblock {
+    let mut buf = vec![0u8; 2 * 4096];
+    d.read(0, &mut buf).unwrap();
+    buf.chunks(4096)
+        .filter_map(|c| Superblock::decode(c).ok())
+        .max_by_key(|sb| sb.generation)
+        .unwrap()
+}
+
+/// The groups recovery reads, `(lsn, len, records)`, up to the first invalid header.
+fn groups(d: &DeviceRef, l: &DeviceRef) -> Vec<(u64, u64, u32)> {
+    let sb = superblock(d);
+    let mut out = Vec::new();
+    let mut lsn = sb.checkpoint_lsn;
+    loop {
+        let b = wal::read_ring(l, sb.log_capacity, lsn, 4096).unwrap();
+        match GroupHeader::decode(&b) {
+            Some(h) if h.lsn == lsn => {
+                out.push((lsn, u64::from(h.len), h.records));
+                lsn = align_up(lsn + u64::from(h.len));
+            }
+            _ => return out,
+        }
+    }
+}
+
+/// The group holding the record that ends at `end` (a commit's LSN), and how many follow it.
+fn group_of(d: &DeviceRef, l: &DeviceRef, end: u64) -> ((u64, u64), usize) {
+    let gs = groups(d, l);
+    let i = gs
+        .iter()
+        .position(|&(g, len, _)| g < end && end <= g + len)
+        .unwrap();
+    ((gs[i].0, gs[i].1), gs.len() - i - 1)
+}
+
+/// Flips one bit of the log stream at `lsn`; returns its byte offset on the log device.
+fn flip_log(d: &DeviceRef, l: &DeviceRef, lsn: u64) -> u64 {
+    let pos = lsn % superblock(d).log_capacity;
+    let mut b = vec![0u8; 4096];
+    l.read(1 + pos / 4096, &mut b).unwrap();
+    b[(pos % 4096) as usize] ^= 0x04;
+    l.write(1 + pos / 4096, &b, WriteHints::NORMAL).unwrap();
+    l.flush().unwrap();
+    4096 + pos
+}
+
+fn commit(db: &Db, key: &str, val: &[u8]) -> u64 {
+    let mut tx = db.begin().unwrap();
+    tx.put("t", key.as_bytes(), val).unwrap();
+    tx.commit().unwrap().lsn
+}
+
+/// Open refuses with the damaged group's LSN; inspect reports it with its device offset.
+fn expect_corruption(d: &DeviceRef, l: &DeviceRef, group: u64, offset: u64, ctx: &str) {
+    let report = inspect_devices(d, l).unwrap();
+    let text = report.to_string();
+    assert!(
+        !report.log_problems.is_empty() && !report.torn_log_tail,
+        "{ctx}: inspect did not report corruption: {text}"
+    );
+    assert!(
+        text.contains(&format!("byte {offset}")),
+        "{ctx}: inspect does not name device byte {offset}: {text}"
+    );
+    match report.into_result() {
+        Err(Error::LogCorruption { lsn, .. }) => assert_eq!(lsn, group, "{ctx}"),
+        other => panic!("{ctx}: inspect result {:?}", other.map(|_| ())),
+    }
+    match Db::open(opts(d, l)) {
+        Err(Error::LogCorruption { lsn, .. }) => assert_eq!(lsn, group, "{ctx}"),
+        Err(e) => panic!("{ctx}: expected log corruption at LSN {group}, got {e}"),
+        Ok(db) => {
+            let gone = db
+                .begin_read()
+                .unwrap()
+                .get("t", b"acked")
+                .unwrap()
+                .is_none();
+            panic!("{ctx}: opened (acknowledged row gone: {gone})");
+        }
+    }
+}
+
+/// (a) An acknowledged commit's group, damaged (header or body), followed by 1-3 valid groups:
+/// before the fix this opened "successfully" with the commit silently gone (a torn tail).
+#[test]
+fn damaged_group_before_later_groups_is_corruption() {
+    for later in 1..=3 {
+        for header in [false, true] {
+            let ctx = format!(
+                "{later} later groups, damage in the {}",
+                if header { "header" } else { "body" }
+            );
+            let (d, l) = (mem(8 << 20), mem(1 << 20));
+            let db = Db::open(opts(&d, &l)).unwrap();
+            db.create_table("t").unwrap();
+            let lsn = commit(&db, "acked", &[7; 300]);
+            for i in 0..later {
+                commit(&db, &format!("later{i}"), &[1; 300]);
+            }
+            db.abandon();
+            let ((g, _), after) = group_of(&d, &l, lsn);
+            assert_eq!(after, later, "{ctx}: one group per commit");
+            let byte = if header { 6 } else { GROUP_HEADER as u64 + 10 };
+            let offset = flip_log(&d, &l, g + byte) - byte;
+            expect_corruption(&d, &l, g, offset, &ctx);
+        }
+    }
+}
+
+/// (b) Groups larger than 1 MiB: one transaction with a 5 MiB value is one group of more than
+/// 5 MiB. Damage to its header (its length unknown) or to a later group is still told apart
+/// from a torn tail by what later groups record, not by an assumed group size.
+#[test]
+fn large_groups_are_classified_without_a_size_limit() {
+    let big = vec![0x5a; 5 << 20];
+    for case in ["big header", "after big", "big is the tail"] {
+        let (d, l) = (mem(32 << 20), mem(32 << 20));
+        let db = Db::open(opts(&d, &l)).unwrap();
+        db.create_table("t").unwrap();
+        let first = commit(&db, "first", &[3; 100]);
+        let big_lsn = commit(&db, "acked", &big);
+        let mut small = Vec::new();
+        if case != "big is the tail" {
+            for i in 0..2 {
+                small.push(commit(&db, &format!("later{i}"), &[1; 100]));
+            }
+        }
+        db.abandon();
+        let ((g, len), _) = group_of(&d, &l, big_lsn);
+        assert!(
+            len > 5 << 20,
+            "{case}: the big commit is one group of {len} bytes"
+        );
+        match case {
+            "big header" => {
+                let offset = flip_log(&d, &l, g + 6) - 6;
+                expect_corruption(&d, &l, g, offset, case);
+            }
+            "after big" => {
+                // The first small group (one group follows it) is damaged.
+                let ((s, _), after) = group_of(&d, &l, small[0]);
+                assert_eq!(after, 1, "{case}");
+                let offset =
+                    flip_log(&d, &l, s + GROUP_HEADER as u64 + 3) - GROUP_HEADER as u64 - 3;
+                expect_corruption(&d, &l, s, offset, case);
+            }
+            _ => {
+                // Nothing follows the big group: it may have been in flight at a crash.
+                flip_log(&d, &l, g + (3 << 20));
+                let report = inspect_devices(&d, &l).unwrap();
+                assert!(report.is_ok() && report.torn_log_tail, "{case}: {report}");
+                let db = Db::open(opts(&d, &l)).unwrap();
+                assert!(db.stats().recovery.torn_log_tail, "{case}");
+                let tx = db.begin_read().unwrap();
+                assert!(tx.get("t", b"first").unwrap().is_some(), "{case}: {first}");
+                assert!(tx.get("t", b"acked").unwrap().is_none(), "{case}");
+            }
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Gate {
+    Open,
+    /// Syncs wait.
+    Held,
+    /// The crash: every sync (waiting or later) fails.
+    Crashed,
+}
+
+/// A log device whose syncs, once held, wait at a gate and then fail: groups written meanwhile
+/// stay in flight and their commits are never acknowledged.
+#[derive(Debug)]
+struct HeldSyncs {
+    inner: DeviceRef,
+    /// The gate and how many syncs reached it.
+    gate: Mutex<(Gate, usize)>,
+    cond: Condvar,
+}
+
+impl BlockDevice for HeldSyncs {
+    fn caps(&self) -> Capabilities {
+        self.inner.caps()
+    }
+    fn read(&self, sector: u64, buf: &mut [u8]) -> pagoda_device::Result<()> {
+        self.inner.read(sector, buf)
+    }
+    fn write(&self, sector: u64, buf: &[u8], hints: WriteHints) -> pagoda_device::Result<()> {
+        self.inner.write(sector, buf, hints)
+    }
+    fn flush(&self) -> pagoda_device::Result<()> {
+        let mut g = self.gate.lock();
+        if g.0 == Gate::Open {
+            return self.inner.flush();
+        }
+        g.1 += 1;
+        self.cond.notify_all();
+        while g.0 == Gate::Held {
+            self.cond.wait(&mut g);
+        }
+        Err(DeviceError::Unsupported("sync lost in the crash".into()))
+    }
+    fn trim(&self, sector: u64, sectors: u64) -> pagoda_device::Result<()> {
+        self.inner.trim(sector, sectors)
+    }
+    fn stats(&self) -> DeviceStats {
+        self.inner.stats()
+    }
+    fn describe(&self) -> String {
+        "held-syncs".into()
+    }
+}
+
+/// (c) A true torn tail: the first in-flight group is damaged and the in-flight groups after
+/// it are intact (their sync never completed). Recovery cuts them all, keeps every
+/// acknowledged commit, and calls it a torn tail, not corruption. (This passes before the fix
+/// too: it guards the other side of the rule.)
+#[test]
+fn torn_in_flight_tail_with_later_in_flight_groups_recovers() {
+    let (d, raw) = (mem(8 << 20), mem(1 << 20));
+    let held = std::sync::Arc::new(HeldSyncs {
+        inner: raw.clone(),
+        gate: Mutex::new((Gate::Open, 0)),
+        cond: Condvar::new(),
+    });
+    let l: DeviceRef = held.clone();
+    let db = Db::open(opts(&d, &l)).unwrap();
+    db.create_table("t").unwrap();
+    for i in 0..5 {
+        commit(&db, &format!("acked{i}"), &[2; 200]);
+    }
+    let base = groups(&d, &raw).len();
+    held.gate.lock().0 = Gate::Held;
+    std::thread::scope(|s| {
+        let committer = |i: usize| {
+            let db = &db;
+            move || {
+                let mut tx = db.begin().unwrap();
+                tx.put("t", format!("inflight{i}").as_bytes(), &[9; 200])
+                    .unwrap();
+                let r = tx.commit();
+                assert!(
+                    r.is_err(),
+                    "an in-flight commit was acknowledged: {:?}",
+                    r.map(|i| i.lsn)
+                );
+            }
+        };
+        // The first committer's group is synced alone; the others are written behind it.
+        s.spawn(committer(0));
+        let mut g = held.gate.lock();
+        while g.1 == 0 {
+            held.cond.wait(&mut g);
+        }
+        drop(g);
+        for i in 1..4 {
+            s.spawn(committer(i));
+        }
+        let t0 = Instant::now();
+        while groups(&d, &raw)[base..].iter().map(|x| x.2).sum::<u32>() < 4 {
+            assert!(
+                t0.elapsed() < Duration::from_secs(20),
+                "in-flight groups not written"
+            );
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        // The crash: the first in-flight group is torn, the later ones survive unsynced.
+        let gs = groups(&d, &raw);
+        assert!(gs.len() >= base + 2, "{gs:?}");
+        flip_log(&d, &raw, gs[base].0 + GROUP_HEADER as u64 + 1);
+        held.gate.lock().0 = Gate::Crashed;
+        held.cond.notify_all();
+    });
+    db.abandon();
+    let report = inspect_devices(&d, &raw).unwrap();
+    assert!(report.is_ok() && report.torn_log_tail, "{report}");
+    let db = Db::open(opts(&d, &raw)).unwrap();
+    assert!(db.stats().recovery.torn_log_tail);
+    let tx = db.begin_read().unwrap();
+    for i in 0..5 {
+        assert!(tx
+            .get("t", format!("acked{i}").as_bytes())
+            .unwrap()
+            .is_some());
+    }
+    for i in 0..4 {
+        assert!(tx
+            .get("t", format!("inflight{i}").as_bytes())
+            .unwrap()
+            .is_none());
+    }
+}
