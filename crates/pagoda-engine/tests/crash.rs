@@ -301,11 +301,13 @@ fn regression_redo_writes_no_partly_applied_record() {
 /// loses neighbouring keys of a leaf (the defect's signature) within the first cycles.
 #[test]
 fn sabotage_merge_unmarked_sibling_is_caught() {
-    let caught = MERGE_SEEDS.iter().any(|&(seed, cycles)| {
+    // Seeds are tried in turn (each run stops at its first finding): which seed shows the
+    // race moves whenever the engine's page I/O changes, so the test does not pin one.
+    let caught = (1..=12u64).find(|&seed| {
         let r = run(CrashTestOptions {
             torn: TornMode::Doublewrite,
             commit: CommitMode::Sync,
-            cycles,
+            cycles: 300,
             seed,
             threads: 1,
             page_size: 4096,
@@ -314,12 +316,12 @@ fn sabotage_merge_unmarked_sibling_is_caught() {
         })
         .unwrap();
         if let Some(f) = r.failures.first() {
-            eprintln!("sabotage merge-unmarked-sibling caught: {f}");
+            eprintln!("sabotage merge-unmarked-sibling caught with seed {seed}: {f}");
         }
         r.lost_commits > 0
     });
-    assert!(caught, "sabotage merge-unmarked-sibling was not caught");
+    assert!(
+        caught.is_some(),
+        "sabotage merge-unmarked-sibling was not caught with seeds 1 to 12"
+    );
 }
-
-/// Seeds (and cycles) with which the sabotage merge-unmarked-sibling is caught.
-const MERGE_SEEDS: [(u64, u64); 2] = [(3, 45), (4, 160)];
