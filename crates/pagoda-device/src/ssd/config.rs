@@ -1,4 +1,7 @@
 //! SSD configuration: presets, `key=value` options, validation and derived geometry.
+//!
+//! Where each preset figure comes from (sourced, derived, assumed or calibrated), and which
+//! features the modeled drives lack, is written down in `docs/devices.md`.
 
 use crate::error::{DeviceError, Result};
 use crate::units::{format_size, parse_size};
@@ -55,10 +58,14 @@ pub struct SsdConfig {
     /// one). It is an error if that leaves a parallel unit without blocks, or if rounding to
     /// whole blocks raises op by more than 0.05 + op/4.
     pub op: f64,
-    /// Write streams, 1..=64. Key `streams`.
+    /// Write streams, 1..=64. Key `streams`. The presets enable 4 as an emulated research
+    /// feature (seed 001): the drive `sata-ssd` models has no streams (`streams=1` models it
+    /// as it is); see `docs/devices.md`.
     pub streams: u16,
     /// Atomic-write unit in bytes (power of two, 4 KiB..=1 MiB) or `None`. Key `atomic`
-    /// (`0` = none).
+    /// (`0` = none). The presets set 16 KiB as an emulated research feature (seed 003): the
+    /// drive `sata-ssd` models guarantees no atomic write above the sector (`atomic=0`
+    /// models it as it is); see `docs/devices.md`.
     pub atomic_unit_bytes: Option<usize>,
     /// Key `latency=count|emulate`.
     pub latency: LatencyMode,
@@ -116,21 +123,29 @@ pub const KEYS: &str = "capacity, op, streams, atomic, latency, time_scale, back
      read_us, program_us, erase_us, channel_mbps, link_mbps, cmd_us";
 
 impl SsdConfig {
-    /// A named preset.
+    /// A named preset. The source of every figure (or the plain statement that it has none)
+    /// is in `docs/devices.md`; this is a summary.
     ///
-    /// * `sata-ssd` — a Samsung 840 Pro-class MLC SATA SSD. The 256 GB 840 Pro (MDX
-    ///   controller) has 8 channels and 32 dies of 21-nm 64 Gbit Toggle-DDR 2.0 MLC
-    ///   (4 dies per channel), 8 KiB pages, 128 pages per block (1 MiB blocks), 2 planes.
-    ///   Cell timings are typical datasheet values of 2x-nm MLC: tR ≈ 60 µs, tPROG ≈ 800 µs,
-    ///   tBERS ≈ 3 ms; Toggle 2.0 channel 400 MB/s; SATA 6 Gb/s link ≈ 550 MB/s usable
-    ///   (the drive's spec sheet gives 540/520 MB/s sequential read/write, 100 K/90 K
-    ///   random 4 KiB IOPS at QD32). OP 7 % (256 GiB of NAND for 256 GB). 512 KiB write
-    ///   cache (the rest of its DRAM holds the mapping table).
-    /// * `nvme-ssd` — a many-channel enterprise NVMe SSD with 3D TLC: 16 channels × 4 dies ×
-    ///   2 planes, 16 KiB pages, 128 pages per block. tR ≈ 60 µs, tPROG ≈ 660 µs per page
-    ///   (one-shot TLC programming amortized per page), tBERS ≈ 3.5 ms, 800 MB/s channels
-    ///   (ONFI 4 / Toggle 3), PCIe 3.0 ×4 link ≈ 3.5 GB/s; OP 28 % (enterprise class).
-    ///   2 MiB write cache.
+    /// * `sata-ssd` — a Samsung 840 Pro-class MLC SATA SSD (see `docs/devices.md`, section
+    ///   "`sata-ssd`"). Sourced: the 256 GB 840 Pro's MDX controller has 8 channels; its NAND is
+    ///   21-nm 64 Gbit Toggle-DDR 2.0 MLC (400 MB/s per channel); SATA 6 Gb/s. Derived: 32 dies
+    ///   (4 per channel); OP 7 % (256 GiB of NAND for 256 GB). Assumed, typical of 2x-nm MLC
+    ///   with no public Samsung source: 2 planes, 8 KiB pages, 128 pages per block (1 MiB
+    ///   blocks), tR 60 µs, tPROG 800 µs, tBERS 3 ms, a 512 KiB write cache. Calibrated
+    ///   (no public source): link 550 MB/s, command overhead 5 µs. The figures are not fitted
+    ///   to the spec sheet's IOPS (540/520 MB/s; 100 K/90 K random 4 KiB IOPS at QD32,
+    ///   9.9 K/31 K at QD1): the model is faster than the drive.
+    ///
+    ///   The real drive has **no write streams and no 16 KiB atomic writes**; the preset's
+    ///   `streams=4` (seed 001) and `atomic=16KiB` (seed 003) are emulated research features.
+    ///   `streams=1,atomic=0` models the drive as it is.
+    /// * `nvme-ssd` — a generic many-channel enterprise NVMe SSD with 3D TLC, not a particular
+    ///   model: 16 channels × 4 dies × 2 planes, 16 KiB pages, 128 pages per block. tR 60 µs,
+    ///   tPROG 660 µs per page (one-shot TLC programming amortized per page), tBERS 3.5 ms,
+    ///   800 MB/s channels (ONFI 4 / Toggle 3 class), link 3.5 GB/s (PCIe 3.0 ×4; seed 002's
+    ///   NVMe drive); OP 28 % (enterprise class); 2 MiB write cache. These figures are
+    ///   assumed or calibrated; none has a drive-specific source. Streams and atomic writes
+    ///   are emulated as for `sata-ssd`.
     ///
     /// Both default to 1 GiB logical capacity so tests are quick; set `capacity` for more.
     pub fn preset(name: &str) -> Result<Self> {
