@@ -221,7 +221,7 @@ pub fn inspect_devices(data: &DeviceRef, log: &DeviceRef) -> Result<InspectRepor
     log.read(0, &mut lh)?;
     match decode_log_header(&lh) {
         Err(e) => r.log_problems.push(format!("log header: {e}")),
-        Ok((id, _)) if id != sb.db_id => r
+        Ok(h) if h.db_id != sb.db_id => r
             .log_problems
             .push("log header belongs to another database".into()),
         Ok(_) => match wal::scan(log, sb.log_capacity, sb.db_id, sb.checkpoint_lsn) {

@@ -13,8 +13,9 @@ use std::sync::Arc;
 pub enum RecoveryStep {
     /// Reading the superblock and scanning the log.
     ScanLog,
-    /// Zeroing the dead part of the log ring.
-    ClearLog,
+    /// Writing the log header with this open's epoch (groups left from before a crash can
+    /// then never continue the new log).
+    NewEpoch,
     /// Copying valid double-write pages over torn pages.
     RepairDoublewrite,
     /// Replaying the log into the buffer pool (evictions write pages).
@@ -27,7 +28,7 @@ impl fmt::Display for RecoveryStep {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
             Self::ScanLog => "open: scan log",
-            Self::ClearLog => "open: clear log tail",
+            Self::NewEpoch => "open: new log epoch",
             Self::RepairDoublewrite => "open: double-write repair",
             Self::Redo => "open: redo",
             Self::Checkpoint => "open: checkpoint",

@@ -320,4 +320,24 @@ fn torn_in_flight_tail_with_later_in_flight_groups_recovers() {
             .unwrap()
             .is_none());
     }
+    drop(tx);
+    // The later in-flight groups are still on the device (the ring is not erased at open).
+    // A new commit of the same size as the torn one ends exactly where the next of them
+    // starts; after another crash, they must not be read as its continuation (their epoch is
+    // older than the new group's).
+    let mut tx = db.begin().unwrap();
+    tx.put("t", b"replaced0", &[9; 200]).unwrap();
+    tx.commit().unwrap();
+    db.abandon();
+    let db = Db::open(opts(&d, &raw)).unwrap();
+    let tx = db.begin_read().unwrap();
+    assert!(tx.get("t", b"replaced0").unwrap().is_some());
+    for i in 0..4 {
+        assert!(
+            tx.get("t", format!("inflight{i}").as_bytes())
+                .unwrap()
+                .is_none(),
+            "an in-flight group left from before the first crash was replayed (inflight{i})"
+        );
+    }
 }

@@ -12,7 +12,7 @@ use pagoda_device::mem::{MemConfig, MemDevice};
 use pagoda_device::DeviceRef;
 use pagoda_engine::btree::Apply;
 use pagoda_engine::buffer::Pool;
-use pagoda_engine::format::{decode_page, Meta, Node, Page, Val};
+use pagoda_engine::format::{decode_page, LogHeader, Meta, Node, Page, Val};
 use pagoda_engine::wal::Wal;
 use pagoda_engine::TornMode;
 use std::sync::atomic::Ordering;
@@ -39,7 +39,12 @@ fn setup(torn: TornMode) -> (Pool, DeviceRef) {
     let log: DeviceRef = Arc::new(MemDevice::with_capacity(4 << 20).unwrap());
     // The log is durable up to 1 MiB: every LSN the test stamps passes the WAL rule, so only
     // the pool's own rules decide what the cleaner may write.
-    let wal = Arc::new(Wal::new(log, 2 << 20, 7, 0, 1 << 20, 0));
+    let id = LogHeader {
+        db_id: 7,
+        capacity: 2 << 20,
+        epoch: 0,
+    };
+    let wal = Arc::new(Wal::new(log, 2 << 20, id, 0, 1 << 20, 0));
     let pool = Pool::new(data.clone(), 4096, 64, torn, 40, 8, wal);
     pool.install(Page {
         id: META,

@@ -2,8 +2,8 @@
 
 use crate::error::{Error, Result};
 use crate::format::{
-    encode_log_header, encode_page, is_zero, Meta, Node, Page, Superblock, FORMAT_VERSION,
-    HEADER_BYTES, SECTOR,
+    encode_log_header, encode_page, is_zero, LogHeader, Meta, Node, Page, Superblock,
+    FORMAT_VERSION, HEADER_BYTES, SECTOR,
 };
 use crate::options::DbOptions;
 use crate::settings;
@@ -74,7 +74,12 @@ pub(super) fn create(opts: &DbOptions, data: &DeviceRef, log: &DeviceRef) -> Res
     let db_id: u64 = rand::random();
     let lstream = WriteHints::stream(Stream::Log.on(&log.caps()));
     let dstream = WriteHints::stream(Stream::Data.on(&data.caps()));
-    log.write(0, &encode_log_header(db_id, log_capacity), lstream)?;
+    let header = LogHeader {
+        db_id,
+        capacity: log_capacity,
+        epoch: 0,
+    };
+    log.write(0, &encode_log_header(&header), lstream)?;
     // No clearing of the ring: group headers carry the database id, so no group an earlier
     // database left on the device is read as this one's (whatever its size or position).
     log.flush()?;

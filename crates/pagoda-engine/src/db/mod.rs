@@ -19,7 +19,7 @@ pub use txn::Txn;
 use crate::btree;
 use crate::buffer::Pool;
 use crate::error::{Error, Failure, Result};
-use crate::format::{decode_log_header, Superblock, SECTOR};
+use crate::format::{decode_log_header, encode_log_header, LogHeader, Superblock, SECTOR};
 use crate::mvcc::Mvcc;
 use crate::options::{CommitMode, DbOptions, TornMode};
 use crate::pipeline::Pipeline;
@@ -31,7 +31,7 @@ use crate::wal::{self, Wal};
 use bootstrap::{create, read_sb};
 use catalog::TableInfo;
 use commit::CommitState;
-use pagoda_device::DeviceRef;
+use pagoda_device::{DeviceRef, WriteHints};
 use parking_lot::{Condvar, Mutex, RwLock};
 use recovery::{redo, verify_pages};
 use stats::Counters;
@@ -153,12 +153,12 @@ impl Db {
         }
         let mut lh = vec![0u8; SECTOR];
         log.read(0, &mut lh)?;
-        let (log_id, _) = decode_log_header(&lh).map_err(|e| Error::LogCorruption {
+        let lhdr = decode_log_header(&lh).map_err(|e| Error::LogCorruption {
             lsn: 0,
             offset: 0,
             detail: format!("log header: {e}"),
         })?;
-        if log_id != sb.db_id {
+        if lhdr.db_id != sb.db_id {
             return Err(Error::config(
                 "the log device belongs to another database (ids differ); give the matching log",
             ));
@@ -166,20 +166,25 @@ impl Db {
         let obs = opts.observer.clone();
         probe::emit(&obs, Event::Recovery(RecoveryStep::ScanLog));
         let scan = wal::scan(&log, sb.log_capacity, sb.db_id, sb.checkpoint_lsn)?;
-        probe::emit(&obs, Event::Recovery(RecoveryStep::ClearLog));
-        // Groups that were in flight at a crash may sit after the end: erase them.
-        wal::clear_after(
-            &log,
-            sb.log_capacity,
-            Stream::Log.on(&lcaps),
-            sb.checkpoint_lsn,
-            scan.end,
+        probe::emit(&obs, Event::Recovery(RecoveryStep::NewEpoch));
+        // Groups that were in flight at a crash may sit after the end: this open's groups
+        // carry a newer epoch, so the scan never takes one of those for their continuation
+        // (one sector written, instead of erasing the ring).
+        let id = LogHeader {
+            epoch: lhdr.epoch.wrapping_add(1),
+            ..lhdr
+        };
+        log.write(
+            0,
+            &encode_log_header(&id),
+            WriteHints::stream(Stream::Log.on(&lcaps)),
         )?;
+        log.flush()?;
         let wal = Arc::new(
             Wal::new(
                 log.clone(),
                 sb.log_capacity,
-                sb.db_id,
+                id,
                 Stream::Log.on(&lcaps),
                 scan.end,
                 sb.checkpoint_lsn,

@@ -2,28 +2,37 @@
 
 use super::*;
 
-/// Log device header (sector 0 of the log device).
-pub fn encode_log_header(db_id: u64, capacity: u64) -> Vec<u8> {
+/// The log device header (sector 0 of the log device).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LogHeader {
+    /// The database's id.
+    pub db_id: u64,
+    /// Bytes of the ring.
+    pub capacity: u64,
+    /// Opens so far: each open writes the next epoch here and in every group it writes, so a
+    /// group from an earlier open can never continue a later open's log (no need to erase the
+    /// ring at open).
+    pub epoch: u32,
+}
+
+/// Encodes the log device header.
+pub fn encode_log_header(h: &LogHeader) -> Vec<u8> {
     let mut b = Vec::with_capacity(SECTOR);
     b.extend_from_slice(&LOG_MAGIC);
     put_u32(&mut b, FORMAT_VERSION);
-    put_u64(&mut b, db_id);
-    put_u64(&mut b, capacity);
+    put_u64(&mut b, h.db_id);
+    put_u64(&mut b, h.capacity);
+    put_u32(&mut b, h.epoch);
     let crc = crc32c::crc32c(&b);
     put_u32(&mut b, crc);
     b.resize(SECTOR, 0);
     b
 }
 
-/// Decodes the log header: `(db_id, capacity)`.
-pub fn decode_log_header(buf: &[u8]) -> std::result::Result<(u64, u64), String> {
+/// Decodes the log device header.
+pub fn decode_log_header(buf: &[u8]) -> std::result::Result<LogHeader, String> {
     if buf[..8] != LOG_MAGIC {
         return Err("no log header magic".into());
-    }
-    let body = 8 + 4 + 16;
-    let stored = u32::from_le_bytes([buf[body], buf[body + 1], buf[body + 2], buf[body + 3]]);
-    if crc32c::crc32c(&buf[..body]) != stored {
-        return Err("log header checksum mismatch".into());
     }
     let version = u32::from_le_bytes([buf[8], buf[9], buf[10], buf[11]]);
     if version != FORMAT_VERSION {
@@ -31,8 +40,17 @@ pub fn decode_log_header(buf: &[u8]) -> std::result::Result<(u64, u64), String> 
             "log format version {version}, this build reads {FORMAT_VERSION}"
         ));
     }
+    let body = 8 + 4 + 16 + 4;
+    let stored = u32::from_le_bytes([buf[body], buf[body + 1], buf[body + 2], buf[body + 3]]);
+    if crc32c::crc32c(&buf[..body]) != stored {
+        return Err("log header checksum mismatch".into());
+    }
     let mut r = Reader::new(&buf[12..body]);
-    Ok((r.u64().unwrap_or(0), r.u64().unwrap_or(0)))
+    Ok(LogHeader {
+        db_id: r.u64().unwrap_or(0),
+        capacity: r.u64().unwrap_or(0),
+        epoch: r.u32().unwrap_or(0),
+    })
 }
 
 /// A group header: written at a sector boundary, followed by the group's records.
@@ -52,6 +70,9 @@ pub struct GroupHeader {
     pub durable: u64,
     /// The database's id: groups left on the device by another database never match.
     pub db_id: u64,
+    /// The epoch (open) of the log header when the group was written; along the log epochs
+    /// never decrease, so a group left from before a crash cannot continue a later open's log.
+    pub epoch: u32,
 }
 
 impl GroupHeader {
@@ -64,7 +85,7 @@ impl GroupHeader {
         out[20..24].copy_from_slice(&self.body_crc.to_le_bytes());
         out[24..32].copy_from_slice(&self.durable.to_le_bytes());
         out[32..40].copy_from_slice(&self.db_id.to_le_bytes());
-        out[40..44].fill(0);
+        out[40..44].copy_from_slice(&self.epoch.to_le_bytes());
         let crc = crc32c::crc32c(&out[0..44]);
         out[44..48].copy_from_slice(&crc.to_le_bytes());
     }
@@ -87,6 +108,7 @@ impl GroupHeader {
             body_crc: u32_at(20)?,
             durable: u64_at(24)?,
             db_id: u64_at(32)?,
+            epoch: u32_at(40)?,
         })
     }
 }

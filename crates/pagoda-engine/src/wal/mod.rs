@@ -19,7 +19,7 @@
 //! LSN, so stale groups from an earlier lap are never mistaken for new ones.
 
 use crate::error::{Error, Failure, Result};
-use crate::format::{align_up, seal_record, GroupHeader, GROUP_HEADER, SECTOR};
+use crate::format::{align_up, seal_record, GroupHeader, LogHeader, GROUP_HEADER, SECTOR};
 use crate::probe::{self, Sabotage};
 use crate::profile::{Phase, Profile};
 use pagoda_device::{DeviceRef, WriteHints};
@@ -29,7 +29,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 mod scan;
-pub use scan::{clear_after, device_offset, read_ring, scan, LogScan};
+pub use scan::{device_offset, read_ring, scan, LogScan};
 
 /// A group reaching this size is closed so that the next joiner opens a new slot. A soft
 /// target for batching only: one record may make a group much larger, and recovery assumes
@@ -84,6 +84,7 @@ pub struct Wal {
     capacity: u64,
     /// Written into every group header (groups of another database never match).
     db_id: u64,
+    epoch: u32,
     stream: u16,
     state: Mutex<State>,
     cond: Condvar,
@@ -105,7 +106,7 @@ impl Wal {
     pub fn new(
         dev: DeviceRef,
         capacity: u64,
-        db_id: u64,
+        id: LogHeader,
         stream: u16,
         next_lsn: u64,
         reclaim: u64,
@@ -114,7 +115,8 @@ impl Wal {
         Self {
             dev,
             capacity,
-            db_id,
+            db_id: id.db_id,
+            epoch: id.epoch,
             stream,
             state: Mutex::new(State {
                 next_lsn,
@@ -343,6 +345,7 @@ impl Wal {
                 body_crc: crc32c::crc32c(&buf[base + GROUP_HEADER..]),
                 durable,
                 db_id: self.db_id,
+                epoch: self.epoch,
             };
             hdr.encode(&mut buf[base..base + GROUP_HEADER]);
             buf.resize(base + align_up(len as u64) as usize, 0);

@@ -11,7 +11,7 @@
 
 use crate::error::{Error, Result};
 use crate::format::{align_up, parse_records, CommitRecord, GroupHeader, GROUP_HEADER, SECTOR};
-use pagoda_device::{DeviceRef, WriteHints};
+use pagoda_device::DeviceRef;
 
 /// Bytes read per request while looking past a damaged group.
 const WALK_CHUNK: u64 = 1 << 20;
@@ -122,8 +122,10 @@ pub fn scan(dev: &DeviceRef, capacity: u64, db_id: u64, start: u64) -> Result<Lo
     let stop = start + capacity;
     let mut out = LogScan::default();
     let mut lsn = start;
+    let mut epoch = 0;
     while lsn < stop {
-        let Some(h) = ring.group_at(lsn)? else {
+        // A group of an earlier open after a later one's is left from before a crash.
+        let Some(h) = ring.group_at(lsn)?.filter(|h| h.epoch >= epoch) else {
             // The end of the log, or a damaged header (its length unknown).
             if let Some(w) = ring.durable_witness(lsn, lsn + SECTOR as u64, stop)? {
                 return Err(ring.corruption(lsn, "group header damaged", w));
@@ -149,40 +151,9 @@ pub fn scan(dev: &DeviceRef, capacity: u64, db_id: u64, start: u64) -> Result<Lo
         })?;
         out.records.extend(recs);
         out.groups += 1;
+        epoch = h.epoch;
         lsn = next;
     }
     out.end = lsn;
     Ok(out)
-}
-
-/// Zeroes the dead part of the ring (after `end`, up to the oldest LSN still needed), where
-/// groups that were in flight at a crash may survive, so that they can never be mistaken for
-/// later log. `live_start` is the oldest LSN still needed.
-pub fn clear_after(
-    dev: &DeviceRef,
-    capacity: u64,
-    stream: u16,
-    live_start: u64,
-    end: u64,
-) -> Result<()> {
-    let room = (capacity - (end - live_start)) / SECTOR as u64 * SECTOR as u64;
-    let hints = WriteHints::stream(stream);
-    let chunk = 1u64 << 20;
-    let zeros = vec![0u8; chunk as usize];
-    let mut done = 0u64;
-    while done < room {
-        let lsn = end + done;
-        let off = lsn % capacity;
-        let n = (room - done).min(chunk).min(capacity - off);
-        dev.write(
-            (SECTOR as u64 + off) / SECTOR as u64,
-            &zeros[..n as usize],
-            hints,
-        )?;
-        done += n;
-    }
-    if room > 0 {
-        dev.flush()?;
-    }
-    Ok(())
 }
