@@ -109,7 +109,7 @@ pub enum Error {
     #[error("database is closed")]
     Closed,
     /// The buffer pool has no page that can be evicted.
-    #[error("buffer pool exhausted: every frame is pinned or dirty by the running commit; increase the buffer size")]
+    #[error("buffer pool exhausted: every frame, the commit spill room included, holds a page in use or changed by the running commit; use a larger buffer (or commit_spill_bytes), or a smaller transaction")]
     BufferFull,
     /// The log has no room for a record even after a checkpoint.
     #[error("log full: a record of {need} bytes does not fit in the log of {capacity} bytes; use a larger log device or smaller transactions")]

@@ -103,6 +103,12 @@ pub struct DbOptions {
     pub page_size: usize,
     /// Buffer pool size in bytes (at least 16 pages). Default 64 MiB.
     pub buffer_bytes: usize,
+    /// Extra memory a commit may fill with the pages it changes when the buffer pool has no
+    /// clean page left (those pages cannot be written before the commit's record is logged).
+    /// The pool shrinks back as they are written. A commit that changes more pages than the
+    /// pool and this room hold fails alone with [`crate::Error::BufferFull`]. `None` (the
+    /// default): the larger of 64 MiB and a quarter of the buffer.
+    pub commit_spill_bytes: Option<usize>,
     /// Torn-write protection. Default doublewrite.
     pub torn: TornMode,
     /// Commit mode. Default sync.
@@ -165,6 +171,7 @@ impl Default for DbOptions {
             log: None,
             page_size: 16 * 1024,
             buffer_bytes: 64 << 20,
+            commit_spill_bytes: None,
             torn: TornMode::Doublewrite,
             commit: CommitMode::Sync,
             max_inflight_commits: 1024,
@@ -211,6 +218,18 @@ impl DbOptions {
     pub fn buffer_bytes(mut self, bytes: usize) -> Self {
         self.buffer_bytes = bytes;
         self
+    }
+
+    /// Sets the commit spill room (see [`DbOptions::commit_spill_bytes`]).
+    pub fn commit_spill_bytes(mut self, bytes: usize) -> Self {
+        self.commit_spill_bytes = Some(bytes);
+        self
+    }
+
+    /// The commit spill room in bytes.
+    pub(crate) fn spill_bytes(&self) -> usize {
+        self.commit_spill_bytes
+            .unwrap_or((64 << 20).max(self.buffer_bytes / 4))
     }
 
     /// Sets the torn-write protection.

@@ -281,6 +281,8 @@ fn redo_run(
         threads: 1,
         page_size: 4096,
         buffer_bytes: Some(buffer),
+        // The pool alone, so that redo itself must evict (and write) pages.
+        commit_spill_bytes: Some(0),
         sabotage,
         ..CrashTestOptions::default()
     })

@@ -85,7 +85,18 @@ fn a_full_device_mid_commit_fails_only_that_transaction() {
 fn a_full_pool_mid_commit_fails_only_that_transaction() {
     let d: DeviceRef = Arc::new(MemDevice::with_capacity(64 << 20).unwrap());
     let l: DeviceRef = Arc::new(MemDevice::with_capacity(16 << 20).unwrap());
-    let db = open(&d, &l, 24);
+    // No spill room: the pool alone must hold the commit's pages.
+    let open = |d: &DeviceRef, l: &DeviceRef| {
+        Db::open(
+            DbOptions::with_devices(d.clone(), l.clone())
+                .page_size(PAGE)
+                .buffer_bytes(24 * PAGE)
+                .commit_spill_bytes(0)
+                .background(false),
+        )
+        .unwrap()
+    };
+    let db = open(&d, &l);
     db.create_table("t").unwrap();
     let mut committed = Vec::new();
     for i in 0..40u32 {
@@ -109,6 +120,6 @@ fn a_full_pool_mid_commit_fails_only_that_transaction() {
     committed[0].1 = b"after".to_vec();
     assert_holds(&db, &committed);
     db.close().unwrap();
-    let db = open(&d, &l, 24);
+    let db = open(&d, &l);
     assert_holds(&db, &committed);
 }

@@ -59,6 +59,8 @@ struct Inner {
     ids: Vec<u64>,
     lru: Lru,
     free: Vec<u32>,
+    /// Frames holding a page (at most `budget`, except while a commit spills).
+    resident: usize,
 }
 
 /// Buffer pool counters.
@@ -85,6 +87,9 @@ pub struct PoolCounters {
 pub struct Pool {
     frames: Vec<Frame>,
     inner: Mutex<Inner>,
+    /// Frames the pool keeps resident normally (the configured size); `frames` may be more
+    /// ([`Pool::with_spill`]).
+    budget: usize,
     dev: DeviceRef,
     page_size: usize,
     capacity_pages: u64,
@@ -105,6 +110,8 @@ pub struct Pool {
     /// the journal's lock on every page access when no commit keeps one.
     journal: Mutex<undo::Journal>,
     journaling: std::sync::atomic::AtomicBool,
+    /// Set when a commit spilled past the budget; cleared once [`Pool::trim`] is back in it.
+    over_budget: std::sync::atomic::AtomicBool,
 }
 
 /// A pinned frame; unpins on drop.
@@ -184,7 +191,7 @@ impl WritePage<'_> {
     }
 }
 impl Pool {
-    /// A pool of `frames` frames over `dev`.
+    /// A pool of `frames` frames over `dev` (no spill room; see [`Pool::with_spill`]).
     #[allow(clippy::too_many_arguments)]
     pub fn new(
         dev: DeviceRef,
@@ -198,24 +205,9 @@ impl Pool {
         let caps = dev.caps();
         let capacity_pages = caps.capacity_bytes() / page_size as u64;
         Self {
-            frames: (0..frames)
-                .map(|_| Frame {
-                    latch: Arc::new(RwLock::new(None)),
-                    pin: AtomicU32::new(0),
-                    state: Mutex::new(FState {
-                        dirty: false,
-                        in_progress: false,
-                        version: 0,
-                        rec_lsn: UNSET,
-                    }),
-                })
-                .collect(),
-            inner: Mutex::new(Inner {
-                table: HashMap::with_capacity(frames),
-                ids: vec![u64::MAX; frames],
-                lru: Lru::new(frames),
-                free: (0..frames as u32).rev().collect(),
-            }),
+            frames: Self::new_frames(frames),
+            inner: Mutex::new(Self::new_inner(frames)),
+            budget: frames,
             dev,
             page_size,
             capacity_pages,
@@ -231,7 +223,44 @@ impl Pool {
             sabotage: None,
             journal: Mutex::new(undo::Journal::default()),
             journaling: std::sync::atomic::AtomicBool::new(false),
+            over_budget: std::sync::atomic::AtomicBool::new(false),
         }
+    }
+
+    fn new_frames(n: usize) -> Vec<Frame> {
+        (0..n)
+            .map(|_| Frame {
+                latch: Arc::new(RwLock::new(None)),
+                pin: AtomicU32::new(0),
+                state: Mutex::new(FState {
+                    dirty: false,
+                    in_progress: false,
+                    version: 0,
+                    rec_lsn: UNSET,
+                }),
+            })
+            .collect()
+    }
+
+    fn new_inner(n: usize) -> Inner {
+        Inner {
+            table: HashMap::with_capacity(n),
+            ids: vec![u64::MAX; n],
+            lru: Lru::new(n),
+            free: (0..n as u32).rev().collect(),
+            resident: 0,
+        }
+    }
+
+    /// Adds `spill` frames that only a running commit may fill, and only when no clean page
+    /// can be evicted: a commit's changed pages cannot be written before its record is logged,
+    /// so a commit that changes more pages than the pool holds would otherwise fail. The pool
+    /// shrinks back to its budget as those pages are written and evicted. (Call before use.)
+    pub fn with_spill(mut self, spill: usize) -> Self {
+        let n = self.budget + spill;
+        self.frames = Self::new_frames(n);
+        self.inner = Mutex::new(Self::new_inner(n));
+        self
     }
 
     /// The safety step removed on purpose, if any.
@@ -257,7 +286,7 @@ impl Pool {
 
     /// Number of frames.
     pub fn frames(&self) -> usize {
-        self.frames.len()
+        self.budget
     }
 
     /// Number of dirty frames.
@@ -362,6 +391,7 @@ impl Pool {
                         inner.ids[idx as usize] = u64::MAX;
                         inner.lru.unlink(idx);
                         inner.free.push(idx);
+                        inner.resident -= 1;
                     }
                     return Err(e);
                 }
@@ -370,8 +400,11 @@ impl Pool {
     }
 
     fn victim(&self, inner: &mut Inner) -> Option<u32> {
-        if let Some(i) = inner.free.pop() {
-            return Some(i);
+        if inner.resident < self.budget {
+            if let Some(i) = inner.free.pop() {
+                inner.resident += 1;
+                return Some(i);
+            }
         }
         let found = inner.lru.cold_order().find(|&i| {
             let f = &self.frames[i as usize];
@@ -379,8 +412,45 @@ impl Pool {
         });
         if let Some(i) = found {
             inner.lru.unlink(i);
+            return Some(i);
         }
-        found
+        // Spill room, for a running commit only (no clean page to evict: writing one would be
+        // I/O under the commit lock, and the commit's own pages cannot be written yet).
+        if self.journaling.load(Ordering::Acquire) {
+            if let Some(i) = inner.free.pop() {
+                inner.resident += 1;
+                self.over_budget.store(true, Ordering::Release);
+                return Some(i);
+            }
+        }
+        None
+    }
+
+    /// After a commit spilled: gives back frames of clean pages until the pool is within its
+    /// budget again (dirty ones follow once the cleaner has written them).
+    pub fn trim(&self) {
+        if !self.over_budget.load(Ordering::Acquire) {
+            return;
+        }
+        let mut inner = self.inner.lock();
+        while inner.resident > self.budget {
+            let found = inner.lru.cold_order().find(|&i| {
+                let f = &self.frames[i as usize];
+                f.pin.load(Ordering::Acquire) == 0 && !f.state.lock().dirty
+            });
+            let Some(i) = found else { return };
+            let Some(mut guard) = self.frames[i as usize].latch.try_write_arc() else {
+                return;
+            };
+            *guard = None;
+            let old = std::mem::replace(&mut inner.ids[i as usize], u64::MAX);
+            inner.table.remove(&old);
+            inner.lru.unlink(i);
+            inner.free.push(i);
+            inner.resident -= 1;
+            self.counters.evictions.fetch_add(1, Ordering::Relaxed);
+        }
+        self.over_budget.store(false, Ordering::Release);
     }
 
     /// Latches `pid` for reading.

@@ -50,6 +50,10 @@ pub struct CrashTestOptions {
     pub page_size: usize,
     /// Buffer pool size in bytes (`None`: 96 pages up to 8 KiB pages, else 48 pages).
     pub buffer_bytes: Option<usize>,
+    /// The engine's commit spill room ([`crate::DbOptions::commit_spill_bytes`]; `None`: the
+    /// engine's default). `Some(0)` keeps every page in the pool, so evictions (and cleaner
+    /// writes, also during redo) happen as often as the pool size makes them.
+    pub commit_spill_bytes: Option<usize>,
     /// Keys per static table.
     pub keys: usize,
     /// Largest number of I/O operations before a cut (the cut point is uniform below it).
@@ -83,6 +87,7 @@ impl Default for CrashTestOptions {
             progress: None,
             page_size: 16384,
             buffer_bytes: None,
+            commit_spill_bytes: None,
             keys: 300,
             max_ops_before_cut: 400,
             recovery_cut_chance: 0.3,

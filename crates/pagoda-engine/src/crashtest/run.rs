@@ -74,6 +74,10 @@ fn db_options(opts: &CrashTestOptions, switch: &Arc<Switch>) -> DbOptions {
         .paranoid(true)
         // One thread: no background thread, so that the run is deterministic.
         .background(opts.threads > 1);
+    let o = match opts.commit_spill_bytes {
+        Some(b) => o.commit_spill_bytes(b),
+        None => o,
+    };
     DbOptions { dw_pages: 8, ..o }
 }
 

@@ -205,6 +205,7 @@ pub(super) fn background(weak: Weak<Inner>) {
                 db.fail(e);
             }
         }
+        db.inner.pool.trim();
         db.inner.mvcc.gc();
     }
 }

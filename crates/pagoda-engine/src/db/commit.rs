@@ -59,6 +59,7 @@ impl Db {
             return Err(self.fail_now(e));
         }
         self.inner.pool.applied.store(end, Ordering::Release);
+        self.inner.pool.trim();
         Ok(end)
     }
 
@@ -82,7 +83,9 @@ impl Db {
 
     pub(super) fn ensure_log_space(&self, need: u64) -> Result<()> {
         let cap = self.inner.wal.capacity();
-        if need > cap / 4 {
+        // One commit record may take up to half the log (it is one group, of any size); a
+        // checkpoint first makes room for it.
+        if need > cap / 2 {
             return Err(Error::LogFull {
                 need,
                 capacity: cap,

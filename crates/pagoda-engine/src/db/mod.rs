@@ -201,6 +201,7 @@ impl Db {
             sb.dw_pages as usize,
             wal.clone(),
         )
+        .with_spill(opts.spill_bytes() / page_size)
         .sabotaged(opts.sabotage);
         pool.applied.store(scan.end, Ordering::Release);
         let mut rec = RecoveryStats {
