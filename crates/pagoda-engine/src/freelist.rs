@@ -120,6 +120,7 @@ impl Apply<'_> {
             m.free_trunk = next;
             trunk
         } else if let Some(p) = m.free.pop() {
+            debug_assert!(!m.free.contains(&p), "page {p} listed free twice");
             p
         } else if m.next_page < cap {
             m.next_page += 1;
@@ -154,6 +155,13 @@ impl Apply<'_> {
         let Node::Meta(m) = &mut meta.node else {
             return Err(self.meta_error());
         };
+        // Free-list consistency: never the meta page or the catalog root, never twice.
+        debug_assert!(pid > self.meta + 1, "page {pid} cannot be freed");
+        debug_assert!(!m.free.contains(&pid), "page {pid} freed twice");
+        debug_assert!(
+            pid != m.free_trunk,
+            "page {pid} freed while it is the head trunk"
+        );
         if m.free.len() < cap {
             m.free.push(pid);
             self.mark(&mut meta, true);

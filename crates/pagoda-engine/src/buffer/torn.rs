@@ -19,6 +19,14 @@ use std::sync::atomic::Ordering;
 impl Pool {
     pub(super) fn write_out(&self, outs: &[Out]) -> Result<()> {
         let data = WriteHints::stream(self.data_stream);
+        // The WAL rule, page by page (the cleaner waited for the batch's largest LSN).
+        if !probe::is(self.sabotage, Sabotage::SkipWalRule) {
+            let durable = self.wal.durable();
+            debug_assert!(
+                outs.iter().all(|o| o.lsn <= durable),
+                "a page is written ahead of the log (durable LSN {durable})"
+            );
+        }
         match self.torn {
             TornMode::Doublewrite if probe::is(self.sabotage, Sabotage::SkipDoublewrite) => {
                 self.write_runs(outs, data)?;
