@@ -18,7 +18,8 @@ pub(super) struct Lru {
 }
 
 impl Lru {
-    pub(super) fn new(n: usize) -> Self {
+    /// An LRU over `n` frames whose young zone aims at 5/8 of `budget` frames.
+    pub(super) fn new(n: usize, budget: usize) -> Self {
         Self {
             prev: vec![NIL; n],
             next: vec![NIL; n],
@@ -26,7 +27,7 @@ impl Lru {
             head: [NIL; 2],
             tail: [NIL; 2],
             len: [0; 2],
-            young_target: (n * 5 / 8).max(1),
+            young_target: (budget * 5 / 8).max(1),
         }
     }
 
@@ -72,8 +73,9 @@ impl Lru {
     }
 
     /// A hit: pages in the old zone are promoted to the young head; a scan touches each page
-    /// once and so never reaches the young zone.
-    pub(super) fn touch(&mut self, i: u32) {
+    /// once and so never reaches the young zone. `demoted` hears of every frame pushed from
+    /// the young tail back to the old zone.
+    pub(super) fn touch(&mut self, i: u32, mut demoted: impl FnMut(u32)) {
         if self.head[YOUNG] == i {
             return;
         }
@@ -81,7 +83,15 @@ impl Lru {
         while self.len[YOUNG] > self.young_target {
             let t = self.tail[YOUNG];
             self.push_head(OLD, t);
+            demoted(t);
         }
+    }
+
+    /// Promotions a young page may fall behind before a hit moves it again (a quarter of the
+    /// young zone, as InnoDB does: hits near the young head need no list change, and so no
+    /// global lock).
+    pub(super) fn fresh_span(&self) -> u64 {
+        (self.young_target / 4).max(1) as u64
     }
 
     /// Frames from the cold end: old zone tail first, then young tail.

@@ -35,6 +35,9 @@ mod undo;
 
 use lru::Lru;
 
+/// Page-table shards.
+const SHARDS: usize = 64;
+
 /// `rec_lsn` of a page not yet stamped by its commit.
 pub const UNSET: u64 = u64::MAX;
 
@@ -55,7 +58,6 @@ struct Frame {
 
 #[derive(Debug)]
 struct Inner {
-    table: HashMap<u64, u32>,
     ids: Vec<u64>,
     lru: Lru,
     free: Vec<u32>,
@@ -86,6 +88,16 @@ pub struct PoolCounters {
 #[derive(Debug)]
 pub struct Pool {
     frames: Vec<Frame>,
+    /// The page table, sharded by page id: a hit takes one shard's read lock and no global
+    /// lock. Mappings change only under `inner` (so a miss re-checks there), and a frame is
+    /// pinned while its shard is read-locked, so an evictor that holds the shard's write lock
+    /// sees every pin.
+    shards: Vec<RwLock<HashMap<u64, u32>>>,
+    /// Per frame: the promotion count when it last moved to the young head (`UNSET` when not
+    /// young); a hit on a recently promoted page changes no list.
+    young_at: Vec<AtomicU64>,
+    promotions: AtomicU64,
+    fresh_span: u64,
     inner: Mutex<Inner>,
     /// Frames the pool keeps resident normally (the configured size); `frames` may be more
     /// ([`Pool::with_spill`]).
@@ -206,7 +218,11 @@ impl Pool {
         let capacity_pages = caps.capacity_bytes() / page_size as u64;
         Self {
             frames: Self::new_frames(frames),
-            inner: Mutex::new(Self::new_inner(frames)),
+            shards: Self::new_shards(),
+            young_at: Self::new_young_at(frames),
+            promotions: AtomicU64::new(0),
+            fresh_span: Lru::new(0, frames).fresh_span(),
+            inner: Mutex::new(Self::new_inner(frames, frames)),
             budget: frames,
             dev,
             page_size,
@@ -242,11 +258,22 @@ impl Pool {
             .collect()
     }
 
-    fn new_inner(n: usize) -> Inner {
+    fn new_shards() -> Vec<RwLock<HashMap<u64, u32>>> {
+        (0..SHARDS).map(|_| RwLock::new(HashMap::new())).collect()
+    }
+
+    fn new_young_at(n: usize) -> Vec<AtomicU64> {
+        (0..n).map(|_| AtomicU64::new(UNSET)).collect()
+    }
+
+    fn shard(&self, pid: u64) -> &RwLock<HashMap<u64, u32>> {
+        &self.shards[(pid % SHARDS as u64) as usize]
+    }
+
+    fn new_inner(n: usize, budget: usize) -> Inner {
         Inner {
-            table: HashMap::with_capacity(n),
             ids: vec![u64::MAX; n],
-            lru: Lru::new(n),
+            lru: Lru::new(n, budget),
             free: (0..n as u32).rev().collect(),
             resident: 0,
         }
@@ -259,7 +286,8 @@ impl Pool {
     pub fn with_spill(mut self, spill: usize) -> Self {
         let n = self.budget + spill;
         self.frames = Self::new_frames(n);
-        self.inner = Mutex::new(Self::new_inner(n));
+        self.young_at = Self::new_young_at(n);
+        self.inner = Mutex::new(Self::new_inner(n, self.budget));
         self
     }
 
@@ -314,14 +342,14 @@ impl Pool {
     fn pin(&self, pid: u64, install: Option<&mut Option<Page>>) -> Result<Pin<'_>> {
         let mut attempts = 0;
         loop {
+            if let Some(pin) = self.pin_resident(pid) {
+                return Ok(pin);
+            }
             let mut inner = self.inner.lock();
-            if let Some(&idx) = inner.table.get(&pid) {
-                self.frames[idx as usize]
-                    .pin
-                    .fetch_add(1, Ordering::Acquire);
-                inner.lru.touch(idx);
+            // Mappings change only under `inner`: a miss seen here is a miss.
+            if let Some(idx) = self.lookup_pin(pid) {
+                self.promote(&mut inner, idx);
                 drop(inner);
-                self.counters.hits.fetch_add(1, Ordering::Relaxed);
                 return Ok(Pin { pool: self, idx });
             }
             let Some(idx) = self.victim(&mut inner) else {
@@ -337,21 +365,33 @@ impl Pool {
                 continue;
             };
             let frame = &self.frames[idx as usize];
+            let old = inner.ids[idx as usize];
+            if old != u64::MAX {
+                // Unmap under the shard's write lock: no pin can arrive after this check.
+                let mut t = self.shard(old).write();
+                if !self.evictable(idx) {
+                    drop(t);
+                    inner.lru.insert_mid(idx);
+                    continue;
+                }
+                t.remove(&old);
+            }
             let Some(mut guard) = frame.latch.try_write_arc() else {
-                // Someone still holds the latch (should not happen for an unpinned frame).
+                // Someone still holds the latch (should not happen for an unpinned frame):
+                // keep the frame, unmapped, in the list.
+                inner.ids[idx as usize] = u64::MAX;
                 inner.lru.insert_mid(idx);
                 inner.free.retain(|&f| f != idx);
                 continue;
             };
-            let old = inner.ids[idx as usize];
             if old != u64::MAX {
-                inner.table.remove(&old);
                 self.counters.evictions.fetch_add(1, Ordering::Relaxed);
             }
             inner.ids[idx as usize] = pid;
-            inner.table.insert(pid, idx);
+            self.young_at[idx as usize].store(UNSET, Ordering::Relaxed);
             inner.lru.insert_mid(idx);
             frame.pin.fetch_add(1, Ordering::Acquire);
+            self.shard(pid).write().insert(pid, idx);
             drop(inner);
             {
                 let mut st = frame.state.lock();
@@ -386,8 +426,10 @@ impl Pool {
                     *guard = None;
                     drop(guard);
                     let mut inner = self.inner.lock();
-                    if inner.table.get(&pid) == Some(&idx) {
-                        inner.table.remove(&pid);
+                    let mut t = self.shard(pid).write();
+                    if t.get(&pid) == Some(&idx) {
+                        t.remove(&pid);
+                        drop(t);
                         inner.ids[idx as usize] = u64::MAX;
                         inner.lru.unlink(idx);
                         inner.free.push(idx);
@@ -397,6 +439,54 @@ impl Pool {
                 }
             }
         }
+    }
+
+    /// The hit path: pins `pid`'s frame if it is mapped, taking only its shard's read lock
+    /// (and the global lock only to promote a page that is old or far down the young zone).
+    fn pin_resident(&self, pid: u64) -> Option<Pin<'_>> {
+        let idx = self.lookup_pin(pid)?;
+        if self.needs_promotion(idx) {
+            let mut inner = self.inner.lock();
+            self.promote(&mut inner, idx);
+        }
+        Some(Pin { pool: self, idx })
+    }
+
+    /// Pins `pid`'s frame under its shard's read lock, if mapped (a hit).
+    fn lookup_pin(&self, pid: u64) -> Option<u32> {
+        let t = self.shard(pid).read();
+        let idx = *t.get(&pid)?;
+        self.frames[idx as usize]
+            .pin
+            .fetch_add(1, Ordering::Acquire);
+        drop(t);
+        self.counters.hits.fetch_add(1, Ordering::Relaxed);
+        Some(idx)
+    }
+
+    fn needs_promotion(&self, idx: u32) -> bool {
+        let at = self.young_at[idx as usize].load(Ordering::Relaxed);
+        let now = self.promotions.load(Ordering::Relaxed);
+        at == UNSET || now.saturating_sub(at) > self.fresh_span
+    }
+
+    /// Moves a hit frame (pinned, so still mapped and in the lists) to the young head.
+    fn promote(&self, inner: &mut Inner, idx: u32) {
+        if !self.needs_promotion(idx) {
+            return;
+        }
+        inner.lru.touch(idx, |d| {
+            self.young_at[d as usize].store(UNSET, Ordering::Relaxed);
+        });
+        let seq = self.promotions.fetch_add(1, Ordering::Relaxed) + 1;
+        self.young_at[idx as usize].store(seq, Ordering::Relaxed);
+    }
+
+    /// Whether a frame may be evicted: checked again under its shard's write lock, where no
+    /// pin can arrive (a page can only be changed by a pin holder).
+    fn evictable(&self, idx: u32) -> bool {
+        let f = &self.frames[idx as usize];
+        f.pin.load(Ordering::Acquire) == 0 && !f.state.lock().dirty
     }
 
     fn victim(&self, inner: &mut Inner) -> Option<u32> {
@@ -439,12 +529,19 @@ impl Pool {
                 f.pin.load(Ordering::Acquire) == 0 && !f.state.lock().dirty
             });
             let Some(i) = found else { return };
+            let old = inner.ids[i as usize];
+            let mut t = self.shard(old).write();
+            if !self.evictable(i) {
+                return;
+            }
             let Some(mut guard) = self.frames[i as usize].latch.try_write_arc() else {
                 return;
             };
+            t.remove(&old);
+            drop(t);
             *guard = None;
-            let old = std::mem::replace(&mut inner.ids[i as usize], u64::MAX);
-            inner.table.remove(&old);
+            inner.ids[i as usize] = u64::MAX;
+            self.young_at[i as usize].store(UNSET, Ordering::Relaxed);
             inner.lru.unlink(i);
             inner.free.push(i);
             inner.resident -= 1;
