@@ -14,8 +14,8 @@
 //! Layers: [`Db`]/[`Txn`] (snapshot isolation, [`mvcc`]) → [`btree`] (single writer, latch
 //! coupling readers) → [`buffer`] (frames, hot/cold LRU, sorted-batch cleaner, torn-write
 //! guard) and [`wal`] (consolidation-array group commit, redo-only records, ring reuse after
-//! checkpoints). [`crashtest`] and [`inspect`] back the `pagoda crashtest` and
-//! `pagoda inspect` commands.
+//! checkpoints). [`inspect`] (the offline inspector) backs `pagoda inspect`; the power-cut
+//! crash test is a separate crate, `pagoda-crashtest`, over this crate's public API.
 //!
 //! ```
 //! use pagoda_engine::{Db, DbOptions};
@@ -36,7 +36,6 @@ mod bounds;
 pub mod btree;
 pub mod buffer;
 mod check;
-pub mod crashtest;
 mod db;
 mod error;
 pub mod format;
@@ -51,7 +50,7 @@ mod settings;
 pub mod stream;
 pub mod wal;
 
-pub use btree::MAX_KEY_LEN;
+pub use btree::{inline_max, MAX_KEY_LEN};
 pub use check::CheckReport;
 pub use db::{BufferStats, CheckpointInfo, Db, DbStats, RecoveryStats, Scan, Txn};
 pub use error::{Error, Failure, Result};
