@@ -1,6 +1,6 @@
 //! `pagoda crashtest`: concurrent multi-key transactions, DDL and checkpoints on emulated
 //! devices, power cuts at random I/O operations (during commits, checkpoints, the cleaner and
-//! recovery itself), recovery, and an exact check of the recovered state (see [`oracle`]).
+//! recovery itself), recovery, and an exact check of the recovered state (see `oracle.rs`).
 //!
 //! Each cycle: open the database (recovery; in some cycles power is cut again during it, and
 //! the next open must succeed), verify the previous cycle's transactions against the oracle,

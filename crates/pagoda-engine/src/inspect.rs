@@ -1,4 +1,9 @@
-//! `pagoda inspect PATH`: offline verification of a database's superblocks, pages and log.
+//! The offline inspector (`pagoda inspect PATH`): verification of a database's superblocks,
+//! pages and log without opening it.
+//!
+//! A tool over the engine, not part of its core: it shares only the on-disk [`crate::format`]
+//! decoders, the log's read-only scan ([`read_ring`] and the recovery scan) and the code that
+//! opens a directory's devices read-only; it never builds a buffer pool or a [`crate::Db`].
 //!
 //! Reads only. Every allocated page's checksum, identity and payload are checked; the log is
 //! scanned from the checkpoint. A torn page of a database that crashed and was not reopened
@@ -16,6 +21,10 @@ use pagoda_device::DeviceRef;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::path::Path;
+
+/// Reads `len` bytes (rounded up to whole sectors) of the log ring starting at `lsn`, wrapping
+/// at the ring's end; for tools that walk the log group by group (layout: `docs/format.md`).
+pub use crate::wal::read_ring;
 
 /// What inspection found.
 #[derive(Clone, Debug, Default, serde::Serialize)]

@@ -360,7 +360,7 @@ impl Db {
         self.inner.opts.commit
     }
 
-    /// The durable end of the log: every commit whose [`CommitInfo::lsn`] is at or below it
+    /// The durable end of the log: every commit whose [`crate::CommitInfo::lsn`] is at or below it
     /// is durable.
     pub fn durable_lsn(&self) -> u64 {
         self.inner.wal.durable()
