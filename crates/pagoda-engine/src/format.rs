@@ -524,3 +524,20 @@ impl Superblock {
         Ok(sb)
     }
 }
+
+/// Refuses a database whose intact superblock has another format version (rather than
+/// calling it damaged).
+pub fn check_version(superblocks: &[u8]) -> Result<()> {
+    for c in superblocks.chunks(SECTOR) {
+        match Superblock::version(c) {
+            Some(v) if v != FORMAT_VERSION => {
+                return Err(Error::UnsupportedFormat {
+                    found: v,
+                    supported: FORMAT_VERSION,
+                })
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}

@@ -10,10 +10,10 @@
 //! yet is reported too, with a note when the double-write area holds an intact copy (recovery
 //! would repair it).
 
-use crate::db::{check_version, devices};
+use crate::db::devices;
 use crate::error::{Error, Result};
 use crate::format::{
-    check_page, decode_log_header, decode_page, is_zero, Node, Superblock, SECTOR,
+    check_page, check_version, decode_log_header, decode_page, is_zero, Node, Superblock, SECTOR,
 };
 use crate::wal;
 use crate::DbOptions;

@@ -10,7 +10,6 @@ mod scan;
 mod stats;
 mod txn;
 
-pub(crate) use bootstrap::check_version;
 pub(crate) use devices::devices;
 pub use scan::Scan;
 pub use stats::{BufferStats, CheckpointInfo, DbStats, RecoveryStats};
