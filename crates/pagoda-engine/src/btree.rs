@@ -18,6 +18,9 @@ use crate::format::{internal_entry_len, leaf_entry_len, Node, Val, PAGE_HEADER};
 use std::collections::BTreeSet;
 use std::ops::Bound;
 
+#[cfg(test)]
+mod tests;
+
 /// Longest key in bytes.
 pub const MAX_KEY_LEN: usize = 1024;
 

@@ -1,5 +1,12 @@
 //! The on-disk format (see `docs/format.md`): superblocks, page header and node payloads, log
 //! groups and records. Everything is little-endian; every structure carries a CRC32C.
+//!
+//! This module is public on purpose, unlike the engine's other internals: the on-disk format
+//! is a documented interface of its own (`docs/format.md`), and tools outside the engine
+//! ([`crate::inspect`], the tests that plant corruption in pages, superblocks and log groups)
+//! decode and encode it with these same functions rather than with a second copy that could
+//! drift. It holds plain encoders and decoders only; nothing here touches a device or a
+//! running database.
 
 use crate::error::{Error, Result};
 
@@ -516,4 +523,21 @@ impl Superblock {
         };
         Ok(sb)
     }
+}
+
+/// Refuses a database whose intact superblock has another format version (rather than
+/// calling it damaged).
+pub fn check_version(superblocks: &[u8]) -> Result<()> {
+    for c in superblocks.chunks(SECTOR) {
+        match Superblock::version(c) {
+            Some(v) if v != FORMAT_VERSION => {
+                return Err(Error::UnsupportedFormat {
+                    found: v,
+                    supported: FORMAT_VERSION,
+                })
+            }
+            _ => {}
+        }
+    }
+    Ok(())
 }

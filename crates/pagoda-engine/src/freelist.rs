@@ -187,13 +187,4 @@ impl Apply<'_> {
         self.mark(&mut meta, true);
         Ok(())
     }
-
-    /// Reads the meta page.
-    pub fn meta(&self) -> Result<Meta> {
-        let p = self.pool.read(self.meta)?;
-        match &p.node {
-            Node::Meta(m) => Ok(m.clone()),
-            _ => Err(self.meta_error()),
-        }
-    }
 }

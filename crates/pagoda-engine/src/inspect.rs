@@ -1,14 +1,19 @@
-//! `pagoda inspect PATH`: offline verification of a database's superblocks, pages and log.
+//! The offline inspector (`pagoda inspect PATH`): verification of a database's superblocks,
+//! pages and log without opening it.
+//!
+//! A tool over the engine, not part of its core: it shares only the on-disk [`crate::format`]
+//! decoders, the log's read-only scan ([`read_ring`] and the recovery scan) and the code that
+//! opens a directory's devices read-only; it never builds a buffer pool or a [`crate::Db`].
 //!
 //! Reads only. Every allocated page's checksum, identity and payload are checked; the log is
 //! scanned from the checkpoint. A torn page of a database that crashed and was not reopened
 //! yet is reported too, with a note when the double-write area holds an intact copy (recovery
 //! would repair it).
 
-use crate::db::{check_version, devices};
+use crate::db::devices;
 use crate::error::{Error, Result};
 use crate::format::{
-    check_page, decode_log_header, decode_page, is_zero, Node, Superblock, SECTOR,
+    check_page, check_version, decode_log_header, decode_page, is_zero, Node, Superblock, SECTOR,
 };
 use crate::wal;
 use crate::DbOptions;
@@ -16,6 +21,10 @@ use pagoda_device::DeviceRef;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::path::Path;
+
+/// Reads `len` bytes (rounded up to whole sectors) of the log ring starting at `lsn`, wrapping
+/// at the ring's end; for tools that walk the log group by group (layout: `docs/format.md`).
+pub use crate::wal::read_ring;
 
 /// What inspection found.
 #[derive(Clone, Debug, Default, serde::Serialize)]

@@ -11,11 +11,16 @@
 //! makes the log durable and resolves it; the transaction is committed and visible only then).
 //! [`DbStats::profile`] breaks transaction and log time down per phase.
 //!
-//! Layers: [`Db`]/[`Txn`] (snapshot isolation, [`mvcc`]) → [`btree`] (single writer, latch
-//! coupling readers) → [`buffer`] (frames, hot/cold LRU, sorted-batch cleaner, torn-write
-//! guard) and [`wal`] (consolidation-array group commit, redo-only records, ring reuse after
-//! checkpoints). [`crashtest`] and [`inspect`] back the `pagoda crashtest` and
-//! `pagoda inspect` commands.
+//! Layers (internal modules, not part of the API): `Db`/`Txn` (snapshot isolation, `mvcc`)
+//! → `btree` (single writer, latch coupling readers) → `buffer` (frames, hot/cold LRU,
+//! sorted-batch cleaner, torn-write guard) and `wal` (consolidation-array group commit,
+//! redo-only records, ring reuse after checkpoints); `ARCHITECTURE.md` maps them.
+//!
+//! The public API is what this page lists: the items re-exported here, plus two modules for
+//! tools: [`format`](mod@format) (the documented on-disk format's encoders and decoders) and [`inspect`]
+//! (the offline inspector behind `pagoda inspect`). The power-cut crash test is a separate
+//! crate, `pagoda-crashtest`, over this public API (with the [`Observer`] probes and
+//! [`Sabotage`] switches).
 //!
 //! ```
 //! use pagoda_engine::{Db, DbOptions};
@@ -32,26 +37,27 @@
 //! # Ok(()) }
 //! ```
 
+#![warn(missing_docs)]
+
 mod bounds;
-pub mod btree;
-pub mod buffer;
+mod btree;
+mod buffer;
 mod check;
-pub mod crashtest;
 mod db;
 mod error;
 pub mod format;
 mod freelist;
 pub mod inspect;
-pub mod mvcc;
+mod mvcc;
 mod options;
 mod pipeline;
-pub mod probe;
-pub mod profile;
+mod probe;
+mod profile;
 mod settings;
-pub mod stream;
-pub mod wal;
+mod stream;
+mod wal;
 
-pub use btree::MAX_KEY_LEN;
+pub use btree::{inline_max, MAX_KEY_LEN};
 pub use check::CheckReport;
 pub use db::{BufferStats, CheckpointInfo, Db, DbStats, RecoveryStats, Scan, Txn};
 pub use error::{Error, Failure, Result};
@@ -59,6 +65,7 @@ pub use options::{CommitMode, DbOptions, TornMode};
 pub use pipeline::{CommitInfo, CommitTicket, DurableCallback};
 pub use probe::{Event, Observer, RecoveryStep, Sabotage};
 pub use profile::{CpuClock, CpuUsage, PhaseStat, ProfileStats};
+pub use stream::Stream;
 
 /// Largest value in bytes (values above a quarter page go to overflow pages); a value must
 /// also fit in a quarter of the log.

@@ -98,11 +98,6 @@ impl Mvcc {
         }
     }
 
-    /// Active snapshots.
-    pub fn active_snapshots(&self) -> usize {
-        self.active.lock().values().sum()
-    }
-
     /// Resolves `key` for `snapshot`.
     pub fn read(&self, key: &VKey, snapshot: u64) -> Resolved {
         let chains = self.chains.read();

@@ -47,6 +47,18 @@ impl fmt::Display for TornMode {
     }
 }
 
+// Here rather than in probe.rs, so that probe does not depend on options (no import cycle).
+impl Sabotage {
+    /// The torn mode the sabotage needs, if it only has an effect in one.
+    pub fn needs_torn(self) -> Option<TornMode> {
+        match self {
+            Self::SkipDoublewrite => Some(TornMode::Doublewrite),
+            Self::NonAtomicPages => Some(TornMode::Atomic),
+            _ => None,
+        }
+    }
+}
+
 /// When a commit is acknowledged.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, serde::Serialize)]
 #[serde(rename_all = "lowercase")]

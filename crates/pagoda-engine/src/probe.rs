@@ -109,15 +109,6 @@ impl Sabotage {
             Self::MergeUnmarkedSibling => "merge-unmarked-sibling",
         }
     }
-
-    /// The torn mode the sabotage needs, if it only has an effect in one.
-    pub fn needs_torn(self) -> Option<crate::TornMode> {
-        match self {
-            Self::SkipDoublewrite => Some(crate::TornMode::Doublewrite),
-            Self::NonAtomicPages => Some(crate::TornMode::Atomic),
-            _ => None,
-        }
-    }
 }
 
 impl fmt::Display for Sabotage {

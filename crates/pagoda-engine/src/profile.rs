@@ -71,7 +71,8 @@ pub struct PhaseStat {
 /// may be done by the flush thread, outside any transaction).
 #[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
 pub struct ProfileStats {
-    /// Rows, in the order of [`Phase`].
+    /// Rows, one per phase in this order: begin, search, update, commit, commit.lock,
+    /// commit.apply, log.join, log.wait_slot, log.write, log.sync, commit.wait_durable.
     pub phases: Vec<PhaseStat>,
 }
 

@@ -7,8 +7,8 @@ use pagoda_device::{DeviceRef, WriteHints};
 use pagoda_engine::format::{
     align_up, decode_page, is_zero, GroupHeader, Node, Superblock, PAGE_HEADER,
 };
+use pagoda_engine::inspect::read_ring;
 use pagoda_engine::inspect::{inspect_devices, inspect_dir};
-use pagoda_engine::wal;
 use pagoda_engine::{Db, DbOptions, Error};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -310,7 +310,7 @@ fn pick_flip(rng: &mut SmallRng, d: &DeviceRef, l: &DeviceRef, verify: bool) -> 
     let mut groups = Vec::new();
     let mut lsn = sb.checkpoint_lsn;
     loop {
-        let b = wal::read_ring(l, cap, lsn, 4096).unwrap();
+        let b = read_ring(l, cap, lsn, 4096).unwrap();
         match GroupHeader::decode(&b) {
             Some(h) if h.lsn == lsn => {
                 groups.push((lsn, u64::from(h.len), h.durable));

@@ -9,7 +9,7 @@ use pagoda_device::stats::DeviceStats;
 use pagoda_device::{BlockDevice, Capabilities, DeviceError, DeviceRef, WriteHints};
 use pagoda_engine::format::{align_up, GroupHeader, Superblock, GROUP_HEADER};
 use pagoda_engine::inspect::inspect_devices;
-use pagoda_engine::wal;
+use pagoda_engine::inspect::read_ring;
 use pagoda_engine::{Db, DbOptions, Error};
 use parking_lot::{Condvar, Mutex};
 use std::time::{Duration, Instant};
@@ -42,7 +42,7 @@ fn groups(d: &DeviceRef, l: &DeviceRef) -> Vec<(u64, u64, u32)> {
     let mut out = Vec::new();
     let mut lsn = sb.checkpoint_lsn;
     loop {
-        let b = wal::read_ring(l, sb.log_capacity, lsn, 4096).unwrap();
+        let b = read_ring(l, sb.log_capacity, lsn, 4096).unwrap();
         match GroupHeader::decode(&b) {
             Some(h) if h.lsn == lsn => {
                 out.push((lsn, u64::from(h.len), h.records));

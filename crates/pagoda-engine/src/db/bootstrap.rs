@@ -2,8 +2,8 @@
 
 use crate::error::{Error, Result};
 use crate::format::{
-    encode_log_header, encode_page, is_zero, LogHeader, Meta, Node, Page, Superblock,
-    FORMAT_VERSION, HEADER_BYTES, SECTOR,
+    check_version, encode_log_header, encode_page, is_zero, LogHeader, Meta, Node, Page,
+    Superblock, HEADER_BYTES, SECTOR,
 };
 use crate::options::DbOptions;
 use crate::settings;
@@ -31,23 +31,6 @@ pub(super) fn read_sb(dev: &DeviceRef) -> Result<Option<Superblock>> {
             }
         }
     }
-}
-
-/// Refuses a database whose intact superblock has another format version (rather than
-/// calling it damaged).
-pub(crate) fn check_version(superblocks: &[u8]) -> Result<()> {
-    for c in superblocks.chunks(SECTOR) {
-        match Superblock::version(c) {
-            Some(v) if v != FORMAT_VERSION => {
-                return Err(Error::UnsupportedFormat {
-                    found: v,
-                    supported: FORMAT_VERSION,
-                })
-            }
-            _ => {}
-        }
-    }
-    Ok(())
 }
 
 /// Writes a fresh database's log header, meta page, catalog root and first superblock.

@@ -122,7 +122,7 @@ impl Txn {
     /// and a crash may lose it (never partly). A later transaction writing one of its keys
     /// fails with [`Error::Conflict`] (first committer wins, counting pending commits).
     ///
-    /// Blocks while [`DbOptions::max_inflight_commits`] commits are in flight
+    /// Blocks while [`crate::DbOptions::max_inflight_commits`] commits are in flight
     /// (back-pressure). In [`CommitMode::Sync`] there is no flush thread: it commits
     /// synchronously and returns a resolved ticket. Errors (conflicts, a failed database) are
     /// returned here; a ticket fails only if the database fails before the record is durable.

@@ -10,7 +10,6 @@ mod scan;
 mod stats;
 mod txn;
 
-pub(crate) use bootstrap::check_version;
 pub(crate) use devices::devices;
 pub use scan::Scan;
 pub use stats::{BufferStats, CheckpointInfo, DbStats, RecoveryStats};
@@ -361,7 +360,7 @@ impl Db {
         self.inner.opts.commit
     }
 
-    /// The durable end of the log: every commit whose [`CommitInfo::lsn`] is at or below it
+    /// The durable end of the log: every commit whose [`crate::CommitInfo::lsn`] is at or below it
     /// is durable.
     pub fn durable_lsn(&self) -> u64 {
         self.inner.wal.durable()

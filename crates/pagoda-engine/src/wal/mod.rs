@@ -29,7 +29,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 mod scan;
-pub use scan::{device_offset, read_ring, scan, LogScan};
+pub use scan::{read_ring, scan};
 
 /// A group reaching this size is closed so that the next joiner opens a new slot. A soft
 /// target for batching only: one record may make a group much larger, and recovery assumes

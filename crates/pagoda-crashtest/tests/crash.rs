@@ -4,7 +4,7 @@
 //!
 //! `PAGODA_SEED` changes the seed; `PAGODA_CRASH_CYCLES` scales the cycle counts.
 
-use pagoda_engine::crashtest::{run, CrashTestOptions, CrashTestReport};
+use pagoda_crashtest::{run, CrashTestOptions, CrashTestReport};
 use pagoda_engine::{CommitMode, Sabotage, TornMode};
 
 fn seed() -> u64 {

@@ -1,6 +1,6 @@
 //! `pagoda crashtest`: concurrent multi-key transactions, DDL and checkpoints on emulated
 //! devices, power cuts at random I/O operations (during commits, checkpoints, the cleaner and
-//! recovery itself), recovery, and an exact check of the recovered state (see [`oracle`]).
+//! recovery itself), recovery, and an exact check of the recovered state (see `oracle.rs`).
 //!
 //! Each cycle: open the database (recovery; in some cycles power is cut again during it, and
 //! the next open must succeed), verify the previous cycle's transactions against the oracle,
@@ -13,6 +13,12 @@
 //! seed and `n`; with one thread the engine's background thread is off and the run is
 //! deterministic, so `--seed S --replay-cycle N` reproduces a failure exactly (with more threads
 //! the interleaving of the threads varies between runs).
+//!
+//! This crate is a tool over the engine: it uses only `pagoda_engine`'s public API (the
+//! [`pagoda_engine::Observer`] probes and [`pagoda_engine::Sabotage`] included) and emulated
+//! devices from `pagoda_device`. It takes all its settings in [`CrashTestOptions`] (no
+//! environment variables) and reports through the returned [`CrashTestReport`] (it prints
+//! nothing); `pagoda crashtest` is its command-line front end.
 
 mod oracle;
 mod power;
@@ -24,9 +30,8 @@ pub use power::CutPoint;
 pub use run::run;
 pub use workload::PIPELINE_DEPTH;
 
-use crate::error::{Error, Result};
-use crate::{CommitMode, Sabotage, TornMode};
 use pagoda_device::spec::DeviceSpec;
+use pagoda_engine::{CommitMode, Error, Result, Sabotage, TornMode};
 use std::collections::BTreeMap;
 use std::fmt;
 

@@ -11,9 +11,8 @@
 //! that is not present), or a partial transaction (a present transaction missing a write).
 //! Tables follow the acknowledged creates and drops; unacknowledged DDL may go either way.
 
-use super::workload::{marker_key, uid_of, DdlRec, Status, TxRec, MARKS};
-use crate::error::{Error, Result};
-use crate::Db;
+use crate::workload::{marker_key, uid_of, DdlRec, Status, TxRec, MARKS};
+use pagoda_engine::{Db, Error, Result};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 /// Contents of one table.

@@ -1,13 +1,12 @@
 //! The cycle loop of the crash test: open (with cuts during recovery), verify, run to the cut.
 
-use super::oracle::{self, Finding, FindingKind, Model};
-use super::power::{CutPoint, Switch};
-use super::workload::{Shared, Status, WorkCfg, Write, DYN_PREFIX, MARKS, STATIC_TABLES};
-use super::{CrashTestOptions, CrashTestReport, Failure};
-use crate::error::{Error, Result};
-use crate::{Db, DbOptions, TornMode};
+use crate::oracle::{self, Finding, FindingKind, Model};
+use crate::power::{CutPoint, Switch};
+use crate::workload::{Shared, Status, WorkCfg, Write, DYN_PREFIX, MARKS, STATIC_TABLES};
+use crate::{CrashTestOptions, CrashTestReport, Failure};
 use pagoda_device::mem::{MemConfig, MemDevice};
 use pagoda_device::DeviceRef;
+use pagoda_engine::{Db, DbOptions, Error, Result, TornMode};
 use parking_lot::Mutex;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -84,8 +83,8 @@ fn db_options(opts: &CrashTestOptions, switch: &Arc<Switch>) -> DbOptions {
 /// The history of one cycle's workload.
 struct Pending {
     cycle: u64,
-    txns: Vec<super::workload::TxRec>,
-    ddl: Vec<super::workload::DdlRec>,
+    txns: Vec<crate::workload::TxRec>,
+    ddl: Vec<crate::workload::DdlRec>,
     cut: Option<CutPoint>,
     /// Pending commits seen by a reader while running.
     exposed: u64,

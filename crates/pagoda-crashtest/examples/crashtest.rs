@@ -1,6 +1,6 @@
-//! `cargo run --release -p pagoda-engine --example crashtest -- doublewrite 1000 7 [threads] [device]`
+//! `cargo run --release -p pagoda-crashtest --example crashtest -- doublewrite 1000 7 [threads] [device]`
 //! (what `pagoda crashtest` runs).
-use pagoda_engine::crashtest::{run, CrashTestOptions};
+use pagoda_crashtest::{run, CrashTestOptions};
 use pagoda_engine::TornMode;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {

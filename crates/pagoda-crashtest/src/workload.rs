@@ -3,8 +3,7 @@
 //! row that says whether it committed; create and drop table; checkpoints. Every transaction
 //! and DDL operation is recorded with its outcome for the oracle.
 
-use crate::error::Error;
-use crate::{CommitMode, CommitTicket, Db};
+use pagoda_engine::{CommitInfo, CommitMode, CommitTicket, Db, Error, Result};
 use parking_lot::Mutex;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -123,7 +122,7 @@ pub(crate) struct Shared<'a> {
     pub cfg: WorkCfg,
 }
 
-fn status_of(r: &crate::Result<crate::CommitInfo>) -> Status {
+fn status_of(r: &Result<CommitInfo>) -> Status {
     match r {
         Ok(info) => Status::Acked(info.cts),
         Err(Error::Conflict { .. } | Error::NoSuchTable(_)) => Status::Aborted,
@@ -287,7 +286,7 @@ impl Shared<'_> {
 
     fn random_writes(&self, rng: &mut SmallRng) -> Vec<Write> {
         let cfg = self.cfg;
-        let inline_max = crate::btree::inline_max(cfg.page_size);
+        let inline_max = pagoda_engine::inline_max(cfg.page_size);
         let mut big = false;
         let n = rng.gen_range(1..=5);
         let mut out = Vec::with_capacity(n);

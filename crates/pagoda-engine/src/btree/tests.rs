@@ -1,4 +1,6 @@
 #![allow(clippy::unwrap_used)]
+//! Unit tests of tree changes against the buffer pool and the log.
+//!
 //! Regression (crash-test defect C, seed 1 cycle 973 with 4 threads: three neighbouring keys of
 //! the long-key table lost): a merge empties the right sibling it absorbs. That page must stay
 //! unwritable until the merge's record is stamped (and so durable before it is written, by the
@@ -8,13 +10,13 @@
 //! crash that then lost the merge's record left the parent on disk pointing at an empty leaf,
 //! and redo (which sees the leaf's LSN as current) never brought its keys back.
 
+use super::Apply;
+use crate::buffer::Pool;
+use crate::format::{decode_page, LogHeader, Meta, Node, Page, Val};
+use crate::wal::Wal;
+use crate::TornMode;
 use pagoda_device::mem::{MemConfig, MemDevice};
 use pagoda_device::DeviceRef;
-use pagoda_engine::btree::Apply;
-use pagoda_engine::buffer::Pool;
-use pagoda_engine::format::{decode_page, LogHeader, Meta, Node, Page, Val};
-use pagoda_engine::wal::Wal;
-use pagoda_engine::TornMode;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 

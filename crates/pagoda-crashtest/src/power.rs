@@ -2,9 +2,9 @@
 //! writes, flushes and trims, cuts power on both at a chosen operation, and can tear
 //! unflushed 4 KiB sectors at 512-byte granularity (a device with 512-byte physical sectors).
 
-use crate::probe::{Event, Observer, RecoveryStep};
 use pagoda_device::stats::DeviceStats;
 use pagoda_device::{BlockDevice, Capabilities, DeviceError, DeviceRef, WriteHints, SECTOR_SIZE};
+use pagoda_engine::{Event, Observer, RecoveryStep};
 use parking_lot::{Mutex, RwLock};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
