@@ -38,6 +38,8 @@ use lru::Lru;
 /// Page-table shards.
 const SHARDS: usize = 64;
 
+pub(crate) mod latch_order;
+
 /// `rec_lsn` of a page not yet stamped by its commit.
 pub const UNSET: u64 = u64::MAX;
 
@@ -148,6 +150,12 @@ pub struct ReadPage<'a> {
     _pin: Pin<'a>,
 }
 
+impl Drop for ReadPage<'_> {
+    fn drop(&mut self) {
+        latch_order::released();
+    }
+}
+
 impl Deref for ReadPage<'_> {
     type Target = Page;
     fn deref(&self) -> &Page {
@@ -163,6 +171,12 @@ impl Deref for ReadPage<'_> {
 pub struct WritePage<'a> {
     guard: ArcRwLockWriteGuard<RawRwLock, Option<Page>>,
     pin: Pin<'a>,
+}
+
+impl Drop for WritePage<'_> {
+    fn drop(&mut self) {
+        latch_order::released();
+    }
 }
 
 impl Deref for WritePage<'_> {
@@ -556,6 +570,7 @@ impl Pool {
             let pin = self.pin(pid, None)?;
             let guard = self.frames[pin.idx as usize].latch.read_arc();
             if guard.as_ref().is_some_and(|p| p.id == pid) {
+                latch_order::acquired();
                 return Ok(ReadPage { guard, _pin: pin });
             }
         }
@@ -570,6 +585,7 @@ impl Pool {
                 if self.journaling.load(Ordering::Acquire) {
                     self.note_before(pid, pin.idx, guard.as_ref());
                 }
+                latch_order::acquired();
                 return Ok(WritePage { guard, pin });
             }
         }
@@ -600,6 +616,7 @@ impl Pool {
                 self.note_before(pid, pin.idx, None);
             }
             if guard.as_ref().is_some_and(|p| p.id == pid) {
+                latch_order::acquired();
                 return Ok(WritePage { guard, pin });
             }
         }

@@ -25,6 +25,7 @@ impl Db {
             // The redo start is fixed under the commit lock (every commit before it has
             // stamped its pages); the log sync that makes it durable happens outside the lock.
             let (c, cts) = {
+                crate::buffer::latch_order::assert_no_latch("the commit lock");
                 let cs = self.inner.commit.lock();
                 (self.inner.wal.close_group(), cs.next_cts - 1)
             };

@@ -76,6 +76,7 @@ impl Db {
         }
         self.ensure_log_space(4 * self.inner.pool.page_size() as u64)?;
         self.check_writable()?;
+        crate::buffer::latch_order::assert_no_latch("the commit lock");
         let cs = self.inner.commit.lock();
         if self.inner.catalog.read().contains_key(name)
             || !self.inner.creating.lock().insert(name.to_string())
@@ -124,6 +125,7 @@ impl Db {
     pub fn drop_table(&self, name: &str) -> Result<()> {
         self.ensure_log_space(4 * self.inner.pool.page_size() as u64)?;
         self.check_writable()?;
+        crate::buffer::latch_order::assert_no_latch("the commit lock");
         let cs = self.inner.commit.lock();
         let t = self.table(name)?;
         self.inner.pool.begin_undo();
@@ -155,6 +157,7 @@ impl Db {
     /// ranges, equal leaf depth, overflow chains, and that no page is used twice or both used
     /// and free. Commits wait meanwhile. Errors: [`Error::Corruption`] naming the page.
     pub fn check(&self) -> Result<crate::CheckReport> {
+        crate::buffer::latch_order::assert_no_latch("the commit lock");
         let _writers = self.inner.commit.lock();
         let mut roots = vec![self.inner.meta_page + 1];
         roots.extend(self.inner.roots.read().values().copied());

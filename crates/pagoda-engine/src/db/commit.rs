@@ -25,6 +25,7 @@ impl Db {
     /// waiter's wake-up costs more than the section itself (the lock then idles between
     /// holders).
     pub(super) fn lock_commit(&self) -> parking_lot::MutexGuard<'_, CommitState> {
+        crate::buffer::latch_order::assert_no_latch("the commit lock");
         for _ in 0..32 {
             if let Some(g) = self.inner.commit.try_lock() {
                 return g;
