@@ -4,7 +4,7 @@
 
 use pagoda_device::stats::DeviceStats;
 use pagoda_device::{BlockDevice, Capabilities, DeviceError, DeviceRef, WriteHints, SECTOR_SIZE};
-use pagoda_engine::{Event, Observer, RecoveryStep};
+use pagoda_engine::{Event, Observer, RecoveryStep, Stream};
 use parking_lot::{Mutex, RwLock};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -362,7 +362,7 @@ impl Switch {
         };
         self.io(req, || {
             let inner = &self.inner[dev];
-            if dev == 0 && hints.stream == 3 {
+            if dev == 0 && hints.stream == Stream::Doublewrite.on(&inner.caps()) {
                 self.dw_pending.store(true, Ordering::Release);
             }
             if !self.tear512 {
