@@ -79,11 +79,14 @@ pub enum Sabotage {
     /// (crash-test defect C); the cleaner also runs right after each merge, so that the race,
     /// rare with the step missing alone, happens every time.
     MergeUnmarkedSibling,
+    /// The log scan ignores group epochs, so a group left in flight by a crash may be read as
+    /// the continuation of a later open's log.
+    IgnoreLogEpoch,
 }
 
 impl Sabotage {
     /// Every sabotage.
-    pub const ALL: [Sabotage; 9] = [
+    pub const ALL: [Sabotage; 10] = [
         Self::SkipLogSync,
         Self::SkipDoublewrite,
         Self::AckBeforeDurable,
@@ -93,6 +96,7 @@ impl Sabotage {
         Self::VisibleBeforeDurable,
         Self::RedoPartialWrites,
         Self::MergeUnmarkedSibling,
+        Self::IgnoreLogEpoch,
     ];
 
     /// The name used on the command line.
@@ -107,6 +111,7 @@ impl Sabotage {
             Self::VisibleBeforeDurable => "visible-before-durable",
             Self::RedoPartialWrites => "redo-partial-writes",
             Self::MergeUnmarkedSibling => "merge-unmarked-sibling",
+            Self::IgnoreLogEpoch => "ignore-log-epoch",
         }
     }
 }

@@ -10,7 +10,7 @@ use pagoda_device::{BlockDevice, Capabilities, DeviceError, DeviceRef, WriteHint
 use pagoda_engine::format::{align_up, GroupHeader, Superblock, GROUP_HEADER};
 use pagoda_engine::inspect::inspect_devices;
 use pagoda_engine::inspect::read_ring;
-use pagoda_engine::{Db, DbOptions, Error};
+use pagoda_engine::{Db, DbOptions, Error, Sabotage};
 use parking_lot::{Condvar, Mutex};
 use std::time::{Duration, Instant};
 
@@ -248,6 +248,25 @@ impl BlockDevice for HeldSyncs {
 /// too: it guards the other side of the rule.)
 #[test]
 fn torn_in_flight_tail_with_later_in_flight_groups_recovers() {
+    let replayed = in_flight_tail_then_a_commit_of_the_same_size(None);
+    assert!(
+        replayed.is_empty(),
+        "in-flight groups left from before the first crash were replayed: {replayed:?}"
+    );
+}
+
+/// The check can fail: with the epoch rule removed (sabotage `ignore-log-epoch`), the stale
+/// in-flight groups are read as the new log's continuation.
+#[test]
+fn sabotage_ignore_log_epoch_is_caught() {
+    let replayed = in_flight_tail_then_a_commit_of_the_same_size(Some(Sabotage::IgnoreLogEpoch));
+    assert!(!replayed.is_empty(), "the sabotage went unnoticed");
+}
+
+/// A crash leaves a torn in-flight group followed by intact in-flight ones; after recovery a
+/// commit of the same size ends where the next stale group starts; after a second crash,
+/// returns the in-flight keys that reappeared (none may).
+fn in_flight_tail_then_a_commit_of_the_same_size(sabotage: Option<Sabotage>) -> Vec<String> {
     let (d, raw) = (mem(8 << 20), mem(1 << 20));
     let held = std::sync::Arc::new(HeldSyncs {
         inner: raw.clone(),
@@ -329,15 +348,11 @@ fn torn_in_flight_tail_with_later_in_flight_groups_recovers() {
     tx.put("t", b"replaced0", &[9; 200]).unwrap();
     tx.commit().unwrap();
     db.abandon();
-    let db = Db::open(opts(&d, &raw)).unwrap();
+    let db = Db::open(opts(&d, &raw).sabotage(sabotage)).unwrap();
     let tx = db.begin_read().unwrap();
     assert!(tx.get("t", b"replaced0").unwrap().is_some());
-    for i in 0..4 {
-        assert!(
-            tx.get("t", format!("inflight{i}").as_bytes())
-                .unwrap()
-                .is_none(),
-            "an in-flight group left from before the first crash was replayed (inflight{i})"
-        );
-    }
+    (0..4)
+        .map(|i| format!("inflight{i}"))
+        .filter(|k| tx.get("t", k.as_bytes()).unwrap().is_some())
+        .collect()
 }

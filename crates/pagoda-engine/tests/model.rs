@@ -45,6 +45,8 @@ fn options(d: &DeviceRef, l: &DeviceRef, torn: TornMode) -> DbOptions {
     DbOptions::with_devices(d.clone(), l.clone())
         .page_size(4096)
         .buffer_bytes(24 * 4096)
+        // The pool alone: a small pool must evict (and write) pages all the time.
+        .commit_spill_bytes(0)
         .torn(torn)
         // Deterministic I/O for a seed (a background checkpoint would also decide what a power
         // cut can lose).

@@ -22,7 +22,7 @@ use crate::format::{decode_log_header, encode_log_header, LogHeader, Superblock,
 use crate::mvcc::Mvcc;
 use crate::options::{CommitMode, DbOptions, TornMode};
 use crate::pipeline::Pipeline;
-use crate::probe::{self, Event, RecoveryStep};
+use crate::probe::{self, Event, RecoveryStep, Sabotage};
 use crate::profile::Phase;
 use crate::settings;
 use crate::stream::Stream;
@@ -164,7 +164,8 @@ impl Db {
         }
         let obs = opts.observer.clone();
         probe::emit(&obs, Event::Recovery(RecoveryStep::ScanLog));
-        let scan = wal::scan(&log, sb.log_capacity, sb.db_id, sb.checkpoint_lsn)?;
+        let epochs = !probe::is(opts.sabotage, Sabotage::IgnoreLogEpoch);
+        let scan = wal::scan_log(&log, sb.log_capacity, sb.db_id, sb.checkpoint_lsn, epochs)?;
         probe::emit(&obs, Event::Recovery(RecoveryStep::NewEpoch));
         // Groups that were in flight at a crash may sit after the end: this open's groups
         // carry a newer epoch, so the scan never takes one of those for their continuation

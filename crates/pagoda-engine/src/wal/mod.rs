@@ -29,6 +29,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 mod scan;
+pub(crate) use scan::scan_log;
 pub use scan::{read_ring, scan};
 
 /// A group reaching this size is closed so that the next joiner opens a new slot. A soft

@@ -113,6 +113,17 @@ impl Ring<'_> {
 /// group ends the log when it may have been in flight at a crash; damage to a group that a
 /// later group proves durable is [`Error::LogCorruption`] naming its LSN and device offset.
 pub fn scan(dev: &DeviceRef, capacity: u64, db_id: u64, start: u64) -> Result<LogScan> {
+    scan_log(dev, capacity, db_id, start, true)
+}
+
+/// [`scan`], with the epoch rule switchable (off only for the sabotage `ignore-log-epoch`).
+pub(crate) fn scan_log(
+    dev: &DeviceRef,
+    capacity: u64,
+    db_id: u64,
+    start: u64,
+    epochs: bool,
+) -> Result<LogScan> {
     let ring = Ring {
         dev,
         capacity,
@@ -125,7 +136,7 @@ pub fn scan(dev: &DeviceRef, capacity: u64, db_id: u64, start: u64) -> Result<Lo
     let mut epoch = 0;
     while lsn < stop {
         // A group of an earlier open after a later one's is left from before a crash.
-        let Some(h) = ring.group_at(lsn)?.filter(|h| h.epoch >= epoch) else {
+        let Some(h) = ring.group_at(lsn)?.filter(|h| !epochs || h.epoch >= epoch) else {
             // The end of the log, or a damaged header (its length unknown).
             if let Some(w) = ring.durable_witness(lsn, lsn + SECTOR as u64, stop)? {
                 return Err(ring.corruption(lsn, "group header damaged", w));

@@ -42,8 +42,9 @@ pub struct CrashtestArgs {
     buffer: Option<String>,
     /// Remove one safety step of the engine on purpose (skip-log-sync, skip-doublewrite,
     /// ack-before-durable, skip-wal-rule, skip-checkpoint-flush, non-atomic-pages,
-    /// visible-before-durable, redo-partial-writes, merge-unmarked-sibling): the crash test must
-    /// then fail, which proves it can.
+    /// visible-before-durable, redo-partial-writes, merge-unmarked-sibling, ignore-log-epoch):
+    /// the crash test must then fail, which proves it can (ignore-log-epoch needs a rare
+    /// alignment of two crashes; its deterministic proof is in the engine's log tests).
     #[arg(long)]
     sabotage: Option<Sabotage>,
     /// Run up to this cycle of the seed's run and report it in full (use the seed and flags of
