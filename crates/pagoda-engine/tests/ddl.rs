@@ -3,45 +3,14 @@
 //! is dropped (and whose pages are reused) gets an error, never another table's rows.
 
 use pagoda_device::mem::MemDevice;
-use pagoda_device::{BlockDevice, Capabilities, DeviceRef, DeviceStats, WriteHints};
+mod common;
+
+use common::GatedSync;
+use pagoda_device::DeviceRef;
 use pagoda_engine::{Db, DbOptions, Error};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-
-/// A log device whose syncs wait while `held` is set (a slow sync we can stretch).
-#[derive(Debug)]
-struct GatedSync {
-    dev: DeviceRef,
-    held: AtomicBool,
-}
-
-impl BlockDevice for GatedSync {
-    fn caps(&self) -> Capabilities {
-        self.dev.caps()
-    }
-    fn read(&self, s: u64, b: &mut [u8]) -> pagoda_device::Result<()> {
-        self.dev.read(s, b)
-    }
-    fn write(&self, s: u64, b: &[u8], h: WriteHints) -> pagoda_device::Result<()> {
-        self.dev.write(s, b, h)
-    }
-    fn flush(&self) -> pagoda_device::Result<()> {
-        while self.held.load(Ordering::Acquire) {
-            std::thread::sleep(Duration::from_millis(1));
-        }
-        self.dev.flush()
-    }
-    fn trim(&self, s: u64, n: u64) -> pagoda_device::Result<()> {
-        self.dev.trim(s, n)
-    }
-    fn stats(&self) -> DeviceStats {
-        self.dev.stats()
-    }
-    fn describe(&self) -> String {
-        "gated-sync".into()
-    }
-}
 
 fn open(d: &DeviceRef, l: &DeviceRef) -> Db {
     Db::open(

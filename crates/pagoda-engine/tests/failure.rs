@@ -2,9 +2,13 @@
 //! One way to fail: a panic on an engine thread becomes the database's sticky failure (typed,
 //! naming the thread), and errors that belong to one transaction leave the database up.
 
+mod common;
+
+use common::GatedSync;
 use pagoda_device::mem::MemDevice;
 use pagoda_device::DeviceRef;
 use pagoda_engine::{CommitMode, Db, DbOptions, Error, Event};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -82,14 +86,22 @@ fn a_panic_in_the_background_thread_fails_the_database() {
 #[test]
 fn a_panic_on_the_flush_thread_fails_pending_commits_and_the_database() {
     let (d, l) = devs();
+    // Syncs held until the callback is registered: it must run on the flush thread.
+    let gate = Arc::new(GatedSync {
+        dev: l,
+        held: AtomicBool::new(false),
+    });
+    let l: DeviceRef = gate.clone();
     let db = Db::open(opts(&d, &l).background(false).commit(CommitMode::Pipelined)).unwrap();
     db.create_table("t").unwrap();
     let mut tx = db.begin().unwrap();
     tx.put("t", b"a", b"1").unwrap();
+    gate.held.store(true, Ordering::Release);
     // Durable callbacks run on the flush thread.
     tx.commit_pipelined()
         .unwrap()
         .on_durable(|_| panic!("planted panic in a durable callback"));
+    gate.held.store(false, Ordering::Release);
     let why = eventually(|| db.failure()).expect("the flush-thread panic must fail the database");
     assert!(
         matches!(why.cause(), Error::Panicked { thread, .. } if thread == "pagoda-flush"),
