@@ -2,11 +2,12 @@
 //! Damaged files give typed errors naming the page (or log position), never a panic.
 //! Checked-in fixtures live in `tests/fixtures/`; `PAGODA_REGEN_FIXTURES=1` rebuilds them.
 
+mod common;
+
+use common::superblock;
 use pagoda_device::mem::MemDevice;
 use pagoda_device::{DeviceRef, WriteHints};
-use pagoda_engine::format::{
-    align_up, decode_page, is_zero, GroupHeader, Node, Superblock, PAGE_HEADER,
-};
+use pagoda_engine::format::{align_up, decode_page, is_zero, GroupHeader, Node, PAGE_HEADER};
 use pagoda_engine::inspect::read_ring;
 use pagoda_engine::inspect::{inspect_devices, inspect_dir};
 use pagoda_engine::{Db, DbOptions, Error};
@@ -290,16 +291,6 @@ struct Outcomes {
     /// No later group proves the damaged group synced (it may have been in flight at a crash):
     /// recovery reported a torn log tail and holds exactly the commits before the group.
     torn_tail: u32,
-}
-
-/// The newest valid superblock of the data device.
-fn superblock(d: &DeviceRef) -> Superblock {
-    let mut buf = vec![0u8; 2 * 4096];
-    d.read(0, &mut buf).unwrap();
-    buf.chunks(4096)
-        .filter_map(|c| Superblock::decode(c).ok())
-        .max_by_key(|sb| sb.generation)
-        .unwrap()
 }
 
 /// Picks a bit to flip among the bytes recovery or reads will use.

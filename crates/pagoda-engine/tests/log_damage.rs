@@ -4,10 +4,13 @@
 //! `inspect` names its device offset. Only the in-flight tail (groups no later group proves
 //! durable) may be cut, whatever the size of the groups.
 
+mod common;
+
+use common::superblock;
 use pagoda_device::mem::MemDevice;
 use pagoda_device::stats::DeviceStats;
 use pagoda_device::{BlockDevice, Capabilities, DeviceError, DeviceRef, WriteHints};
-use pagoda_engine::format::{align_up, GroupHeader, Superblock, GROUP_HEADER};
+use pagoda_engine::format::{align_up, GroupHeader, GROUP_HEADER};
 use pagoda_engine::inspect::inspect_devices;
 use pagoda_engine::inspect::read_ring;
 use pagoda_engine::{Db, DbOptions, Error, Sabotage};
@@ -25,15 +28,6 @@ fn opts(d: &DeviceRef, l: &DeviceRef) -> DbOptions {
         .page_size(PAGE)
         .buffer_bytes(32 << 20)
         .background(false)
-}
-
-fn superblock(d: &DeviceRef) -> Superblock {
-    let mut buf = vec![0u8; 2 * 4096];
-    d.read(0, &mut buf).unwrap();
-    buf.chunks(4096)
-        .filter_map(|c| Superblock::decode(c).ok())
-        .max_by_key(|sb| sb.generation)
-        .unwrap()
 }
 
 /// The groups recovery reads, `(lsn, len, records)`, up to the first invalid header.

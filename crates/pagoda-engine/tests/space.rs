@@ -1,9 +1,12 @@
 #![allow(clippy::unwrap_used)]
 //! Running out of data pages, and reusing freed pages (issue 10, defects 2 and 3).
 
+mod common;
+
+use common::superblock;
 use pagoda_device::mem::MemDevice;
 use pagoda_device::{DeviceRef, WriteHints};
-use pagoda_engine::format::{decode_page, encode_page, Meta, Node, Page, Superblock};
+use pagoda_engine::format::{decode_page, encode_page, Meta, Node, Page};
 use pagoda_engine::{Db, DbOptions, Error};
 use std::sync::Arc;
 
@@ -76,13 +79,7 @@ fn full_device_during_a_split_loses_no_committed_key() {
 
 /// The meta page on the data device (its `next_page` is the high-water mark of pages used).
 fn meta_on_disk(d: &DeviceRef) -> Meta {
-    let mut buf = vec![0u8; 2 * 4096];
-    d.read(0, &mut buf).unwrap();
-    let sb = buf
-        .chunks(4096)
-        .filter_map(|c| Superblock::decode(c).ok())
-        .max_by_key(|sb| sb.generation)
-        .unwrap();
+    let sb = superblock(d);
     let mut b = vec![0u8; PAGE];
     d.read(sb.meta_page * (PAGE / 4096) as u64, &mut b).unwrap();
     match decode_page(&b, sb.meta_page).unwrap().node {

@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 use pagoda_device::{BlockDevice, Capabilities, DeviceRef, DeviceStats, WriteHints};
+use pagoda_engine::format::Superblock;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
@@ -37,4 +38,14 @@ impl BlockDevice for GatedSync {
     fn describe(&self) -> String {
         "gated-sync".into()
     }
+}
+
+/// The newest valid superblock of a data device (of its two slots, the higher generation).
+pub fn superblock(d: &DeviceRef) -> Superblock {
+    let mut buf = vec![0u8; 2 * 4096];
+    d.read(0, &mut buf).expect("read the superblocks");
+    buf.chunks(4096)
+        .filter_map(|c| Superblock::decode(c).ok())
+        .max_by_key(|sb| sb.generation)
+        .expect("no valid superblock")
 }
