@@ -8,6 +8,8 @@ use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::time::Duration;
 
+pub use crate::flash_options::{FlashCacheOptions, FlashPages, FlashPolicy};
+
 /// Torn-write protection of data pages (seed 003).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -156,6 +158,8 @@ pub struct DbOptions {
     pub observer: Option<Observer>,
     /// One safety step removed on purpose (only for `pagoda crashtest --sabotage`).
     pub sabotage: Option<Sabotage>,
+    /// A flash cache between the buffer pool and the data device (seed 000), if any.
+    pub flash_cache: Option<FlashCacheOptions>,
 }
 
 impl fmt::Debug for DbOptions {
@@ -171,6 +175,7 @@ impl fmt::Debug for DbOptions {
             .field("log_capacity", &self.log_capacity)
             .field("dw_pages", &self.dw_pages)
             .field("sabotage", &self.sabotage)
+            .field("flash_cache", &self.flash_cache)
             .finish_non_exhaustive()
     }
 }
@@ -198,6 +203,7 @@ impl Default for DbOptions {
             background: true,
             observer: None,
             sabotage: None,
+            flash_cache: None,
         }
     }
 }
@@ -304,6 +310,12 @@ impl DbOptions {
         self
     }
 
+    /// Puts a flash cache between the buffer pool and the data device (seed 000).
+    pub fn flash_cache(mut self, fc: FlashCacheOptions) -> Self {
+        self.flash_cache = Some(fc);
+        self
+    }
+
     /// Turns the background thread on or off.
     pub fn background(mut self, on: bool) -> Self {
         self.background = on;
@@ -333,6 +345,9 @@ impl DbOptions {
             return Err(Error::config(
                 "give both a data and a log device, or neither",
             ));
+        }
+        if let Some(fc) = &self.flash_cache {
+            fc.validate(self)?;
         }
         if self.data.is_none() && self.dir.is_none() {
             return Err(Error::config(

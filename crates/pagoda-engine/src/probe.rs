@@ -82,11 +82,17 @@ pub enum Sabotage {
     /// The log scan ignores group epochs, so a group left in flight by a crash may be read as
     /// the continuation of a later open's log.
     IgnoreLogEpoch,
+    /// The flash cache reuses a ring segment before the pages it wrote back to the data device
+    /// are synced there, so a power cut can lose the only copy of a page.
+    FlashUnsyncedWriteback,
+    /// The flash cache's restart rebuild trusts the slots written after its directory
+    /// checkpoint without checking their checksums, so a slot torn by a power cut is used.
+    FlashTrustTornSlots,
 }
 
 impl Sabotage {
     /// Every sabotage.
-    pub const ALL: [Sabotage; 10] = [
+    pub const ALL: [Sabotage; 12] = [
         Self::SkipLogSync,
         Self::SkipDoublewrite,
         Self::AckBeforeDurable,
@@ -97,7 +103,17 @@ impl Sabotage {
         Self::RedoPartialWrites,
         Self::MergeUnmarkedSibling,
         Self::IgnoreLogEpoch,
+        Self::FlashUnsyncedWriteback,
+        Self::FlashTrustTornSlots,
     ];
+
+    /// Whether the sabotage only has an effect with a flash cache.
+    pub fn needs_flash_cache(self) -> bool {
+        matches!(
+            self,
+            Self::FlashUnsyncedWriteback | Self::FlashTrustTornSlots
+        )
+    }
 
     /// The name used on the command line.
     pub fn name(self) -> &'static str {
@@ -112,6 +128,8 @@ impl Sabotage {
             Self::RedoPartialWrites => "redo-partial-writes",
             Self::MergeUnmarkedSibling => "merge-unmarked-sibling",
             Self::IgnoreLogEpoch => "ignore-log-epoch",
+            Self::FlashUnsyncedWriteback => "flash-unsynced-writeback",
+            Self::FlashTrustTornSlots => "flash-trust-torn-slots",
         }
     }
 }

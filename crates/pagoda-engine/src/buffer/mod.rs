@@ -331,6 +331,16 @@ impl Pool {
         self.budget
     }
 
+    /// Flash cache counters (none configured yet).
+    pub fn flash_stats(&self) -> Option<crate::db::FlashCacheStats> {
+        None
+    }
+
+    /// The flash cache device, if any.
+    pub fn flash_device(&self) -> Option<&DeviceRef> {
+        None
+    }
+
     /// Number of dirty frames.
     pub fn dirty_frames(&self) -> usize {
         self.frames.iter().filter(|f| f.state.lock().dirty).count()

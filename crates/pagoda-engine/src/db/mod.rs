@@ -12,7 +12,7 @@ mod txn;
 
 pub(crate) use devices::devices;
 pub use scan::Scan;
-pub use stats::{BufferStats, CheckpointInfo, DbStats, RecoveryStats};
+pub use stats::{BufferStats, CheckpointInfo, DbStats, FlashCacheStats, RecoveryStats};
 pub use txn::Txn;
 
 use crate::btree;
@@ -123,6 +123,9 @@ impl Db {
     /// damaged page or log position, [`Error::Device`] for I/O errors.
     pub fn open(opts: DbOptions) -> Result<Db> {
         opts.validate()?;
+        if opts.flash_cache.is_some() {
+            return Err(Error::config("the flash cache is being built"));
+        }
         let (data, log) = devices(&opts, false)?;
         let started = Instant::now();
         let dcaps = data.caps();
