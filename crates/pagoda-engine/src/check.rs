@@ -22,6 +22,11 @@ pub struct CheckReport {
     pub free_pages: u64,
     /// Deepest tree (levels).
     pub max_depth: u64,
+    /// Valid flash-cache slots compared with the data device (0 without a flash cache).
+    pub flash_slots_checked: u64,
+    /// Of those, slots older than the data device's copy of their page: a read would have
+    /// served a stale version. Always 0 in a correct engine.
+    pub flash_stale_slots: u64,
 }
 
 /// Walks the trees at `roots` and the free list of the meta page.

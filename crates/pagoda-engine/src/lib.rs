@@ -64,7 +64,7 @@ pub use db::{BufferStats, CheckpointInfo, Db, DbStats, FlashCacheStats, Recovery
 pub use error::{Error, Failure, Result};
 pub use options::{CommitMode, DbOptions, FlashCacheOptions, FlashPages, FlashPolicy, TornMode};
 pub use pipeline::{CommitInfo, CommitTicket, DurableCallback};
-pub use probe::{Event, Observer, RecoveryStep, Sabotage};
+pub use probe::{Event, FlashStep, Observer, RecoveryStep, Sabotage};
 pub use profile::{CpuClock, CpuUsage, PhaseStat, ProfileStats};
 pub use stream::Stream;
 

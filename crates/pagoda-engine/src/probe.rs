@@ -20,6 +20,9 @@ pub enum RecoveryStep {
     RepairDoublewrite,
     /// Replaying the log into the buffer pool (evictions write pages).
     Redo,
+    /// Rebuilding the flash cache's directory (its last directory checkpoint plus the ring
+    /// segments written after it).
+    FlashRebuild,
     /// The checkpoint that ends recovery.
     Checkpoint,
 }
@@ -31,6 +34,7 @@ impl fmt::Display for RecoveryStep {
             Self::NewEpoch => "open: new log epoch",
             Self::RepairDoublewrite => "open: double-write repair",
             Self::Redo => "open: redo",
+            Self::FlashRebuild => "open: flash cache rebuild",
             Self::Checkpoint => "open: checkpoint",
         })
     }
@@ -47,6 +51,30 @@ pub enum Event {
     CheckpointBegin,
     /// A checkpoint ended (successfully or not).
     CheckpointEnd,
+    /// The flash cache starts a step (from any thread).
+    Flash(FlashStep),
+}
+
+/// A step of the flash cache, reported before it starts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FlashStep {
+    /// Appending a batch of pages at the ring's head (or placing them, policy `lru`).
+    Append,
+    /// Writing pages back from flash to the data device before their slots are reused.
+    WriteBack,
+    /// Writing the directory checkpoint and the cache header.
+    DirCheckpoint,
+}
+
+impl fmt::Display for FlashStep {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Append => "flash cache: append batch",
+            Self::WriteBack => "flash cache: write-back",
+            Self::DirCheckpoint => "flash cache: directory checkpoint",
+        })
+    }
 }
 
 /// Receives [`Event`]s (called inline on the engine's threads: keep it short).
