@@ -8,6 +8,12 @@
 //! operation, and abandon the engine. In half the cycles, unflushed 4 KiB sectors may also tear
 //! at 512-byte granularity. A final recovery verifies the last cycle.
 //!
+//! With [`CrashTestOptions::flash_cache`], a flash cache (seed 000) sits between the buffer pool
+//! and the data device, on a third device that the same switch cuts; the harness then also
+//! checks after each recovery that no flash slot holds a version older than the data device's
+//! (a stale version would be served), and detected corruption fails the run in every torn mode
+//! (the flash cache replaces the double-write buffer: a torn page must be repaired from flash).
+//!
 //! With [`CrashTestOptions::sabotage`], one safety step of the engine is removed; the test then
 //! must fail (`tests/crash.rs` checks each). Every random choice of cycle `n` derives from the
 //! seed and `n`; with one thread the engine's background thread is off and the run is
@@ -26,14 +32,54 @@ mod run;
 mod workload;
 
 pub use oracle::{Finding, FindingKind};
+pub use pagoda_engine::{FlashPages, FlashPolicy, FlashStep};
 pub use power::CutPoint;
 pub use run::run;
 pub use workload::PIPELINE_DEPTH;
 
+use pagoda_device::spec::DeviceKind;
 use pagoda_device::spec::DeviceSpec;
 use pagoda_engine::{CommitMode, Error, Result, Sabotage, TornMode};
 use std::collections::BTreeMap;
 use std::fmt;
+
+/// Default size of the flash cache under test, in buffer pools: small, so that the ring wraps
+/// and pages are written back from flash to the data device all the time.
+pub const FLASH_CACHE_POOLS: u64 = 4;
+
+/// A flash cache under test (seed 000).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CrashFlashCache {
+    /// The cache device. `None`: a RAM device (`mem`, without atomic writes, so that its slots
+    /// can tear) when [`CrashTestOptions::device`] is `None`, else one more device of that
+    /// kind. It must emulate power cuts.
+    pub device: Option<DeviceSpec>,
+    /// Bytes of the device the cache uses, its metadata included (`None`:
+    /// [`FLASH_CACHE_POOLS`] times the buffer pool).
+    pub size_bytes: Option<u64>,
+    /// Replacement policy.
+    pub policy: FlashPolicy,
+    /// Which pages are cached.
+    pub pages: FlashPages,
+}
+
+impl CrashFlashCache {
+    /// A flash cache with `policy` caching `pages`, on the default device and size.
+    pub fn new(policy: FlashPolicy, pages: FlashPages) -> Self {
+        Self {
+            device: None,
+            size_bytes: None,
+            policy,
+            pages,
+        }
+    }
+}
+
+impl Default for CrashFlashCache {
+    fn default() -> Self {
+        Self::new(FlashPolicy::Face, FlashPages::Dirty)
+    }
+}
 
 /// Options of a crash test.
 pub struct CrashTestOptions {
@@ -78,6 +124,9 @@ pub struct CrashTestOptions {
     pub bias_checkpoint_cut: f64,
     /// See `bias_checkpoint_cut`.
     pub bias_checkpoint_ops: u64,
+    /// A flash cache between the buffer pool and the data device (set it with
+    /// [`CrashTestOptions::flash_cache`], which also makes the torn mode `none`).
+    pub flash_cache: Option<CrashFlashCache>,
 }
 
 impl Default for CrashTestOptions {
@@ -102,6 +151,7 @@ impl Default for CrashTestOptions {
             bias_open_checkpoint: false,
             bias_checkpoint_cut: 0.0,
             bias_checkpoint_ops: 40,
+            flash_cache: None,
         }
     }
 }
@@ -116,11 +166,40 @@ impl fmt::Debug for CrashTestOptions {
             .field("device", &self.device)
             .field("threads", &self.threads)
             .field("sabotage", &self.sabotage)
+            .field("flash_cache", &self.flash_cache)
             .finish_non_exhaustive()
     }
 }
 
 impl CrashTestOptions {
+    /// Puts the flash cache `fc` under test and makes the torn mode `none` (the flash cache
+    /// replaces the double-write buffer; set `torn` after this call to test `atomic`).
+    pub fn flash_cache(mut self, fc: CrashFlashCache) -> Self {
+        self.flash_cache = Some(fc);
+        self.torn = TornMode::None;
+        self
+    }
+
+    /// The buffer pool size in bytes (the default when `buffer_bytes` is `None`).
+    pub fn pool_bytes(&self) -> usize {
+        self.buffer_bytes
+            .unwrap_or(if self.page_size <= 8192 { 96 } else { 48 } * self.page_size)
+    }
+
+    /// Bytes of its device the flash cache uses (0 without a flash cache).
+    pub fn flash_cache_bytes(&self) -> u64 {
+        self.flash_cache.as_ref().map_or(0, |fc| {
+            fc.size_bytes
+                .unwrap_or(FLASH_CACHE_POOLS * self.pool_bytes() as u64)
+        })
+    }
+
+    /// Whether detected corruption is excused (torn mode none without a flash cache: the
+    /// engine detects a torn page but has nothing to repair it from).
+    pub fn corruption_excused(&self) -> bool {
+        self.torn == TornMode::None && self.flash_cache.is_none()
+    }
+
     /// Refuses combinations that cannot work, with the fix.
     pub fn validate(&self) -> Result<()> {
         if self.cycles == 0 {
@@ -153,10 +232,31 @@ impl CrashTestOptions {
                     )));
                 }
             }
+            if s.needs_flash_cache() && self.flash_cache.is_none() {
+                return Err(Error::config(format!(
+                    "sabotage {s} removes a safety step of the flash cache: give a flash cache \
+                     (--flash-cache DEVICE, e.g. --flash-cache mem)"
+                )));
+            }
             if s == Sabotage::VisibleBeforeDurable && self.commit != CommitMode::Pipelined {
                 return Err(Error::config(format!(
                     "sabotage {s} is checked with --commit pipelined (a sync commit is waited for before anyone can look)"
                 )));
+            }
+        }
+        if let Some(fc) = &self.flash_cache {
+            if fc.size_bytes == Some(0) {
+                return Err(Error::config(
+                    "the flash cache needs a size above 0 (--flash-cache-size, e.g. 2MiB)",
+                ));
+            }
+            if let Some(spec) = &fc.device {
+                if matches!(spec.kind, DeviceKind::File(_)) {
+                    return Err(Error::config(
+                        "the flash cache device of a crash test must emulate a power cut; \
+                         use mem or an emulated SSD (sata-ssd, nvme-ssd), not file:",
+                    ));
+                }
             }
         }
         if let Some(r) = self.replay_cycle {
@@ -224,6 +324,57 @@ impl fmt::Display for Failure {
     }
 }
 
+/// What a crash test found about its flash cache.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct FlashCrashReport {
+    /// Replacement policy.
+    pub policy: String,
+    /// Which pages were cached.
+    pub pages: String,
+    /// Bytes of its device the cache used.
+    pub size_bytes: u64,
+    /// Flash slots older than the data device's copy of their page, summed over the checks after
+    /// each recovery: a stale version would have been served. Must be 0.
+    pub stale_versions_served: u64,
+    /// Valid flash slots compared with the data device by those checks.
+    pub slots_checked: u64,
+    /// Opens of an existing database where the cache came up warm (its directory rebuilt).
+    pub rebuilds: u64,
+    /// Opens of an existing database where the cache started empty.
+    pub cold_starts: u64,
+    /// Valid pages found in flash by the rebuilds.
+    pub rebuild_pages: u64,
+    /// Ring segments read by the rebuilds after their directory checkpoint.
+    pub rebuild_segments: u64,
+    /// Cuts while a batch of pages was appended to the ring (or placed, policy lru).
+    pub cuts_append: u64,
+    /// Cuts while pages were written back from flash to the data device.
+    pub cuts_write_back: u64,
+    /// Cuts while the directory checkpoint was written.
+    pub cuts_dir_checkpoint: u64,
+    /// Cuts while the directory was rebuilt at open.
+    pub cuts_rebuild: u64,
+    /// Pages written back from flash to the data device (cycles that reached their cut).
+    pub write_backs: u64,
+    /// Pages written to the cache device.
+    pub ring_page_writes: u64,
+    /// Directory checkpoints written.
+    pub dir_checkpoints: u64,
+    /// Group Second Chance re-appends.
+    pub gsc_reappends: u64,
+    /// DRAM misses served from flash.
+    pub hits: u64,
+    /// Slots whose checksum failed when read.
+    pub corrupt_slots: u64,
+}
+
+impl FlashCrashReport {
+    /// Cuts that hit a flash cache step or the rebuild.
+    pub fn cuts_in_flash_steps(&self) -> u64 {
+        self.cuts_append + self.cuts_write_back + self.cuts_dir_checkpoint + self.cuts_rebuild
+    }
+}
+
 /// What a crash test found.
 #[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct CrashTestReport {
@@ -268,6 +419,8 @@ pub struct CrashTestReport {
     pub resets: u64,
     /// The sabotage in force, if any.
     pub sabotage: Option<String>,
+    /// The flash cache's counters, when the run had one.
+    pub flash: Option<FlashCrashReport>,
     /// Failed cycles (the first ones, in full).
     pub failures: Vec<Failure>,
 }
@@ -275,7 +428,7 @@ pub struct CrashTestReport {
 impl CrashTestReport {
     /// The line the CLI prints (scripts parse its `words N` fields).
     pub fn summary_line(&self) -> String {
-        format!(
+        let mut line = format!(
             "crashtest: cycles {}, lost commits {}, uncommitted visible {}, torn pages repaired {}, corruption detected {}, \
              transactions checked {}, deepest tree {}, cuts during recovery {}, ddl operations {}",
             self.cycles,
@@ -287,17 +440,35 @@ impl CrashTestReport {
             self.deepest_tree,
             self.cuts_during_recovery,
             self.ddl_operations
-        )
+        );
+        if let Some(f) = &self.flash {
+            line += &format!(
+                ", stale versions served {}, flash rebuilds {}, pages found in flash {}, \
+                 flash write-backs {}, cuts in flash steps {}",
+                f.stale_versions_served,
+                f.rebuilds,
+                f.rebuild_pages,
+                f.write_backs,
+                f.cuts_in_flash_steps()
+            );
+        }
+        line
     }
 
-    /// Whether the run failed for mode `torn` (detected corruption is excused only in mode none).
+    /// Whether the run failed for mode `torn` (detected corruption is excused only in mode none
+    /// without a flash cache).
     pub fn failed(&self, torn: TornMode) -> bool {
+        let excused = torn == TornMode::None && self.flash.is_none();
         !self.failures.is_empty()
             || self.lost_commits > 0
             || self.uncommitted_visible > 0
             || self.partial_transactions > 0
             || self.isolation_violations > 0
             || self.undetected_torn > 0
-            || (torn != TornMode::None && self.corruption_detected > 0)
+            || (!excused && self.corruption_detected > 0)
+            || self
+                .flash
+                .as_ref()
+                .is_some_and(|f| f.stale_versions_served > 0)
     }
 }

@@ -43,6 +43,9 @@ pub enum FindingKind {
     Corruption,
     /// A pending commit was visible to another transaction while running.
     PendingExposed,
+    /// After recovery, a flash cache slot held a version older than the data device's copy of
+    /// its page (a read would have served the stale version).
+    StaleVersion,
 }
 
 /// One thing the oracle found wrong.

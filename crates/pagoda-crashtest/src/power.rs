@@ -1,16 +1,43 @@
-//! The power switch of a crash-test cycle: wraps the data and log devices, counts their
-//! writes, flushes and trims, cuts power on both at a chosen operation, and can tear
-//! unflushed 4 KiB sectors at 512-byte granularity (a device with 512-byte physical sectors).
+//! The power switch of a crash-test cycle: wraps the data and log devices (and the flash cache
+//! device, when there is one), counts their writes, flushes and trims, cuts power on all of them
+//! at once at a chosen operation, and can tear unflushed 4 KiB sectors at 512-byte granularity
+//! (a device with 512-byte physical sectors).
+//!
+//! The cut report names what the engine was doing: the recovery step, a checkpoint, the cleaner
+//! or a commit, and the flash cache step in progress. The engine reports a flash step
+//! ([`Event::Flash`]) on the thread that runs it, before it starts, and reports no end; the
+//! step counts as in progress on that thread while the thread's operations stay on the devices
+//! the step writes (the cache device for an append or a directory checkpoint, the data device
+//! for a write-back), until the thread starts another step, a checkpoint or a recovery step.
+//! While the flash cache rebuilds its directory at open (it mostly reads), reads of the cache
+//! device count as operations too, so that cuts can fall inside the rebuild.
 
 use pagoda_device::stats::DeviceStats;
 use pagoda_device::{BlockDevice, Capabilities, DeviceError, DeviceRef, WriteHints, SECTOR_SIZE};
-use pagoda_engine::{Event, Observer, RecoveryStep, Stream};
+use pagoda_engine::{Event, FlashStep, Observer, RecoveryStep, Stream};
 use parking_lot::{Mutex, RwLock};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
+use std::thread::ThreadId;
+
+/// Index of the data device behind a switch.
+pub(crate) const DATA: usize = 0;
+/// Index of the log device.
+pub(crate) const LOG: usize = 1;
+/// Index of the flash cache device (when there is one).
+pub(crate) const FLASH: usize = 2;
+
+/// Name of device `dev` in cut reports.
+fn device_name(dev: usize) -> &'static str {
+    match dev {
+        DATA => "data",
+        LOG => "log",
+        _ => "flash",
+    }
+}
 
 /// Size of the pieces a torn sector is made of.
 pub(crate) const TEAR_UNIT: usize = 512;
@@ -20,9 +47,9 @@ pub(crate) const TEAR_UNIT: usize = 512;
 pub struct CutPoint {
     /// The operation (1-based count of writes, flushes and trims since power-on) that was cut.
     pub op: u64,
-    /// `data` or `log`.
+    /// `data`, `log` or `flash` (the flash cache device).
     pub device: String,
-    /// `write`, `flush` or `trim`.
+    /// `write`, `flush`, `trim`, or `read` (a read of the cache device during its rebuild).
     pub kind: String,
     /// First sector (4 KiB) of the request.
     pub sector: u64,
@@ -34,6 +61,8 @@ pub struct CutPoint {
     pub atomic: bool,
     /// What the engine was doing (recovery step, checkpoint, cleaner, commit).
     pub phase: String,
+    /// The flash cache step in progress on the thread whose operation was cut, if any.
+    pub flash_step: Option<FlashStep>,
     /// Unflushed sectors torn at 512-byte granularity after the cut.
     pub torn_512: u64,
 }
@@ -52,6 +81,9 @@ impl std::fmt::Display for CutPoint {
             if self.atomic { ", atomic" } else { "" },
             self.phase
         )?;
+        if let Some(step) = self.flash_step {
+            write!(f, " ({step})")?;
+        }
         if self.torn_512 > 0 {
             write!(f, ", {} sectors torn at 512 B", self.torn_512)?;
         }
@@ -81,16 +113,21 @@ struct Req {
 
 /// The shared power switch of one cycle.
 pub(crate) struct Switch {
-    inner: [DeviceRef; 2],
+    /// Data, log and (optionally) flash cache devices, at [`DATA`], [`LOG`], [`FLASH`].
+    inner: Vec<DeviceRef>,
     gate: RwLock<()>,
     dead: AtomicBool,
     countdown: AtomicI64,
     ops: AtomicU64,
     seed: u64,
     tear512: bool,
-    unflushed: [Mutex<Unflushed>; 2],
-    order: [RwLock<()>; 2],
+    unflushed: Vec<Mutex<Unflushed>>,
+    order: Vec<RwLock<()>>,
     opening: Mutex<Option<RecoveryStep>>,
+    /// The flash cache is rebuilding its directory (reads of its device count as operations).
+    rebuilding: AtomicBool,
+    /// The flash step each thread started last and is still in (see the module doc).
+    flash_steps: Mutex<HashMap<ThreadId, FlashStep>>,
     in_checkpoint: AtomicU32,
     dw_pending: AtomicBool,
     cut: Mutex<Option<CutPoint>>,
@@ -115,25 +152,31 @@ fn off() -> DeviceError {
 }
 
 impl Switch {
-    /// A switch over `data` and `log`; `countdown` = operations until the cut (`i64::MAX`: none).
+    /// A switch over `data`, `log` and the flash cache device `flash`, if any; `countdown` =
+    /// operations until the cut (`i64::MAX`: none).
     pub(crate) fn new(
         data: DeviceRef,
         log: DeviceRef,
+        flash: Option<DeviceRef>,
         seed: u64,
         tear512: bool,
         countdown: i64,
     ) -> Arc<Self> {
+        let inner: Vec<DeviceRef> = [data, log].into_iter().chain(flash).collect();
+        let n = inner.len();
         Arc::new(Self {
-            inner: [data, log],
+            inner,
             gate: RwLock::new(()),
             dead: AtomicBool::new(false),
             countdown: AtomicI64::new(countdown),
             ops: AtomicU64::new(0),
             seed,
             tear512,
-            unflushed: [Mutex::default(), Mutex::default()],
-            order: [RwLock::new(()), RwLock::new(())],
+            unflushed: (0..n).map(|_| Mutex::default()).collect(),
+            order: (0..n).map(|_| RwLock::new(())).collect(),
             opening: Mutex::new(None),
+            rebuilding: AtomicBool::new(false),
+            flash_steps: Mutex::default(),
             in_checkpoint: AtomicU32::new(0),
             dw_pending: AtomicBool::new(false),
             cut: Mutex::new(None),
@@ -143,17 +186,47 @@ impl Switch {
         })
     }
 
-    /// The data and log devices behind this switch.
-    pub(crate) fn devices(self: &Arc<Self>) -> (DeviceRef, DeviceRef) {
-        let d: DeviceRef = Arc::new(CutDevice {
-            switch: self.clone(),
-            dev: 0,
-        });
-        let l: DeviceRef = Arc::new(CutDevice {
-            switch: self.clone(),
-            dev: 1,
-        });
-        (d, l)
+    /// The data, log and flash cache (if any) devices behind this switch.
+    pub(crate) fn devices(self: &Arc<Self>) -> (DeviceRef, DeviceRef, Option<DeviceRef>) {
+        let dev = |dev| -> DeviceRef {
+            Arc::new(CutDevice {
+                switch: self.clone(),
+                dev,
+            })
+        };
+        (dev(DATA), dev(LOG), self.has_flash().then(|| dev(FLASH)))
+    }
+
+    fn has_flash(&self) -> bool {
+        self.inner.len() > FLASH
+    }
+
+    /// Ends the flash step the calling thread was in.
+    fn end_flash_step(&self) {
+        if self.has_flash() {
+            self.flash_steps.lock().remove(&std::thread::current().id());
+        }
+    }
+
+    /// The flash step the calling thread is in, for an operation on `dev`: a step is over once
+    /// its thread works on a device the step does not write.
+    fn flash_step_for(&self, dev: usize) -> Option<FlashStep> {
+        if !self.has_flash() {
+            return None;
+        }
+        let me = std::thread::current().id();
+        let mut steps = self.flash_steps.lock();
+        let step = *steps.get(&me)?;
+        let on = match step {
+            FlashStep::Append | FlashStep::DirCheckpoint => FLASH,
+            FlashStep::WriteBack => DATA,
+        };
+        if on == dev {
+            Some(step)
+        } else {
+            steps.remove(&me);
+            None
+        }
     }
 
     /// An observer that tracks what the engine is doing, for the cut report.
@@ -166,10 +239,18 @@ impl Switch {
                     if step == RecoveryStep::Checkpoint {
                         s.open_ckpt_at.store(s.ops(), Ordering::Release);
                     }
+                    s.rebuilding
+                        .store(step == RecoveryStep::FlashRebuild, Ordering::Release);
+                    s.end_flash_step();
                     *s.opening.lock() = Some(step);
                 }
-                Event::Opened => *s.opening.lock() = None,
+                Event::Opened => {
+                    s.rebuilding.store(false, Ordering::Release);
+                    s.end_flash_step();
+                    *s.opening.lock() = None;
+                }
                 Event::CheckpointBegin => {
+                    s.end_flash_step();
                     s.in_checkpoint.fetch_add(1, Ordering::AcqRel);
                     if s.opening.lock().is_none() {
                         if let Some((p, n, rng)) = &mut *s.ckpt_bias.lock() {
@@ -183,10 +264,16 @@ impl Switch {
                     }
                 }
                 Event::CheckpointEnd => {
+                    s.end_flash_step();
                     s.in_checkpoint.fetch_sub(1, Ordering::AcqRel);
                 }
-                // Flash-cache steps are tracked once the harness drives a flash cache.
-                Event::Flash(_) => {}
+                Event::Flash(step) => {
+                    if s.has_flash() {
+                        s.flash_steps
+                            .lock()
+                            .insert(std::thread::current().id(), step);
+                    }
+                }
             }
         })
     }
@@ -235,10 +322,10 @@ impl Switch {
         if self.in_checkpoint.load(Ordering::Acquire) > 0 {
             return "checkpoint".into();
         }
-        if dev == 0 {
-            "cleaner (page write-back)".into()
-        } else {
-            "commit (log write or sync)".into()
+        match dev {
+            DATA => "cleaner (page write-back)".into(),
+            LOG => "commit (log write or sync)".into(),
+            _ => "cleaner (flash cache write)".into(),
         }
     }
 
@@ -255,13 +342,14 @@ impl Switch {
         let mut point = match req {
             Some(r) => CutPoint {
                 op: self.ops.load(Ordering::Acquire),
-                device: if r.dev == 0 { "data" } else { "log" }.into(),
+                device: device_name(r.dev).into(),
                 kind: r.kind.into(),
                 sector: r.sector,
                 sectors: r.sectors,
                 stream: r.stream,
                 atomic: r.atomic,
                 phase: self.phase(r.dev),
+                flash_step: self.flash_step_for(r.dev),
                 torn_512: 0,
             },
             None => CutPoint {
@@ -336,6 +424,10 @@ impl Switch {
             if self.is_dead() {
                 return Err(off());
             }
+            if self.has_flash() {
+                // Keeps the thread's flash step current (it ends when the thread moves on).
+                self.flash_step_for(req.dev);
+            }
             self.ops.fetch_add(1, Ordering::AcqRel);
             if self.countdown.fetch_sub(1, Ordering::AcqRel) > 1 {
                 return f();
@@ -364,7 +456,7 @@ impl Switch {
         };
         self.io(req, || {
             let inner = &self.inner[dev];
-            if dev == 0 && hints.stream == Stream::Doublewrite.on(&inner.caps()) {
+            if dev == DATA && hints.stream == Stream::Doublewrite.on(&inner.caps()) {
                 self.dw_pending.store(true, Ordering::Release);
             }
             if !self.tear512 {
@@ -415,7 +507,7 @@ impl Switch {
             let _order = self.tear512.then(|| self.order[dev].write());
             let start = self.unflushed[dev].lock().seq;
             self.inner[dev].flush()?;
-            if dev == 0 && self.dw_pending.load(Ordering::Acquire) {
+            if dev == DATA && self.dw_pending.load(Ordering::Acquire) {
                 // The flush after the double-write arms the in-place phase; the next one ends it.
                 self.dw_pending.store(false, Ordering::Release);
             }
@@ -450,7 +542,7 @@ impl Switch {
     }
 }
 
-/// One of the two devices behind a [`Switch`].
+/// One of the devices behind a [`Switch`].
 #[derive(Debug)]
 struct CutDevice {
     switch: Arc<Switch>,
@@ -462,11 +554,23 @@ impl BlockDevice for CutDevice {
         self.switch.inner[self.dev].caps()
     }
     fn read(&self, sector: u64, buf: &mut [u8]) -> pagoda_device::Result<()> {
-        let _g = self.switch.gate.read();
-        if self.switch.is_dead() {
+        let s = &self.switch;
+        if self.dev == FLASH && s.rebuilding.load(Ordering::Acquire) {
+            let req = Req {
+                dev: FLASH,
+                kind: "read",
+                sector,
+                sectors: (buf.len() / SECTOR_SIZE) as u64,
+                stream: 0,
+                atomic: false,
+            };
+            return s.io(req, || s.inner[FLASH].read(sector, buf));
+        }
+        let _g = s.gate.read();
+        if s.is_dead() {
             return Err(off());
         }
-        self.switch.inner[self.dev].read(sector, buf)
+        s.inner[self.dev].read(sector, buf)
     }
     fn write(&self, sector: u64, buf: &[u8], hints: WriteHints) -> pagoda_device::Result<()> {
         self.switch.write(self.dev, sector, buf, hints)
@@ -481,6 +585,12 @@ impl BlockDevice for CutDevice {
         self.switch.inner[self.dev].stats()
     }
     fn describe(&self) -> String {
-        format!("cut({})", self.switch.inner[self.dev].describe())
+        // The role is part of the name: the engine tells its devices apart by their names, and
+        // data and flash cache may be the same kind of device.
+        format!(
+            "cut-{}({})",
+            device_name(self.dev),
+            self.switch.inner[self.dev].describe()
+        )
     }
 }

@@ -3,10 +3,12 @@
 use crate::oracle::{self, Finding, FindingKind, Model};
 use crate::power::{CutPoint, Switch};
 use crate::workload::{Shared, Status, WorkCfg, Write, DYN_PREFIX, MARKS, STATIC_TABLES};
-use crate::{CrashTestOptions, CrashTestReport, Failure};
+use crate::{CrashTestOptions, CrashTestReport, Failure, FlashCrashReport};
 use pagoda_device::mem::{MemConfig, MemDevice};
-use pagoda_device::DeviceRef;
-use pagoda_engine::{Db, DbOptions, Error, Result, TornMode};
+use pagoda_device::{DeviceRef, SECTOR_SIZE};
+use pagoda_engine::{
+    Db, DbOptions, Error, FlashCacheOptions, FlashCacheStats, FlashStep, RecoveryStep, Result,
+};
 use parking_lot::Mutex;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -18,7 +20,46 @@ const FINDINGS_KEPT: usize = 10;
 /// Marker rows deleted per clean-up transaction.
 const CLEANUP_CHUNK: usize = 40;
 
-fn fresh_devices(opts: &CrashTestOptions) -> Result<(DeviceRef, DeviceRef)> {
+/// The devices of a database under test.
+struct Devices {
+    data: DeviceRef,
+    log: DeviceRef,
+    /// The flash cache device, when the run has a flash cache.
+    flash: Option<DeviceRef>,
+}
+
+fn can_cut(d: DeviceRef) -> Result<DeviceRef> {
+    if d.as_power_cut().is_none() {
+        return Err(Error::config(format!(
+            "device {} cannot emulate a power cut; use an emulated SSD (sata-ssd, nvme-ssd) or mem",
+            d.describe()
+        )));
+    }
+    Ok(d)
+}
+
+fn fresh_devices(opts: &CrashTestOptions) -> Result<Devices> {
+    let (data, log) = fresh_data_log(opts)?;
+    let flash = match &opts.flash_cache {
+        None => None,
+        Some(fc) => Some(can_cut(match (&fc.device, &opts.device) {
+            (Some(spec), _) | (None, Some(spec)) => spec.open()?,
+            (None, None) => {
+                // Just the cache's size (whole sectors): the engine must keep within it. No
+                // atomic writes, so that unflushed slots can tear.
+                let size = opts.flash_cache_bytes().div_ceil(SECTOR_SIZE as u64);
+                Arc::new(MemDevice::new(MemConfig {
+                    capacity_bytes: size.max(1) * SECTOR_SIZE as u64,
+                    atomic_write_unit: None,
+                    streams: 4,
+                })?)
+            }
+        })?),
+    };
+    Ok(Devices { data, log, flash })
+}
+
+fn fresh_data_log(opts: &CrashTestOptions) -> Result<(DeviceRef, DeviceRef)> {
     match &opts.device {
         None => {
             let cfg = MemConfig {
@@ -35,13 +76,7 @@ fn fresh_devices(opts: &CrashTestOptions) -> Result<(DeviceRef, DeviceRef)> {
         }
         Some(spec) => {
             let (d, l) = (spec.open()?, spec.open()?);
-            if d.as_power_cut().is_none() {
-                return Err(Error::config(format!(
-                    "device {} cannot emulate a power cut; use an emulated SSD (sata-ssd, nvme-ssd) or mem",
-                    d.describe()
-                )));
-            }
-            Ok((d, l))
+            Ok((can_cut(d)?, l))
         }
     }
 }
@@ -55,15 +90,12 @@ fn cycle_seed(seed: u64, n: u64) -> u64 {
 }
 
 fn db_options(opts: &CrashTestOptions, switch: &Arc<Switch>) -> DbOptions {
-    let (d, l) = switch.devices();
+    let (d, l, f) = switch.devices();
     let o = DbOptions::with_devices(d, l)
         .page_size(opts.page_size)
         // Small enough that the cleaner and evictions run all the time, large enough for the
         // pages one commit changes (it cannot write them before its record is logged).
-        .buffer_bytes(
-            opts.buffer_bytes
-                .unwrap_or(if opts.page_size <= 8192 { 96 } else { 48 } * opts.page_size),
-        )
+        .buffer_bytes(opts.pool_bytes())
         .torn(opts.torn)
         .commit(opts.commit)
         .log_capacity(1 << 20)
@@ -76,6 +108,15 @@ fn db_options(opts: &CrashTestOptions, switch: &Arc<Switch>) -> DbOptions {
     let o = match opts.commit_spill_bytes {
         Some(b) => o.commit_spill_bytes(b),
         None => o,
+    };
+    let o = match (&opts.flash_cache, f) {
+        (Some(fc), Some(f)) => o.flash_cache(
+            FlashCacheOptions::new(f)
+                .size_bytes(opts.flash_cache_bytes())
+                .policy(fc.policy)
+                .pages(fc.pages),
+        ),
+        _ => o,
     };
     DbOptions { dw_pages: 8, ..o }
 }
@@ -90,17 +131,102 @@ struct Pending {
     exposed: u64,
     /// Why the engine failed while the power was still on.
     engine_failure: Option<String>,
+    /// The flash cache's counters since the open, taken at the cut.
+    flash: Option<FlashCacheStats>,
 }
 
 fn count_cut(report: &mut CrashTestReport, c: &CutPoint) {
-    *report.cut_phases.entry(c.phase.clone()).or_default() += 1;
+    let key = match c.flash_step {
+        Some(step) => format!("{} ({step})", c.phase),
+        None => c.phase.clone(),
+    };
+    *report.cut_phases.entry(key).or_default() += 1;
     report.torn_512_sectors += c.torn_512;
     if c.phase == "checkpoint" || c.phase == "open: checkpoint" {
         report.cuts_mid_checkpoint += 1;
     }
+    if let Some(f) = &mut report.flash {
+        match c.flash_step {
+            Some(FlashStep::Append) => f.cuts_append += 1,
+            Some(FlashStep::WriteBack) => f.cuts_write_back += 1,
+            Some(FlashStep::DirCheckpoint) => f.cuts_dir_checkpoint += 1,
+            None => {}
+        }
+        if c.phase == RecoveryStep::FlashRebuild.to_string() {
+            f.cuts_rebuild += 1;
+        }
+    }
 }
 
-fn tally(report: &mut CrashTestReport, findings: &[Finding], torn: TornMode) {
+/// Adds the flash cache's counters of one open-to-cut run.
+fn count_flash_run(report: &mut CrashTestReport, s: &FlashCacheStats) {
+    if let Some(f) = &mut report.flash {
+        f.write_backs += s.write_backs;
+        f.ring_page_writes += s.ring_page_writes;
+        f.dir_checkpoints += s.dir_checkpoints;
+        f.gsc_reappends += s.gsc_reappends;
+        f.hits += s.hits;
+        f.corrupt_slots += s.corrupt_slots;
+    }
+}
+
+/// After a successful open: how the flash cache came up, and the audit of its slots against the
+/// data device (a stale slot is a finding). `existing`: the database existed before this open.
+fn audit_flash(report: &mut CrashTestReport, db: &Db, existing: bool) -> Vec<Finding> {
+    let Some(f) = &mut report.flash else {
+        return Vec::new();
+    };
+    let mut findings = Vec::new();
+    match db.stats().flash_cache {
+        Some(s) => {
+            if existing {
+                if s.warm_start {
+                    f.rebuilds += 1;
+                } else {
+                    f.cold_starts += 1;
+                }
+            }
+            f.rebuild_pages += s.rebuild_pages;
+            f.rebuild_segments += s.rebuild_segments;
+        }
+        None => findings.push(note(
+            FindingKind::RecoveryFailed,
+            "the database opened without its flash cache (no flash cache stats)".into(),
+        )),
+    }
+    match db.check() {
+        Ok(c) => {
+            f.slots_checked += c.flash_slots_checked;
+            f.stale_versions_served += c.flash_stale_slots;
+            if c.flash_stale_slots > 0 {
+                findings.push(Finding {
+                    kind: FindingKind::StaleVersion,
+                    table: String::new(),
+                    key: String::new(),
+                    txn: None,
+                    expected: "no flash slot older than the data device's copy of its page".into(),
+                    found: format!(
+                        "{} of {} valid flash slots stale after recovery",
+                        c.flash_stale_slots, c.flash_slots_checked
+                    ),
+                });
+            }
+        }
+        Err(e) => findings.push(note(
+            if e.is_corruption() {
+                FindingKind::Corruption
+            } else {
+                FindingKind::RecoveryFailed
+            },
+            format!("the check after recovery failed: {e}"),
+        )),
+    }
+    findings
+}
+
+/// Counts findings; `excused`: detected corruption is no failure (torn mode none without a
+/// flash cache), and a wrong value there is a torn page used undetected.
+fn tally(report: &mut CrashTestReport, findings: &[Finding], excused: bool) {
     for f in findings {
         match f.kind {
             FindingKind::LostCommit => report.lost_commits += 1,
@@ -112,13 +238,14 @@ fn tally(report: &mut CrashTestReport, findings: &[Finding], torn: TornMode) {
                 report.isolation_violations += 1;
             }
             FindingKind::Corruption => report.corruption_detected += 1,
-            FindingKind::RecoveryFailed | FindingKind::EngineFailed => {}
+            FindingKind::RecoveryFailed | FindingKind::EngineFailed | FindingKind::StaleVersion => {
+            }
         }
         let engine = matches!(
             f.kind,
             FindingKind::RecoveryFailed | FindingKind::EngineFailed
         );
-        if torn == TornMode::None && !engine {
+        if excused && !engine {
             report.undetected_torn += 1;
         }
     }
@@ -141,8 +268,15 @@ pub fn run(opts: CrashTestOptions) -> Result<CrashTestReport> {
     let mut report = CrashTestReport {
         seed: opts.seed,
         sabotage: opts.sabotage.map(|s| s.to_string()),
+        flash: opts.flash_cache.as_ref().map(|fc| FlashCrashReport {
+            policy: fc.policy.to_string(),
+            pages: fc.pages.to_string(),
+            size_bytes: opts.flash_cache_bytes(),
+            ..FlashCrashReport::default()
+        }),
         ..CrashTestReport::default()
     };
+    let excused = opts.corruption_excused();
     let keep = if opts.replay_cycle.is_some() {
         usize::MAX
     } else {
@@ -175,8 +309,9 @@ pub fn run(opts: CrashTestOptions) -> Result<CrashTestReport> {
                 i64::MAX
             };
             let switch = Switch::new(
-                devs.0.clone(),
-                devs.1.clone(),
+                devs.data.clone(),
+                devs.log.clone(),
+                devs.flash.clone(),
                 rng.gen(),
                 rng.gen_bool(0.5),
                 countdown,
@@ -214,7 +349,7 @@ pub fn run(opts: CrashTestOptions) -> Result<CrashTestReport> {
         let failed_cycle = pending.as_ref().map_or(cycle, |p| p.cycle);
         let cut = pending.as_ref().and_then(|p| p.cut.clone());
         let fail = |report: &mut CrashTestReport, findings: Vec<Finding>| {
-            tally(report, &findings, opts.torn);
+            tally(report, &findings, excused);
             report.failures.push(Failure {
                 seed: opts.seed,
                 cycle: failed_cycle,
@@ -231,7 +366,7 @@ pub fn run(opts: CrashTestOptions) -> Result<CrashTestReport> {
                 if e.is_corruption() {
                     report.corruption_detected += 1;
                 }
-                if !(e.is_corruption() && opts.torn == TornMode::None) {
+                if !(e.is_corruption() && excused) {
                     let kind = if e.is_corruption() {
                         FindingKind::Corruption
                     } else {
@@ -250,9 +385,11 @@ pub fn run(opts: CrashTestOptions) -> Result<CrashTestReport> {
                 continue;
             }
         };
+        let flash_findings = audit_flash(&mut report, &db, pending.is_some());
         if let Some(p) = pending.take() {
             report.torn_pages_repaired += db.stats().recovery.torn_pages_repaired;
             let mut verdict = oracle::verify(&db, &model, &p.txns, &p.ddl)?;
+            verdict.findings.extend(flash_findings);
             if let Some(why) = &p.engine_failure {
                 verdict.findings.push(note(
                     FindingKind::EngineFailed,
@@ -272,7 +409,7 @@ pub fn run(opts: CrashTestOptions) -> Result<CrashTestReport> {
             report.transactions_checked += verdict.checked;
             if !verdict.corrupt_pages.is_empty() {
                 report.corruption_detected += verdict.corrupt_pages.len() as u64;
-                if opts.torn != TornMode::None {
+                if !excused {
                     let pages: Vec<u64> = verdict.corrupt_pages.iter().copied().collect();
                     fail(
                         &mut report,
@@ -301,6 +438,13 @@ pub fn run(opts: CrashTestOptions) -> Result<CrashTestReport> {
             }
             model = verdict.state;
         } else {
+            if !flash_findings.is_empty() {
+                fail(&mut report, flash_findings);
+                if opts.stop_on_failure {
+                    db.abandon();
+                    break;
+                }
+            }
             for t in STATIC_TABLES {
                 if !db.list_tables().iter().any(|x| x == t) {
                     db.create_table(t)?;
@@ -327,6 +471,9 @@ pub fn run(opts: CrashTestOptions) -> Result<CrashTestReport> {
             .count() as u64;
         if let Some(c) = &p.cut {
             count_cut(&mut report, c);
+        }
+        if let Some(s) = &p.flash {
+            count_flash_run(&mut report, s);
         }
         if switch.cut_mid_doublewrite() {
             report.cuts_mid_doublewrite += 1;
@@ -437,6 +584,7 @@ fn workload(
     } else {
         db.failure().map(|f| f.to_string())
     };
+    let flash = db.stats().flash_cache;
     db.clone().abandon();
     // A workload that ended before the chosen operation is cut at a quiet moment.
     let _ = switch.cut_now();
@@ -448,5 +596,6 @@ fn workload(
         engine_failure,
         ddl: ddl.into_inner(),
         cut: switch.cut_point(),
+        flash,
     }
 }

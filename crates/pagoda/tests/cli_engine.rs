@@ -155,6 +155,56 @@ fn crashtest_refuses_devices_without_power_cuts() {
 }
 
 #[test]
+fn crashtest_refuses_bad_flash_cache_flags() {
+    let refuse = |args: &[&str], want: &str| {
+        let o = pagoda()
+            .args(["crashtest", "--cycles", "5", "--device", "mem"])
+            .args(args)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success(), "{args:?} accepted");
+        assert!(err.contains(want), "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{args:?}: one line: {err}");
+    };
+    refuse(&["--flash-cache-size", "1MiB"], "give --flash-cache DEVICE");
+    refuse(
+        &["--flash-cache-policy", "lru"],
+        "give --flash-cache DEVICE",
+    );
+    refuse(&["--flash-cache-pages", "all"], "give --flash-cache DEVICE");
+    refuse(
+        &["--sabotage", "flash-unsynced-writeback"],
+        "--flash-cache DEVICE",
+    );
+    refuse(
+        &["--flash-cache", "mem", "--flash-cache-policy", "fifo"],
+        "face, face-gsc or lru",
+    );
+    refuse(
+        &["--flash-cache", "mem", "--flash-cache-pages", "some"],
+        "dirty or all",
+    );
+    refuse(
+        &["--flash-cache", "mem", "--flash-cache-size", "0"],
+        "above 0",
+    );
+    refuse(&["--flash-cache", "floppy"], "unknown device");
+    // The engine's own reason: a flash cache replaces the double-write buffer.
+    refuse(
+        &["--flash-cache", "mem", "--torn", "doublewrite"],
+        "--torn none",
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("cache");
+    refuse(
+        &["--flash-cache", &format!("file:{}", file.display())],
+        "cannot emulate a power cut",
+    );
+    assert!(!file.exists(), "a refused cache device must not be created");
+}
+
+#[test]
 fn inspect_names_corrupt_pages() {
     let dir = tempfile::tempdir().unwrap();
     {

@@ -4,9 +4,10 @@ use crate::error::{CliError, CliResult};
 use crate::progress::Progress;
 use crate::report::write_json;
 use clap::Args;
-use pagoda_crashtest::{self as crashtest, CrashTestOptions};
+use pagoda_crashtest::{self as crashtest, CrashFlashCache, CrashTestOptions, CrashTestReport};
 use pagoda_device::spec::{DeviceKind, DeviceSpec};
-use pagoda_engine::{CommitMode, Sabotage, TornMode};
+use pagoda_device::units::{format_size, parse_size};
+use pagoda_engine::{CommitMode, FlashPages, FlashPolicy, Sabotage, TornMode};
 use parking_lot::Mutex;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -14,9 +15,10 @@ use std::sync::Arc;
 /// Flags of `crashtest`.
 #[derive(Debug, Args)]
 pub struct CrashtestArgs {
-    /// Torn-write protection under test: doublewrite | atomic | none.
+    /// Torn-write protection under test: doublewrite | atomic | none (default: doublewrite;
+    /// none with --flash-cache, which replaces the double-write buffer).
     #[arg(long)]
-    torn: TornMode,
+    torn: Option<TornMode>,
     /// Power-cut cycles.
     #[arg(long)]
     cycles: u64,
@@ -42,9 +44,10 @@ pub struct CrashtestArgs {
     buffer: Option<String>,
     /// Remove one safety step of the engine on purpose (skip-log-sync, skip-doublewrite,
     /// ack-before-durable, skip-wal-rule, skip-checkpoint-flush, non-atomic-pages,
-    /// visible-before-durable, redo-partial-writes, merge-unmarked-sibling, ignore-log-epoch):
-    /// the crash test must then fail, which proves it can (ignore-log-epoch needs a rare
-    /// alignment of two crashes; its deterministic proof is in the engine's log tests).
+    /// visible-before-durable, redo-partial-writes, merge-unmarked-sibling, ignore-log-epoch;
+    /// with --flash-cache: flash-unsynced-writeback, flash-trust-torn-slots): the crash test
+    /// must then fail, which proves it can (ignore-log-epoch needs a rare alignment of two
+    /// crashes; its deterministic proof is in the engine's log tests).
     #[arg(long)]
     sabotage: Option<Sabotage>,
     /// Run up to this cycle of the seed's run and report it in full (use the seed and flags of
@@ -57,6 +60,95 @@ pub struct CrashtestArgs {
     /// Write the report as JSON here.
     #[arg(long)]
     json: Option<PathBuf>,
+    /// Put a flash cache (seed 000) between the buffer pool and the data device, on this
+    /// emulated device (mem, or a preset such as sata-ssd); power is cut on it too.
+    #[arg(long, value_name = "DEVICE")]
+    flash_cache: Option<String>,
+    /// Bytes of the cache device the flash cache uses, metadata included (default: 4 times the
+    /// buffer pool, so that the ring wraps and pages are written back all the time).
+    #[arg(long, value_name = "SIZE")]
+    flash_cache_size: Option<String>,
+    /// Flash cache replacement policy: face | face-gsc | lru.
+    #[arg(long, value_name = "POLICY")]
+    flash_cache_policy: Option<FlashPolicy>,
+    /// Which pages the flash cache keeps: dirty | all (default dirty, the seed's "FaCE Dirty
+    /// Only").
+    #[arg(long, value_name = "PAGES")]
+    flash_cache_pages: Option<FlashPages>,
+}
+
+/// Whether the device `spec` names can have its power cut (refused before anything is created).
+fn refuse_without_power_cut(flag: &str, text: &str, spec: &DeviceSpec) -> CliResult<()> {
+    let can_cut = !matches!(spec.kind, DeviceKind::File(_)) && spec.open()?.caps().power_cut;
+    if !can_cut {
+        return Err(CliError::Usage(format!(
+            "{flag} {text} cannot emulate a power cut; use an emulated SSD (sata-ssd, nvme-ssd) or mem"
+        )));
+    }
+    Ok(())
+}
+
+/// The flash cache of the flags, if any; refuses flash-cache flags without `--flash-cache`.
+fn flash_cache(a: &CrashtestArgs) -> CliResult<Option<CrashFlashCache>> {
+    let Some(text) = &a.flash_cache else {
+        let stray = [
+            ("--flash-cache-size", a.flash_cache_size.is_some()),
+            ("--flash-cache-policy", a.flash_cache_policy.is_some()),
+            ("--flash-cache-pages", a.flash_cache_pages.is_some()),
+        ];
+        if let Some((flag, _)) = stray.iter().find(|(_, given)| *given) {
+            return Err(CliError::Usage(format!(
+                "{flag} configures a flash cache: give --flash-cache DEVICE too (e.g. --flash-cache mem)"
+            )));
+        }
+        return Ok(None);
+    };
+    let spec = DeviceSpec::parse(text)?;
+    refuse_without_power_cut("--flash-cache", text, &spec)?;
+    let size_bytes = a.flash_cache_size.as_deref().map(parse_size).transpose()?;
+    if size_bytes == Some(0) {
+        return Err(CliError::Usage(
+            "--flash-cache-size must be above 0 (e.g. 2MiB)".to_string(),
+        ));
+    }
+    Ok(Some(CrashFlashCache {
+        device: Some(spec),
+        size_bytes,
+        policy: a.flash_cache_policy.unwrap_or_default(),
+        pages: a.flash_cache_pages.unwrap_or_default(),
+    }))
+}
+
+/// The flash cache's counters, for the text summary on stderr.
+fn print_flash(report: &CrashTestReport) {
+    let Some(f) = &report.flash else { return };
+    eprintln!(
+        "flash cache {} ({} pages, {}): stale versions served {}, slots checked {}, \
+         rebuilds (warm starts) {}, cold starts {}, pages found in flash {}, ring segments rebuilt {}",
+        f.policy,
+        f.pages,
+        format_size(f.size_bytes),
+        f.stale_versions_served,
+        f.slots_checked,
+        f.rebuilds,
+        f.cold_starts,
+        f.rebuild_pages,
+        f.rebuild_segments
+    );
+    eprintln!(
+        "  write-backs {}, ring page writes {}, directory checkpoints {}, GSC re-appends {}, \
+         flash hits {}, corrupt slots {}",
+        f.write_backs,
+        f.ring_page_writes,
+        f.dir_checkpoints,
+        f.gsc_reappends,
+        f.hits,
+        f.corrupt_slots
+    );
+    eprintln!(
+        "  cuts during flash append {}, write-back {}, directory checkpoint {}, rebuild {}",
+        f.cuts_append, f.cuts_write_back, f.cuts_dir_checkpoint, f.cuts_rebuild
+    );
 }
 
 /// Runs the crash test; fails when the report shows loss or corruption the mode must prevent.
@@ -69,17 +161,19 @@ pub fn run(a: &CrashtestArgs) -> CliResult<()> {
     let page_size = pagoda_device::units::parse_size(&a.page_size)? as usize;
     let spec = DeviceSpec::parse(&a.device)?;
     // Fail on a device without power cuts before any cycle runs (and before creating files).
-    let can_cut = !matches!(spec.kind, DeviceKind::File(_)) && spec.open()?.caps().power_cut;
-    if !can_cut {
-        return Err(CliError::Usage(format!(
-            "--device {} cannot emulate a power cut; use an emulated SSD (sata-ssd, nvme-ssd) or mem",
-            a.device
-        )));
-    }
+    refuse_without_power_cut("--device", &a.device, &spec)?;
+    let flash = flash_cache(a)?;
+    // A flash cache replaces the double-write buffer: its default torn mode is none. (An
+    // explicit --torn doublewrite reaches the engine, which says why it refuses.)
+    let torn = a.torn.unwrap_or(if flash.is_some() {
+        TornMode::None
+    } else {
+        TornMode::Doublewrite
+    });
     let progress = Arc::new(Mutex::new(Progress::new("crashtest", "cycles", a.cycles)));
     let bar = Arc::clone(&progress);
     let opts = CrashTestOptions {
-        torn: a.torn,
+        torn,
         commit: a.commit,
         cycles: a.cycles,
         seed: a.seed,
@@ -96,10 +190,11 @@ pub fn run(a: &CrashtestArgs) -> CliResult<()> {
             .map(|b| b as usize),
         stop_on_failure: !a.keep_going,
         replay_cycle: a.replay_cycle,
+        flash_cache: flash,
         ..CrashTestOptions::default()
     };
     opts.validate()?;
-    if a.torn == TornMode::Atomic {
+    if torn == TornMode::Atomic {
         let unit = spec.open()?.caps().atomic_write_unit;
         if unit != Some(page_size) {
             return Err(CliError::Usage(format!(
@@ -128,6 +223,7 @@ pub fn run(a: &CrashtestArgs) -> CliResult<()> {
     for (phase, n) in &report.cut_phases {
         eprintln!("  cuts during {phase}: {n}");
     }
+    print_flash(&report);
     for f in &report.failures {
         eprintln!("FAILED {f}");
     }
@@ -135,13 +231,17 @@ pub fn run(a: &CrashtestArgs) -> CliResult<()> {
     if let Some(path) = &a.json {
         write_json(path, &report)?;
     }
-    if report.failed(a.torn) {
+    if report.failed(torn) {
+        let flash = a
+            .flash_cache
+            .as_ref()
+            .map_or(String::new(), |d| format!(" --flash-cache {d}"));
         let sab = a
             .sabotage
             .map_or(String::new(), |s| format!(" with --sabotage {s}"));
         return Err(CliError::CheckFailed(format!(
-            "crashtest failed for --torn {}{sab} (seed {}): see the failures above",
-            a.torn, a.seed
+            "crashtest failed for --torn {torn}{flash}{sab} (seed {}): see the failures above",
+            a.seed
         )));
     }
     Ok(())
