@@ -10,7 +10,9 @@
 
 use crate::error::{Error, Result};
 
+mod flash;
 mod log;
+pub use flash::*;
 pub use log::*;
 #[cfg(test)]
 mod tests;
@@ -30,8 +32,9 @@ pub const GROUP_HEADER: usize = 48;
 /// Bytes of a log record header.
 pub const RECORD_HEADER: usize = 17;
 /// Format version. 2: group headers record the durable LSN and the database id (version 1
-/// logs cannot tell damage to acknowledged groups from a torn tail).
-pub const FORMAT_VERSION: u32 = 2;
+/// logs cannot tell damage to acknowledged groups from a torn tail). 3: the superblock binds
+/// the database to its flash cache.
+pub const FORMAT_VERSION: u32 = 3;
 /// Bytes reserved at the start of the data device for the two superblocks (sectors 0 and 1)
 /// and future use; page ids below `HEADER_BYTES / page_size` are never allocated.
 pub const HEADER_BYTES: u64 = 64 * 1024;
@@ -461,7 +464,20 @@ pub struct Superblock {
     pub meta_page: u64,
     /// Random id tying the log to the data device.
     pub db_id: u64,
+    /// Id of the flash cache this state was written with (0: none).
+    pub flash_cache_id: u64,
+    /// The flash cache's next ring sequence number at this superblock: a cache that has not
+    /// reached it is older than the database.
+    pub flash_seq: u64,
+    /// Whether pages newer than the data device's copies sit in the flash cache (the database
+    /// cannot open without it).
+    pub flash_dependent: bool,
 }
+
+/// Bytes of a version 1–2 superblock before its CRC.
+const SB_BODY_V2: usize = 8 + 4 + 4 + 8 * 5 + 4 + 8 + 8;
+/// Bytes of a superblock before its CRC.
+const SB_BODY: usize = SB_BODY_V2 + 8 + 8 + 4;
 
 impl Superblock {
     /// Encodes into one 4 KiB sector.
@@ -478,6 +494,9 @@ impl Superblock {
         put_u32(&mut b, self.dw_pages);
         put_u64(&mut b, self.meta_page);
         put_u64(&mut b, self.db_id);
+        put_u64(&mut b, self.flash_cache_id);
+        put_u64(&mut b, self.flash_seq);
+        put_u32(&mut b, u32::from(self.flash_dependent));
         let crc = crc32c::crc32c(&b);
         put_u32(&mut b, crc);
         b.resize(SECTOR, 0);
@@ -486,10 +505,12 @@ impl Superblock {
 
     /// The format version of a sector holding an intact superblock of any version.
     pub fn version(buf: &[u8]) -> Option<u32> {
-        let body = 8 + 4 + 4 + 8 * 5 + 4 + 8 + 8;
-        let stored = u32::from_le_bytes(buf[body..body + 4].try_into().ok()?);
-        (buf[..8] == SB_MAGIC && crc32c::crc32c(&buf[..body]) == stored)
-            .then(|| u32::from_le_bytes([buf[8], buf[9], buf[10], buf[11]]))
+        // Versions 1 and 2 ended after the database id; version 3 adds the flash binding.
+        [SB_BODY_V2, SB_BODY].into_iter().find_map(|body| {
+            let stored = u32::from_le_bytes(buf[body..body + 4].try_into().ok()?);
+            (buf[..8] == SB_MAGIC && crc32c::crc32c(&buf[..body]) == stored)
+                .then(|| u32::from_le_bytes([buf[8], buf[9], buf[10], buf[11]]))
+        })
     }
 
     /// Decodes a sector; `Err` says why it is not a valid superblock.
@@ -497,7 +518,7 @@ impl Superblock {
         if buf[..8] != SB_MAGIC {
             return Err("no superblock magic".into());
         }
-        let body = 8 + 4 + 4 + 8 * 5 + 4 + 8 + 8;
+        let body = SB_BODY;
         let stored = u32::from_le_bytes([buf[body], buf[body + 1], buf[body + 2], buf[body + 3]]);
         if crc32c::crc32c(&buf[..body]) != stored {
             return Err("superblock checksum mismatch".into());
@@ -520,6 +541,9 @@ impl Superblock {
             dw_pages: r.u32().unwrap_or(0),
             meta_page: r.u64().unwrap_or(0),
             db_id: r.u64().unwrap_or(0),
+            flash_cache_id: r.u64().unwrap_or(0),
+            flash_seq: r.u64().unwrap_or(0),
+            flash_dependent: r.u32().unwrap_or(0) != 0,
         };
         Ok(sb)
     }

@@ -176,7 +176,7 @@ fn fixtures_give_errors_naming_the_damage() {
                     e,
                     Error::UnsupportedFormat {
                         found: 1,
-                        supported: 2
+                        supported: pagoda_engine::format::FORMAT_VERSION
                     }
                 ));
                 assert!(e.to_string().contains("version 1"), "{e}");

@@ -29,6 +29,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
 mod cleaner;
+pub(crate) mod flash;
 mod lru;
 mod torn;
 mod undo;
@@ -126,6 +127,8 @@ pub struct Pool {
     journaling: std::sync::atomic::AtomicBool,
     /// Set when a commit spilled past the budget; cleared once [`Pool::trim`] is back in it.
     over_budget: std::sync::atomic::AtomicBool,
+    /// The flash cache tier (seed 000): page writes go there, misses look there first.
+    flash: Option<flash::FlashCache>,
 }
 
 /// A pinned frame; unpins on drop.
@@ -254,7 +257,19 @@ impl Pool {
             journal: Mutex::new(undo::Journal::default()),
             journaling: std::sync::atomic::AtomicBool::new(false),
             over_budget: std::sync::atomic::AtomicBool::new(false),
+            flash: None,
         }
+    }
+
+    /// Puts a flash cache between this pool and the data device. (Call before use.)
+    pub(crate) fn with_flash(mut self, fc: Option<flash::FlashCache>) -> Self {
+        self.flash = fc;
+        self
+    }
+
+    /// The flash cache, if any.
+    pub(crate) fn flash(&self) -> Option<&flash::FlashCache> {
+        self.flash.as_ref()
     }
 
     fn new_frames(n: usize) -> Vec<Frame> {
@@ -331,14 +346,14 @@ impl Pool {
         self.budget
     }
 
-    /// Flash cache counters (none configured yet).
+    /// Flash cache counters, when a flash cache is configured.
     pub fn flash_stats(&self) -> Option<crate::db::FlashCacheStats> {
-        None
+        self.flash.as_ref().map(flash::FlashCache::stats)
     }
 
     /// The flash cache device, if any.
     pub fn flash_device(&self) -> Option<&DeviceRef> {
-        None
+        self.flash.as_ref().map(flash::FlashCache::device)
     }
 
     /// Number of dirty frames.
@@ -359,6 +374,19 @@ impl Pool {
         self.dev.read(self.sector_of(pid), &mut buf)?;
         self.counters.reads.fetch_add(1, Ordering::Relaxed);
         Ok(buf)
+    }
+
+    /// Reads the newest durable image of a page: its flash copy when the flash cache has one,
+    /// else the data device's.
+    pub fn read_page(&self, pid: u64) -> Result<Vec<u8>> {
+        if let Some(fc) = &self.flash {
+            if pid < self.capacity_pages {
+                if let Some(b) = fc.read(pid)? {
+                    return Ok(b);
+                }
+            }
+        }
+        self.read_raw(pid)
     }
 
     /// Pins the frame of `pid`, loading it when missing (`load = None` installs `install`
@@ -411,12 +439,27 @@ impl Pool {
             if old != u64::MAX {
                 self.counters.evictions.fetch_add(1, Ordering::Relaxed);
             }
+            // A clean page leaving DRAM goes to the flash cache too (pages `all`).
+            let evicted = match &self.flash {
+                Some(fc) if old != u64::MAX && fc.caches_clean() => guard.take(),
+                _ => None,
+            };
             inner.ids[idx as usize] = pid;
             self.young_at[idx as usize].store(UNSET, Ordering::Relaxed);
             inner.lru.insert_mid(idx);
             frame.pin.fetch_add(1, Ordering::Acquire);
             self.shard(pid).write().insert(pid, idx);
             drop(inner);
+            if let (Some(fc), Some(page)) = (&self.flash, evicted) {
+                let mut bytes = Vec::with_capacity(self.page_size);
+                crate::format::encode_page(&page, self.page_size, &mut bytes);
+                fc.stage(flash::Img {
+                    pid: page.id,
+                    lsn: page.lsn,
+                    bytes,
+                    dirty: false,
+                });
+            }
             {
                 let mut st = frame.state.lock();
                 st.dirty = false;
@@ -429,7 +472,7 @@ impl Pool {
                 Some(p) => Ok(p.take()),
                 None => {
                     self.counters.misses.fetch_add(1, Ordering::Relaxed);
-                    self.read_raw(pid).and_then(|b| {
+                    self.read_page(pid).and_then(|b| {
                         if is_zero(&b) {
                             Err(Error::corrupt(
                                 pid,

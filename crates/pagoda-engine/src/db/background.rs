@@ -33,19 +33,19 @@ impl Db {
             if !probe::is(self.inner.opts.sabotage, Sabotage::SkipCheckpointFlush) {
                 self.inner.pool.flush_dirty(Some(c))?;
             }
-            let mut sb = self.inner.sb.lock();
-            let mut next = sb.clone();
-            next.generation += 1;
-            next.checkpoint_lsn = c;
-            next.checkpoint_cts = cts;
-            let slot = next.generation % 2;
-            self.inner.data.write(
-                slot,
-                &next.encode(),
-                WriteHints::stream(self.inner.data_stream),
-            )?;
-            self.inner.data.flush()?;
-            *sb = next;
+            // With a flash cache the pages went there: the superblock names the cache and how
+            // far its ring had got, so a missing or older cache is never taken for it.
+            let fc = self.inner.pool.flash();
+            let (fc_id, fc_seq, fc_dep) = fc.map_or((0, 0, false), |f| {
+                (f.cache_id(), f.next_seq(), f.has_dirty())
+            });
+            self.write_superblock(|sb| {
+                sb.checkpoint_lsn = c;
+                sb.checkpoint_cts = cts;
+                sb.flash_cache_id = fc_id;
+                sb.flash_seq = fc_seq;
+                sb.flash_dependent = fc_dep;
+            })?;
             self.inner.wal.set_reclaim(c);
             Ok::<_, Error>(c)
         })();
@@ -65,6 +65,26 @@ impl Db {
             // only an I/O error (or a bug) fails the database; a stalled checkpoint is retried.
             Err(e) => Err(self.fail(e)),
         }
+    }
+
+    /// Writes the next superblock (into the other slot) changed by `f`, and syncs it.
+    pub(super) fn write_superblock(
+        &self,
+        f: impl FnOnce(&mut crate::format::Superblock),
+    ) -> Result<()> {
+        let mut sb = self.inner.sb.lock();
+        let mut next = sb.clone();
+        next.generation += 1;
+        f(&mut next);
+        let slot = next.generation % 2;
+        self.inner.data.write(
+            slot,
+            &next.encode(),
+            WriteHints::stream(self.inner.data_stream),
+        )?;
+        self.inner.data.flush()?;
+        *sb = next;
+        Ok(())
     }
 
     /// Starts the flush thread of pipelined commit.
@@ -204,6 +224,14 @@ pub(super) fn background(weak: Weak<Inner>) {
         if db.inner.pool.dirty_frames() * 2 > db.inner.pool.frames() {
             if let Err(e) = db.inner.pool.clean_batch(None) {
                 db.fail(e);
+            }
+        }
+        if let Some(fc) = db.inner.pool.flash() {
+            // Clean pages evicted from DRAM wait for a ring write (pages `all`).
+            if fc.staged_full() {
+                if let Err(e) = fc.write(Vec::new()) {
+                    db.fail(e);
+                }
             }
         }
         db.inner.pool.trim();

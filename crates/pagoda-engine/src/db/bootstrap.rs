@@ -100,6 +100,9 @@ pub(super) fn create(opts: &DbOptions, data: &DeviceRef, log: &DeviceRef) -> Res
         dw_pages: opts.dw_pages,
         meta_page: meta,
         db_id,
+        flash_cache_id: 0,
+        flash_seq: 0,
+        flash_dependent: false,
     };
     data.write(1, &sb.encode(), dstream)?;
     data.flush()?;

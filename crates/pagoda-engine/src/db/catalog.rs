@@ -161,7 +161,11 @@ impl Db {
         let _writers = self.inner.commit.lock();
         let mut roots = vec![self.inner.meta_page + 1];
         roots.extend(self.inner.roots.read().values().copied());
-        crate::check::check(&self.inner.pool, self.inner.meta_page, &roots)
+        let mut report = crate::check::check(&self.inner.pool, self.inner.meta_page, &roots)?;
+        if let Some(fc) = self.inner.pool.flash() {
+            (report.flash_slots_checked, report.flash_stale_slots) = fc.audit()?;
+        }
+        Ok(report)
     }
 
     /// After a read of `t`'s tree: fails if the table was dropped meanwhile, since its pages

@@ -123,9 +123,6 @@ impl Db {
     /// damaged page or log position, [`Error::Device`] for I/O errors.
     pub fn open(opts: DbOptions) -> Result<Db> {
         opts.validate()?;
-        if opts.flash_cache.is_some() {
-            return Err(Error::config("the flash cache is being built"));
-        }
         let (data, log) = devices(&opts, false)?;
         let started = Instant::now();
         let dcaps = data.caps();
@@ -194,6 +191,7 @@ impl Db {
             )
             .sabotaged(opts.sabotage),
         );
+        let flash = open_flash(&opts, &data, &log, &sb)?;
         let frames = opts.buffer_bytes / page_size;
         let pool = Pool::new(
             data.clone(),
@@ -205,6 +203,7 @@ impl Db {
             wal.clone(),
         )
         .with_spill(opts.spill_bytes() / page_size)
+        .with_flash(flash)
         .sabotaged(opts.sabotage);
         pool.applied.store(scan.end, Ordering::Release);
         let mut rec = RecoveryStats {
@@ -300,6 +299,16 @@ impl Db {
         Ok(db)
     }
 
+    /// Writes the flash cache's dirty pages back and records in the superblock that the
+    /// database no longer depends on it.
+    fn drain_flash(&self) -> Result<()> {
+        let Some(fc) = self.inner.pool.flash() else {
+            return Ok(());
+        };
+        fc.drain().map_err(|e| self.fail(e))?;
+        self.write_superblock(|sb| sb.flash_dependent = false)
+    }
+
     fn check_open(&self) -> Result<()> {
         if self.inner.closed.load(Ordering::Acquire) {
             return Err(Error::Closed);
@@ -377,11 +386,15 @@ impl Db {
     }
 
     /// Checkpoints and closes. Other handles of this database fail with [`Error::Closed`].
+    /// With a flash cache, its dirty pages are written back to the data device first, so the
+    /// database no longer depends on it (the cache stays warm for the next open).
     pub fn close(self) -> Result<()> {
         self.stop_flusher(true);
         self.stop_background();
         let res = if self.inner.failed.lock().is_none() {
-            self.checkpoint().map(|_| ())
+            self.checkpoint()
+                .map(|_| ())
+                .and_then(|()| self.drain_flash())
         } else {
             Ok(())
         };
@@ -402,4 +415,49 @@ impl Db {
     pub fn failure(&self) -> Option<Failure> {
         self.inner.failed.lock().clone()
     }
+}
+
+/// Opens the flash cache the options name (refusing one that is also the data or log
+/// device), or checks that the database does not need one.
+fn open_flash(
+    opts: &DbOptions,
+    data: &DeviceRef,
+    log: &DeviceRef,
+    sb: &Superblock,
+) -> Result<Option<crate::buffer::flash::FlashCache>> {
+    use crate::buffer::flash::{Binding, FlashCache};
+    let Some(fo) = &opts.flash_cache else {
+        if sb.flash_dependent {
+            return Err(Error::config(
+                "this database's newest pages are in its flash cache: open it with the flash \
+                 cache it last ran with (--flash-cache DEVICE --flash-cache-size SIZE)",
+            ));
+        }
+        return Ok(None);
+    };
+    for (what, d) in [("data", data), ("log", log)] {
+        if Arc::ptr_eq(d, &fo.device) || d.describe() == fo.device.describe() {
+            return Err(Error::config(format!(
+                "the flash cache device {} is also the {what} device: give it a device of its own",
+                fo.device.describe()
+            )));
+        }
+    }
+    probe::emit(&opts.observer, Event::Recovery(RecoveryStep::FlashRebuild));
+    let binding = Binding {
+        cache_id: sb.flash_cache_id,
+        seq: sb.flash_seq,
+        dependent: sb.flash_dependent,
+    };
+    FlashCache::open(
+        fo,
+        data,
+        sb.page_size as usize,
+        sb.db_id,
+        binding,
+        opts.torn,
+        opts.observer.clone(),
+        opts.sabotage,
+    )
+    .map(Some)
 }

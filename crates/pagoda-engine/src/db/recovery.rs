@@ -20,7 +20,11 @@ pub(super) fn verify_pages(
 ) -> Result<Vec<u64>> {
     let ps = pool.page_size();
     let per_page = (ps / SECTOR) as u64;
+    // Through the flash cache: a page's newest durable copy may be there.
     let read = |pid: u64| -> Result<Vec<u8>> {
+        if pid < pool.capacity_pages() {
+            return pool.read_page(pid);
+        }
         let mut b = vec![0u8; ps];
         data.read(pid * per_page, &mut b)?;
         Ok(b)
@@ -78,7 +82,7 @@ pub(super) fn redo(
         }
     }
     for (pid, (lsn, node)) in latest {
-        let buf = pool.read_raw(pid)?;
+        let buf = pool.read_page(pid)?;
         if !is_zero(&buf) {
             match check_page(&buf, pid) {
                 Ok(l) if l >= lsn => continue,

@@ -74,6 +74,9 @@ fn superblock_roundtrip() {
         dw_pages: 64,
         meta_page: 68,
         db_id: 42,
+        flash_cache_id: 7,
+        flash_seq: 99,
+        flash_dependent: true,
     };
     let b = sb.encode();
     assert_eq!(Superblock::decode(&b).unwrap(), sb);
@@ -228,4 +231,56 @@ mod prop {
             prop_assert!(ok);
         }
     }
+}
+
+#[test]
+fn flash_structures_roundtrip() {
+    let h = CacheHeader {
+        generation: 5,
+        db_id: 1,
+        cache_id: 2,
+        page_size: 16384,
+        segments: 10,
+        per_segment: 16,
+        dir_sectors: 3,
+        dir_bytes: 100,
+        dir_crc: 0xdead,
+    };
+    let b = h.encode();
+    assert_eq!(CacheHeader::decode(&b).unwrap(), h);
+    let mut c = b.clone();
+    c[17] ^= 1;
+    assert!(CacheHeader::decode(&c).is_err());
+    let e = SlotEntry {
+        pid: 9,
+        lsn: 77,
+        seq: 3,
+        crc: 0x1234,
+        dirty: true,
+    };
+    let seg = SegmentHeader {
+        cache_id: 2,
+        seq: 3,
+        slots: vec![Some(e), None, Some(SlotEntry { dirty: false, ..e })],
+    };
+    let b = seg.encode();
+    assert_eq!(SegmentHeader::decode(&b).unwrap(), seg);
+    let mut c = b.clone();
+    c[40] ^= 1;
+    assert!(SegmentHeader::decode(&c).is_none());
+    let full = SegmentHeader {
+        slots: vec![Some(e); MAX_PER_SEGMENT],
+        ..seg
+    };
+    assert_eq!(full.encode().len(), SECTOR);
+    assert_eq!(SegmentHeader::decode(&full.encode()).unwrap(), full);
+    let d = DirCheckpoint {
+        next_seq: 10,
+        head: 4,
+        entries: vec![(0, e), (17, e)],
+    };
+    let b = d.encode();
+    assert_eq!(b.len(), DirCheckpoint::bytes_for(2));
+    assert_eq!(DirCheckpoint::decode(&b).unwrap(), d);
+    assert!(DirCheckpoint::decode(&b[..b.len() - 3]).is_none());
 }

@@ -1,0 +1,147 @@
+//! Policy `lru`, the conventional flash cache the FaCE paper compares with: each page goes
+//! into a free slot or the least recently used one, wherever it lies (random writes).
+//!
+//! Crash safety as in the ring: a page never overwrites its own previous copy (that stays valid
+//! until the new one is synced), a victim's dirty page is written back to the data device and
+//! synced before its slot is overwritten, and each segment header is rewritten after its slots,
+//! so a torn slot never matches its entry.
+
+use super::{FlashCache, Img, Io, Slot, NONE};
+use crate::error::{Error, Result};
+use crate::format::{SegmentHeader, SlotEntry};
+use crate::probe::FlashStep;
+use pagoda_device::WriteHints;
+use std::collections::{BTreeSet, HashSet};
+
+impl FlashCache {
+    pub(super) fn place(&self, io: &mut Io, imgs: Vec<Img>) -> Result<()> {
+        let per = u64::from(self.geo.per_segment);
+        for chunk in imgs.chunks(64) {
+            let pids: HashSet<u64> = chunk.iter().map(|i| i.pid).collect();
+            // Victims: free slots first, then the least recently used slots not holding a page
+            // of this chunk (its old copy must survive until the new one is synced).
+            let victims: Vec<(u32, Slot)> = {
+                let mut st = self.state.lock();
+                let mut v = Vec::with_capacity(chunk.len());
+                while v.len() < chunk.len() {
+                    if let Some(s) = st.free.pop() {
+                        v.push((s, st.slots[s as usize]));
+                        continue;
+                    }
+                    // The ring holds two batches, so a slot outside this one always exists.
+                    let Some(pick) = st
+                        .lru
+                        .values()
+                        .copied()
+                        .find(|&s| !pids.contains(&st.slots[s as usize].pid))
+                    else {
+                        return Err(Error::Internal(
+                            "flash cache (lru): no slot left to reuse".into(),
+                        ));
+                    };
+                    let t = std::mem::take(&mut st.tick[pick as usize]);
+                    st.lru.remove(&t);
+                    v.push((pick, st.slots[pick as usize]));
+                }
+                v
+            };
+            let dirty: Vec<(u32, Slot)> = {
+                let st = self.state.lock();
+                victims
+                    .iter()
+                    .filter(|(s, m)| m.pid != NONE && m.dirty && st.dir.get(&m.pid) == Some(s))
+                    .copied()
+                    .collect()
+            };
+            self.write_back(&dirty)?;
+            let seq0 = {
+                let mut st = self.state.lock();
+                for (s, _) in &victims {
+                    let pid = st.slots[*s as usize].pid;
+                    if pid != NONE && st.dir.get(&pid) == Some(s) {
+                        st.dir.remove(&pid);
+                    }
+                    let m = st.slots[*s as usize];
+                    if m.pid != NONE {
+                        st.valid -= 1;
+                        st.dirty -= u64::from(m.dirty);
+                    }
+                    st.slots[*s as usize] = Slot::EMPTY;
+                }
+                let seq0 = st.next_seq;
+                st.next_seq += chunk.len() as u64;
+                seq0
+            };
+            self.emit(FlashStep::Append);
+            let hints = WriteHints::stream(self.stream);
+            let mut metas = Vec::with_capacity(chunk.len());
+            for (k, (img, (slot, _))) in chunk.iter().zip(&victims).enumerate() {
+                let at = self.geo.slot_sector(*slot);
+                self.dev.write(at, &img.bytes, hints)?;
+                self.count_write(io, at, self.geo.page_sectors, 1);
+                metas.push((
+                    *slot,
+                    Slot {
+                        pid: img.pid,
+                        lsn: img.lsn,
+                        seq: seq0 + k as u64,
+                        crc: img.crc(),
+                        dirty: img.dirty,
+                        referenced: false,
+                    },
+                ));
+            }
+            // Headers after slots: each segment's entries as they will be once installed
+            // (other slots as they are now, so an old copy stays findable until then).
+            let segs: BTreeSet<u32> = metas
+                .iter()
+                .map(|(s, _)| s / self.geo.per_segment)
+                .collect();
+            for seg in segs {
+                let header = {
+                    let st = self.state.lock();
+                    let slots = self
+                        .geo
+                        .slots_of(seg)
+                        .map(|s| {
+                            let m = metas
+                                .iter()
+                                .find(|(x, _)| *x == s)
+                                .map(|(_, m)| *m)
+                                .unwrap_or(st.slots[s as usize]);
+                            (m.pid != NONE).then_some(SlotEntry {
+                                pid: m.pid,
+                                lsn: m.lsn,
+                                seq: m.seq,
+                                crc: m.crc,
+                                dirty: m.dirty,
+                            })
+                        })
+                        .collect::<Vec<_>>();
+                    let seq = slots.iter().flatten().map(|e| e.seq).max().unwrap_or(0);
+                    SegmentHeader {
+                        cache_id: self.cache_id,
+                        seq,
+                        slots,
+                    }
+                };
+                let at = self.geo.segment_sector(seg);
+                self.dev.write(at, &header.encode(), hints)?;
+                self.count_write(io, at, 1, 0);
+            }
+            self.dev.flush()?;
+            {
+                let mut st = self.state.lock();
+                for (slot, m) in &metas {
+                    st.slots[*slot as usize] = *m;
+                    st.install(*slot, true);
+                }
+            }
+            io.since_ckpt += chunk.len() as u64;
+            if io.since_ckpt >= self.geo.checkpoint_every() * per {
+                self.dir_checkpoint(io)?;
+            }
+        }
+        Ok(())
+    }
+}

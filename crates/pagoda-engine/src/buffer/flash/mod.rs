@@ -1,0 +1,569 @@
+//! The flash cache tier (seed 000, FaCE): a persistent cache of page images on its own device
+//! between the DRAM pool and the data device.
+//!
+//! Every page the cleaner writes goes here first (the data device is written only from a
+//! durable flash copy), so a torn data-page write is always repaired from flash. A directory
+//! maps each cached page to the slot holding its newest copy; older copies become invalid where
+//! they lie. Policies: `face` and `face-gsc` append at the head of a FIFO ring of segments
+//! ([`ring`]); `lru` writes each page into the least recently used slot ([`lru`]). The
+//! directory is checkpointed on the cache device and rebuilt at open ([`rebuild`]).
+//!
+//! Concurrency: `io` serialises everything that writes the cache device; `state` (the
+//! directory and slot metadata) is held only briefly. A slot is reused only after the directory
+//! stops pointing at it, so a reader validates after its read that its entry is unchanged.
+
+use crate::error::{Error, Result};
+use crate::format::{check_page, SECTOR};
+use crate::probe::{self, Event, FlashStep, Observer, Sabotage};
+use crate::{FlashPages, FlashPolicy};
+use pagoda_device::{DeviceRef, WriteHints};
+use parking_lot::Mutex;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+mod geometry;
+mod lru;
+mod rebuild;
+mod ring;
+
+pub(crate) use geometry::Geometry;
+pub(crate) use rebuild::Binding;
+
+/// `Slot::pid` of a slot holding no valid page.
+const NONE: u64 = u64::MAX;
+
+/// Metadata of one slot.
+#[derive(Clone, Copy, Debug)]
+struct Slot {
+    pid: u64,
+    lsn: u64,
+    seq: u64,
+    crc: u32,
+    /// Newer than the data device's copy.
+    dirty: bool,
+    /// Read since it was written (Group Second Chance).
+    referenced: bool,
+}
+
+impl Slot {
+    const EMPTY: Slot = Slot {
+        pid: NONE,
+        lsn: 0,
+        seq: 0,
+        crc: 0,
+        dirty: false,
+        referenced: false,
+    };
+}
+
+/// The directory and slot metadata.
+#[derive(Debug)]
+struct State {
+    dir: HashMap<u64, u32>,
+    slots: Vec<Slot>,
+    /// Policy `face`: the segment the next batch goes to.
+    head: u32,
+    /// After a rebuild the head segment may still hold pages (not known written back).
+    head_unretired: bool,
+    next_seq: u64,
+    valid: u64,
+    dirty: u64,
+    /// Policy `lru`: last-use tick → slot, and per slot its tick (0: not in the list).
+    lru: BTreeMap<u64, u32>,
+    tick: Vec<u64>,
+    clock: u64,
+    free: Vec<u32>,
+}
+
+impl State {
+    fn empty(slots: usize) -> Self {
+        Self {
+            dir: HashMap::new(),
+            slots: vec![Slot::EMPTY; slots],
+            head: 0,
+            head_unretired: false,
+            next_seq: 1,
+            valid: 0,
+            dirty: 0,
+            lru: BTreeMap::new(),
+            tick: vec![0; slots],
+            clock: 0,
+            free: (0..slots as u32).rev().collect(),
+        }
+    }
+
+    /// Makes `slot` the newest copy of its page (the caller filled `slots[slot]`).
+    fn install(&mut self, slot: u32, lru: bool) {
+        let s = self.slots[slot as usize];
+        if let Some(old) = self.dir.insert(s.pid, slot) {
+            if old != slot {
+                self.invalidate(old, lru);
+            }
+        }
+        self.valid += 1;
+        self.dirty += u64::from(s.dirty);
+        if lru {
+            self.touch(slot);
+        }
+    }
+
+    /// Forgets the page in `slot` (its directory entry must already point elsewhere or be
+    /// removed by the caller).
+    fn invalidate(&mut self, slot: u32, lru: bool) {
+        let s = &mut self.slots[slot as usize];
+        if s.pid == NONE {
+            return;
+        }
+        self.valid -= 1;
+        self.dirty -= u64::from(s.dirty);
+        *s = Slot::EMPTY;
+        if lru {
+            let t = std::mem::take(&mut self.tick[slot as usize]);
+            self.lru.remove(&t);
+            self.free.push(slot);
+        }
+    }
+
+    /// Removes the page of `slot` from the directory if it is its newest copy.
+    fn evict(&mut self, slot: u32, lru: bool) {
+        let pid = self.slots[slot as usize].pid;
+        if pid != NONE && self.dir.get(&pid) == Some(&slot) {
+            self.dir.remove(&pid);
+        }
+        self.invalidate(slot, lru);
+    }
+
+    fn touch(&mut self, slot: u32) {
+        let old = self.tick[slot as usize];
+        if old != 0 {
+            self.lru.remove(&old);
+        }
+        self.clock += 1;
+        self.tick[slot as usize] = self.clock;
+        self.lru.insert(self.clock, slot);
+    }
+}
+
+/// A page image on its way into the cache.
+#[derive(Debug)]
+pub(crate) struct Img {
+    pub(crate) pid: u64,
+    pub(crate) lsn: u64,
+    pub(crate) bytes: Vec<u8>,
+    pub(crate) dirty: bool,
+}
+
+impl Img {
+    fn crc(&self) -> u32 {
+        u32::from_le_bytes([self.bytes[0], self.bytes[1], self.bytes[2], self.bytes[3]])
+    }
+}
+
+#[derive(Debug, Default)]
+struct Counters {
+    hits: AtomicU64,
+    misses: AtomicU64,
+    page_writes: AtomicU64,
+    bytes: AtomicU64,
+    requests: AtomicU64,
+    sequential: AtomicU64,
+    write_backs: AtomicU64,
+    gsc: AtomicU64,
+    dir_ckpts: AtomicU64,
+    dir_bytes: AtomicU64,
+    corrupt: AtomicU64,
+}
+
+/// What the open found.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Start {
+    pub(crate) warm: bool,
+    pub(crate) note: Option<String>,
+    pub(crate) rebuild_ms: f64,
+    pub(crate) segments_read: u64,
+    pub(crate) pages: u64,
+}
+
+/// Ring writes' state (under `FlashCache::io`).
+#[derive(Debug)]
+struct Io {
+    /// Generation of the newest cache header.
+    generation: u64,
+    /// Ring writes (segments, or pages / per-segment for `lru`) since the directory
+    /// checkpoint.
+    since_ckpt: u64,
+    /// Start and end sector of the previous ring write (sequential-write accounting).
+    last_start: u64,
+    last_end: u64,
+}
+
+/// The flash cache.
+pub(crate) struct FlashCache {
+    dev: DeviceRef,
+    data: DeviceRef,
+    data_hints: WriteHints,
+    stream: u16,
+    page_size: usize,
+    geo: Geometry,
+    policy: FlashPolicy,
+    pages: FlashPages,
+    db_id: u64,
+    cache_id: u64,
+    state: Mutex<State>,
+    io: Mutex<Io>,
+    staged: Mutex<Vec<Img>>,
+    c: Counters,
+    sabotage: Option<Sabotage>,
+    observer: Option<Observer>,
+    start: Start,
+}
+
+impl std::fmt::Debug for FlashCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FlashCache")
+            .field("device", &self.dev.describe())
+            .field("policy", &self.policy)
+            .field("pages", &self.pages)
+            .field("geometry", &self.geo)
+            .finish_non_exhaustive()
+    }
+}
+
+impl FlashCache {
+    /// The cache device.
+    pub(crate) fn device(&self) -> &DeviceRef {
+        &self.dev
+    }
+
+    /// Id of this formatting of the cache (recorded in the superblock).
+    pub(crate) fn cache_id(&self) -> u64 {
+        self.cache_id
+    }
+
+    /// Sequence number the next ring write takes.
+    pub(crate) fn next_seq(&self) -> u64 {
+        self.state.lock().next_seq
+    }
+
+    /// Whether a page newer than the data device's copy is cached (the database depends on
+    /// the cache).
+    pub(crate) fn has_dirty(&self) -> bool {
+        self.state.lock().dirty > 0
+    }
+
+    /// Whether clean pages evicted from DRAM are cached too.
+    pub(crate) fn caches_clean(&self) -> bool {
+        self.pages == FlashPages::All
+    }
+
+    fn emit(&self, step: FlashStep) {
+        probe::emit(&self.observer, Event::Flash(step));
+    }
+
+    fn sabotaged(&self, s: Sabotage) -> bool {
+        probe::is(self.sabotage, s)
+    }
+
+    /// Reads the newest flash copy of `pid`, if the cache has one. A damaged slot is dropped
+    /// and the page read from the data device, unless that copy is older (then the page is
+    /// lost: `Corruption`, never a stale version).
+    pub(crate) fn read(&self, pid: u64) -> Result<Option<Vec<u8>>> {
+        loop {
+            let (slot, meta) = {
+                let mut st = self.state.lock();
+                let Some(&slot) = st.dir.get(&pid) else {
+                    self.c.misses.fetch_add(1, Ordering::Relaxed);
+                    return Ok(None);
+                };
+                st.slots[slot as usize].referenced = true;
+                if self.policy == FlashPolicy::Lru {
+                    st.touch(slot);
+                }
+                (slot, st.slots[slot as usize])
+            };
+            let mut buf = vec![0u8; self.page_size];
+            self.dev.read(self.geo.slot_sector(slot), &mut buf)?;
+            {
+                // The slot may have been reused during the read: then look again.
+                let st = self.state.lock();
+                if st.dir.get(&pid) != Some(&slot) || st.slots[slot as usize].seq != meta.seq {
+                    continue;
+                }
+            }
+            if slot_ok(&buf, &meta) {
+                self.c.hits.fetch_add(1, Ordering::Relaxed);
+                return Ok(Some(buf));
+            }
+            self.c.corrupt.fetch_add(1, Ordering::Relaxed);
+            {
+                let mut st = self.state.lock();
+                if st.dir.get(&pid) == Some(&slot) && st.slots[slot as usize].seq == meta.seq {
+                    st.evict(slot, self.policy == FlashPolicy::Lru);
+                }
+            }
+            return self.other_copy(&meta).map(Some);
+        }
+    }
+
+    /// The data device's copy of a page whose flash copy `meta` is damaged, if it is as new.
+    fn other_copy(&self, meta: &Slot) -> Result<Vec<u8>> {
+        let mut buf = vec![0u8; self.page_size];
+        self.data.read(self.data_sector(meta.pid), &mut buf)?;
+        match check_page(&buf, meta.pid) {
+            Ok(l) if l >= meta.lsn => Ok(buf),
+            Ok(l) => Err(Error::corrupt(
+                meta.pid,
+                format!(
+                    "its newest copy (LSN {}) in the flash cache is damaged and the data device \
+                     holds only LSN {l}",
+                    meta.lsn
+                ),
+            )),
+            Err(e) => Err(Error::corrupt(
+                meta.pid,
+                format!(
+                    "its flash cache copy (LSN {}) is damaged and so is the data device's: {e}",
+                    meta.lsn
+                ),
+            )),
+        }
+    }
+
+    fn data_sector(&self, pid: u64) -> u64 {
+        pid * (self.page_size / SECTOR) as u64
+    }
+
+    /// Holds a clean page evicted from DRAM for the next ring write (pages `all`), unless the
+    /// cache already has a copy of it.
+    pub(crate) fn stage(&self, img: Img) {
+        if self.state.lock().dir.contains_key(&img.pid) {
+            return;
+        }
+        let mut s = self.staged.lock();
+        // Bounded: clean pages are a bonus, never worth unbounded memory.
+        if s.len() < 4 * self.geo.per_segment as usize {
+            s.push(img);
+        }
+    }
+
+    /// Whether enough clean pages wait for a ring write of their own.
+    pub(crate) fn staged_full(&self) -> bool {
+        self.staged.lock().len() >= self.geo.per_segment as usize
+    }
+
+    /// Writes a batch of dirty pages (the WAL rule already holds for them) and any staged
+    /// clean pages to the cache, durably. The pages count as written once this returns.
+    pub(crate) fn write(&self, imgs: Vec<Img>) -> Result<()> {
+        let mut io = self.io.lock();
+        let mut imgs = imgs;
+        {
+            let staged = std::mem::take(&mut *self.staged.lock());
+            if !staged.is_empty() {
+                let st = self.state.lock();
+                let mine: std::collections::HashSet<u64> = imgs.iter().map(|i| i.pid).collect();
+                imgs.extend(
+                    staged
+                        .into_iter()
+                        .filter(|s| !mine.contains(&s.pid) && !st.dir.contains_key(&s.pid)),
+                );
+            }
+        }
+        if imgs.is_empty() {
+            return Ok(());
+        }
+        match self.policy {
+            FlashPolicy::Face | FlashPolicy::FaceGsc => self.append(&mut io, imgs),
+            FlashPolicy::Lru => self.place(&mut io, imgs),
+        }
+    }
+
+    /// Counts one ring write request of `sectors` at `sector`; it is sequential when it
+    /// starts where the previous one ended or, in the ring, at the segment after the previous
+    /// one's (a partly filled segment leaves its tail unwritten).
+    fn count_write(&self, io: &mut Io, sector: u64, sectors: u64, pages: u64) {
+        self.c.requests.fetch_add(1, Ordering::Relaxed);
+        let geo = &self.geo;
+        let next_segment = if io.last_start >= geo.ring_start && io.last_start < geo.ring_end() {
+            let seg = (io.last_start - geo.ring_start) / geo.segment_sectors();
+            geo.segment_sector(((seg + 1) % u64::from(geo.segments)) as u32)
+        } else {
+            u64::MAX
+        };
+        if sector == io.last_end || sector == next_segment {
+            self.c.sequential.fetch_add(1, Ordering::Relaxed);
+        }
+        io.last_start = sector;
+        io.last_end = sector + sectors;
+        self.c.page_writes.fetch_add(pages, Ordering::Relaxed);
+        self.c
+            .bytes
+            .fetch_add(sectors * SECTOR as u64, Ordering::Relaxed);
+    }
+
+    /// Writes `todo` (valid dirty slots about to be reused) back to the data device and syncs
+    /// it. Returns the slots written (their pages are then clean).
+    fn write_back(&self, todo: &[(u32, Slot)]) -> Result<()> {
+        if todo.is_empty() {
+            return Ok(());
+        }
+        self.emit(FlashStep::WriteBack);
+        let mut out: Vec<(u64, Vec<u8>)> = Vec::with_capacity(todo.len());
+        for (slot, meta) in todo {
+            let mut buf = vec![0u8; self.page_size];
+            self.dev.read(self.geo.slot_sector(*slot), &mut buf)?;
+            if slot_ok(&buf, meta) {
+                out.push((meta.pid, buf));
+            } else {
+                // Damaged in flash: fine only if the data device already has this version.
+                self.c.corrupt.fetch_add(1, Ordering::Relaxed);
+                self.other_copy(meta)?;
+            }
+        }
+        out.sort_by_key(|(p, _)| *p);
+        write_runs(&self.data, &out, self.page_size, self.data_hints)?;
+        if !self.sabotaged(Sabotage::FlashUnsyncedWriteback) {
+            self.data.flush()?;
+        }
+        self.c
+            .write_backs
+            .fetch_add(out.len() as u64, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Writes every dirty page back to the data device (a clean close); the cache stays warm.
+    pub(crate) fn drain(&self) -> Result<()> {
+        let mut io = self.io.lock();
+        let todo: Vec<(u32, Slot)> = {
+            let st = self.state.lock();
+            st.dir
+                .values()
+                .map(|&s| (s, st.slots[s as usize]))
+                .filter(|(_, m)| m.dirty)
+                .collect()
+        };
+        for chunk in todo.chunks(256) {
+            self.write_back(chunk)?;
+            let mut st = self.state.lock();
+            for (slot, meta) in chunk {
+                let s = &mut st.slots[*slot as usize];
+                if s.seq == meta.seq && s.dirty {
+                    s.dirty = false;
+                    st.dirty -= 1;
+                }
+            }
+        }
+        self.data.flush()?;
+        self.dir_checkpoint(&mut io)
+    }
+
+    /// Compares every valid slot with the data device's copy of its page: returns (slots
+    /// checked, stale slots), where a stale slot is older than the data device's copy, or
+    /// marked clean while the data device's copy differs.
+    pub(crate) fn audit(&self) -> Result<(u64, u64)> {
+        let _io = self.io.lock();
+        let all: Vec<(u32, Slot)> = {
+            let st = self.state.lock();
+            st.dir
+                .values()
+                .map(|&s| (s, st.slots[s as usize]))
+                .collect()
+        };
+        let mut stale = 0;
+        for (slot, meta) in &all {
+            let mut buf = vec![0u8; self.page_size];
+            self.dev.read(self.geo.slot_sector(*slot), &mut buf)?;
+            let flash = slot_ok(&buf, meta);
+            self.data.read(self.data_sector(meta.pid), &mut buf)?;
+            let disk = check_page(&buf, meta.pid).ok();
+            let bad = match disk {
+                Some(d) => d > meta.lsn || (!meta.dirty && d != meta.lsn),
+                None => !meta.dirty,
+            };
+            // A damaged flash copy is not served (the read falls back and checks the other).
+            if flash && bad {
+                stale += 1;
+            }
+        }
+        Ok((all.len() as u64, stale))
+    }
+
+    /// Counters for `Db::stats`.
+    pub(crate) fn stats(&self) -> crate::db::FlashCacheStats {
+        let c = &self.c;
+        let (valid, dirty) = {
+            let st = self.state.lock();
+            (st.valid, st.dirty)
+        };
+        let hits = c.hits.load(Ordering::Relaxed);
+        let misses = c.misses.load(Ordering::Relaxed);
+        let reqs = c.requests.load(Ordering::Relaxed);
+        let slots = self.geo.slots() as u64;
+        crate::db::FlashCacheStats {
+            policy: self.policy.to_string(),
+            pages: self.pages.to_string(),
+            slots,
+            hits,
+            misses,
+            hit_ratio: ratio(hits, hits + misses),
+            ring_page_writes: c.page_writes.load(Ordering::Relaxed),
+            ring_bytes: c.bytes.load(Ordering::Relaxed),
+            sequential_fraction: ratio(c.sequential.load(Ordering::Relaxed), reqs),
+            write_backs: c.write_backs.load(Ordering::Relaxed),
+            gsc_reappends: c.gsc.load(Ordering::Relaxed),
+            valid_slots: valid,
+            dirty_slots: dirty,
+            invalid_fraction: ratio(slots - valid.min(slots), slots),
+            dir_checkpoints: c.dir_ckpts.load(Ordering::Relaxed),
+            dir_checkpoint_bytes: c.dir_bytes.load(Ordering::Relaxed),
+            corrupt_slots: c.corrupt.load(Ordering::Relaxed),
+            warm_start: self.start.warm,
+            start_note: self.start.note.clone(),
+            rebuild_ms: self.start.rebuild_ms,
+            rebuild_segments: self.start.segments_read,
+            rebuild_pages: self.start.pages,
+        }
+    }
+}
+
+fn ratio(a: u64, b: u64) -> f64 {
+    if b == 0 {
+        0.0
+    } else {
+        a as f64 / b as f64
+    }
+}
+
+/// Whether `buf` is the page image `meta` describes.
+fn slot_ok(buf: &[u8], meta: &Slot) -> bool {
+    let crc = u32::from_le_bytes([buf[0], buf[1], buf[2], buf[3]]);
+    crc == meta.crc && check_page(buf, meta.pid) == Ok(meta.lsn)
+}
+
+/// Writes pages sorted by id to the data device, merging runs of consecutive ids (one atomic
+/// write per page when the hints ask for atomicity).
+fn write_runs(
+    data: &DeviceRef,
+    pages: &[(u64, Vec<u8>)],
+    page_size: usize,
+    hints: WriteHints,
+) -> Result<()> {
+    let per = (page_size / SECTOR) as u64;
+    let mut i = 0;
+    while i < pages.len() {
+        let mut j = i + 1;
+        while !hints.atomic && j < pages.len() && pages[j].0 == pages[j - 1].0 + 1 {
+            j += 1;
+        }
+        if j == i + 1 {
+            data.write(pages[i].0 * per, &pages[i].1, hints)?;
+        } else {
+            let mut buf = Vec::with_capacity((j - i) * page_size);
+            for (_, b) in &pages[i..j] {
+                buf.extend_from_slice(b);
+            }
+            data.write(pages[i].0 * per, &buf, hints)?;
+        }
+        i = j;
+    }
+    Ok(())
+}
