@@ -8,7 +8,8 @@
 //! ([`Event::Flash`]) on the thread that runs it, before it starts, and reports no end; the
 //! step counts as in progress on that thread while the thread's operations stay on the devices
 //! the step writes (the cache device for an append or a directory checkpoint, the data device
-//! for a write-back), until the thread starts another step, a checkpoint or a recovery step.
+//! for a write-back, whose sync of the data device ends it), until the thread starts another
+//! step, a checkpoint or a recovery step.
 //! While the flash cache rebuilds its directory at open (it mostly reads), reads of the cache
 //! device count as operations too, so that cuts can fall inside the rebuild.
 
@@ -111,6 +112,19 @@ struct Req {
     atomic: bool,
 }
 
+impl Req {
+    fn new(dev: usize, kind: &'static str, sector: u64, sectors: u64) -> Self {
+        Self {
+            dev,
+            kind,
+            sector,
+            sectors,
+            stream: 0,
+            atomic: false,
+        }
+    }
+}
+
 /// The shared power switch of one cycle.
 pub(crate) struct Switch {
     /// Data, log and (optionally) flash cache devices, at [`DATA`], [`LOG`], [`FLASH`].
@@ -208,9 +222,10 @@ impl Switch {
         }
     }
 
-    /// The flash step the calling thread is in, for an operation on `dev`: a step is over once
-    /// its thread works on a device the step does not write.
-    fn flash_step_for(&self, dev: usize) -> Option<FlashStep> {
+    /// The flash step the calling thread is in, for operation `req`: a step is over once its
+    /// thread works on a device the step does not write, and a write-back once it synced the
+    /// data device (what follows on the data device, such as a superblock, is not part of it).
+    fn flash_step_for(&self, req: &Req) -> Option<FlashStep> {
         if !self.has_flash() {
             return None;
         }
@@ -221,12 +236,14 @@ impl Switch {
             FlashStep::Append | FlashStep::DirCheckpoint => FLASH,
             FlashStep::WriteBack => DATA,
         };
-        if on == dev {
-            Some(step)
-        } else {
+        if on != req.dev {
             steps.remove(&me);
-            None
+            return None;
         }
+        if step == FlashStep::WriteBack && req.kind == "flush" {
+            steps.remove(&me);
+        }
+        Some(step)
     }
 
     /// An observer that tracks what the engine is doing, for the cut report.
@@ -325,7 +342,7 @@ impl Switch {
         match dev {
             DATA => "cleaner (page write-back)".into(),
             LOG => "commit (log write or sync)".into(),
-            _ => "cleaner (flash cache write)".into(),
+            _ => "cleaner".into(),
         }
     }
 
@@ -335,12 +352,12 @@ impl Switch {
         self.cut_locked(None)
     }
 
-    fn cut_locked(&self, req: Option<Req>) -> pagoda_device::Result<()> {
+    fn cut_locked(&self, req: Option<(Req, Option<FlashStep>)>) -> pagoda_device::Result<()> {
         if self.dead.swap(true, Ordering::AcqRel) {
             return Ok(());
         }
         let mut point = match req {
-            Some(r) => CutPoint {
+            Some((r, flash_step)) => CutPoint {
                 op: self.ops.load(Ordering::Acquire),
                 device: device_name(r.dev).into(),
                 kind: r.kind.into(),
@@ -349,7 +366,7 @@ impl Switch {
                 stream: r.stream,
                 atomic: r.atomic,
                 phase: self.phase(r.dev),
-                flash_step: self.flash_step_for(r.dev),
+                flash_step,
                 torn_512: 0,
             },
             None => CutPoint {
@@ -419,22 +436,21 @@ impl Switch {
         req: Req,
         f: impl FnOnce() -> pagoda_device::Result<T>,
     ) -> pagoda_device::Result<T> {
+        let flash_step;
         {
             let _g = self.gate.read();
             if self.is_dead() {
                 return Err(off());
             }
-            if self.has_flash() {
-                // Keeps the thread's flash step current (it ends when the thread moves on).
-                self.flash_step_for(req.dev);
-            }
+            // Also keeps the thread's flash step current (it ends when the thread moves on).
+            flash_step = self.flash_step_for(&req);
             self.ops.fetch_add(1, Ordering::AcqRel);
             if self.countdown.fetch_sub(1, Ordering::AcqRel) > 1 {
                 return f();
             }
         }
         let _g = self.gate.write();
-        self.cut_locked(Some(req))?;
+        self.cut_locked(Some((req, flash_step)))?;
         Err(off())
     }
 
@@ -495,14 +511,7 @@ impl Switch {
     }
 
     fn flush(&self, dev: usize) -> pagoda_device::Result<()> {
-        let req = Req {
-            dev,
-            kind: "flush",
-            sector: 0,
-            sectors: 0,
-            stream: 0,
-            atomic: false,
-        };
+        let req = Req::new(dev, "flush", 0, 0);
         self.io(req, || {
             let _order = self.tear512.then(|| self.order[dev].write());
             let start = self.unflushed[dev].lock().seq;
@@ -522,14 +531,7 @@ impl Switch {
     }
 
     fn trim(&self, dev: usize, sector: u64, sectors: u64) -> pagoda_device::Result<()> {
-        let req = Req {
-            dev,
-            kind: "trim",
-            sector,
-            sectors,
-            stream: 0,
-            atomic: false,
-        };
+        let req = Req::new(dev, "trim", sector, sectors);
         self.io(req, || {
             if self.tear512 {
                 let mut u = self.unflushed[dev].lock();
@@ -556,14 +558,7 @@ impl BlockDevice for CutDevice {
     fn read(&self, sector: u64, buf: &mut [u8]) -> pagoda_device::Result<()> {
         let s = &self.switch;
         if self.dev == FLASH && s.rebuilding.load(Ordering::Acquire) {
-            let req = Req {
-                dev: FLASH,
-                kind: "read",
-                sector,
-                sectors: (buf.len() / SECTOR_SIZE) as u64,
-                stream: 0,
-                atomic: false,
-            };
+            let req = Req::new(FLASH, "read", sector, (buf.len() / SECTOR_SIZE) as u64);
             return s.io(req, || s.inner[FLASH].read(sector, buf));
         }
         let _g = s.gate.read();

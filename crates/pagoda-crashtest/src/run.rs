@@ -283,6 +283,8 @@ pub fn run(opts: CrashTestOptions) -> Result<CrashTestReport> {
         FINDINGS_KEPT
     };
     let mut devs = fresh_devices(&opts)?;
+    // No database was opened on `devs` yet.
+    let mut new_devices = true;
     let mut model = Model::new();
     let mut pending: Option<Pending> = None;
     let mut open_ops: u64 = 16;
@@ -333,6 +335,7 @@ pub fn run(opts: CrashTestOptions) -> Result<CrashTestReport> {
                         open_ops = switch.ops().max(1);
                         open_ckpt_ops = switch.open_checkpoint_at();
                     }
+                    new_devices = false;
                     break Ok((db, switch));
                 }
                 Err(_) if switch.is_dead() => {
@@ -342,7 +345,9 @@ pub fn run(opts: CrashTestOptions) -> Result<CrashTestReport> {
                     }
                     report.cuts_during_recovery += 1;
                 }
-                Err(e @ Error::Config(_)) => return Err(e),
+                // A configuration the engine refuses, on the first open of new devices; later,
+                // a refusal is a failed recovery (e.g. a flash cache it cannot use).
+                Err(e @ Error::Config(_)) if new_devices => return Err(e),
                 Err(e) => break Err(e),
             }
         };
@@ -380,6 +385,7 @@ pub fn run(opts: CrashTestOptions) -> Result<CrashTestReport> {
                 // The database is gone: start over (the cycle runs on a fresh one).
                 report.resets += 1;
                 devs = fresh_devices(&opts)?;
+                new_devices = true;
                 model.clear();
                 pending = None;
                 continue;
@@ -426,6 +432,7 @@ pub fn run(opts: CrashTestOptions) -> Result<CrashTestReport> {
                 db.abandon();
                 report.resets += 1;
                 devs = fresh_devices(&opts)?;
+                new_devices = true;
                 model.clear();
                 continue;
             }
