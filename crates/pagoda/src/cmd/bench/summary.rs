@@ -100,8 +100,8 @@ fn flash_rows(rows: &mut Vec<(&str, String)>, f: &FlashCacheStats, dev: Option<&
         )
     } else {
         format!(
-            "cold ({}); rebuild {:.1} ms",
-            f.start_note.as_deref().unwrap_or("empty cache"),
+            "cold: {}; rebuild {:.1} ms",
+            f.start_note.as_deref().unwrap_or("the cache was empty"),
             f.rebuild_ms
         )
     };
