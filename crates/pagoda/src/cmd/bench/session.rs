@@ -49,9 +49,18 @@ impl Bench {
             s.as_ref()
                 .is_some_and(|s| !matches!(s.kind, DeviceKind::File(_)))
         };
-        if (p.load_only || p.run_only) && (e.dir.is_none() && e.data.is_none()) {
+        // Without --dir, a file goes to a temporary directory removed at exit: the data file
+        // when --data is not given, the log file when --data is a file and --log is not.
+        let file_data = data
+            .as_ref()
+            .is_some_and(|s| matches!(s.kind, DeviceKind::File(_)));
+        if (p.load_only || p.run_only)
+            && e.dir.is_none()
+            && (data.is_none() || (file_data && log.is_none()))
+        {
             return Err(CliError::Usage(
-                "--load-only and --run-only need a persistent database: give --dir PATH"
+                "--load-only and --run-only need a persistent database: give --dir PATH \
+                 (or file: devices for both --data and --log)"
                     .to_string(),
             ));
         }
