@@ -437,7 +437,7 @@ fn open_flash(
         return Ok(None);
     };
     for (what, d) in [("data", data), ("log", log)] {
-        if Arc::ptr_eq(d, &fo.device) || d.describe() == fo.device.describe() {
+        if crate::flash_options::same_device(d, &fo.device) {
             return Err(Error::config(format!(
                 "the flash cache device {} is also the {what} device: give it a device of its own",
                 fo.device.describe()
