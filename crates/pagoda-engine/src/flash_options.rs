@@ -149,11 +149,7 @@ impl FlashCacheOptions {
                  from durable flash copies): use --torn none (or atomic) with --flash-cache",
             ));
         }
-        let same = |d: &Option<DeviceRef>| {
-            d.as_ref().is_some_and(|d| {
-                Arc::ptr_eq(d, &self.device) || d.describe() == self.device.describe()
-            })
-        };
+        let same = |d: &Option<DeviceRef>| d.as_ref().is_some_and(|d| same_device(d, &self.device));
         if same(&db.data) || same(&db.log) {
             return Err(Error::config(format!(
                 "the flash cache device {} is also the data or log device: give it a device of its own",
@@ -173,4 +169,15 @@ impl FlashCacheOptions {
         }
         Ok(())
     }
+}
+
+/// Whether two handles name the same device: the same object, or the same file (two RAM or
+/// emulated devices with equal settings are still two devices).
+pub(crate) fn same_device(a: &DeviceRef, b: &DeviceRef) -> bool {
+    let path = |d: &DeviceRef| {
+        let s = d.describe();
+        s.starts_with("file:")
+            .then(|| s.split('(').next().unwrap_or_default().to_string())
+    };
+    Arc::ptr_eq(a, b) || path(a).is_some_and(|p| Some(p) == path(b))
 }

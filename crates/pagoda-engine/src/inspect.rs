@@ -54,6 +54,9 @@ pub struct InspectReport {
     /// The damaged log group, `(LSN, byte offset on the log device)`, when the log is damaged
     /// before its end.
     pub log_damage: Option<(u64, u64)>,
+    /// Whether the database's newest pages sit in its flash cache, which this offline check
+    /// does not read (data-device pages may then be older or, with torn mode `none`, torn).
+    pub flash_dependent: bool,
 }
 
 impl InspectReport {
@@ -108,6 +111,12 @@ impl fmt::Display for InspectReport {
         for s in &self.superblock_problems {
             writeln!(f, "  superblock: {s}")?;
         }
+        if self.flash_dependent {
+            writeln!(
+                f,
+                "  the newest pages are in the database's flash cache (not read here)"
+            )?;
+        }
         writeln!(
             f,
             "log: {} groups, {} commit records after the checkpoint{}",
@@ -161,6 +170,7 @@ pub fn inspect_devices(data: &DeviceRef, log: &DeviceRef) -> Result<InspectRepor
     r.page_size = sb.page_size as usize;
     r.generation = sb.generation;
     r.checkpoint_lsn = sb.checkpoint_lsn;
+    r.flash_dependent = sb.flash_dependent;
     let ps = r.page_size;
     if !ps.is_power_of_two() || !(4096..=65536).contains(&ps) {
         return Err(Error::corrupt(
@@ -222,6 +232,9 @@ pub fn inspect_devices(data: &DeviceRef, log: &DeviceRef) -> Result<InspectRepor
             };
             if dw.contains_key(&pid) {
                 d.push_str(" (the double-write area holds an intact copy: opening the database repairs it)");
+            }
+            if sb.flash_dependent {
+                d.push_str(" (the newest copy may be in the flash cache, which inspect does not read: open the database with its flash cache)");
             }
             r.corrupt_pages.push((pid, d));
         }

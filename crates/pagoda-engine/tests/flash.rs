@@ -233,22 +233,31 @@ fn bad_configurations_are_refused_with_the_fix() {
     db.close().unwrap();
 }
 
-/// Overwrites the first sector of every valid slot of the cache whose page is `pid`-like:
-/// here, all page slots of the ring (the cache is small), damaging every flash copy.
+/// Overwrites the first sector of every page slot of the ring (not the segment headers), so
+/// that every flash copy is damaged.
 fn damage_ring(cache: &MemDevice) {
-    // Ring segments start after the header and directory sectors; damage from sector 64 on,
-    // every 4th sector (4 KiB pages: one sector per page).
-    let cap = cache.caps().capacity_sectors;
+    let mut hb = vec![0u8; 2 * 4096];
+    cache.read(0, &mut hb).unwrap();
+    let h = hb
+        .chunks(4096)
+        .filter_map(|c| CacheHeader::decode(c).ok())
+        .max_by_key(|h| h.generation)
+        .expect("a cache header");
+    let page_sectors = u64::from(h.page_size) / 4096;
+    let seg_sectors = 1 + u64::from(h.per_segment) * page_sectors;
+    let ring = 2 + 2 * u64::from(h.dir_sectors);
     let junk = vec![0x5au8; 4096];
-    let mut s = 64;
-    while s < cap.min(1024) {
-        cache.write(s, &junk, WriteHints::default()).unwrap();
-        s += 4;
+    for seg in 0..u64::from(h.segments) {
+        for k in 0..u64::from(h.per_segment) {
+            let at = ring + seg * seg_sectors + 1 + k * page_sectors;
+            cache.write(at, &junk, WriteHints::default()).unwrap();
+        }
     }
     cache.flush().unwrap();
 }
 
 use pagoda_device::BlockDevice;
+use pagoda_engine::format::CacheHeader;
 
 #[test]
 fn damaged_flash_copies_are_detected_never_served() {

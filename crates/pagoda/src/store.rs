@@ -67,7 +67,16 @@ impl Store for PagodaStore {
             "commits": s.commits,
             "log_syncs": s.log_syncs,
             "commits_per_sync": s.commits_per_sync,
+            "open_ms": s.recovery.duration_ms,
         });
+        if let (Some(obj), Some(fc)) = (v.as_object_mut(), &s.flash_cache) {
+            // Only when a flash cache is configured (CLI.md).
+            obj.insert(
+                "flash_cache_hit_ratio".to_string(),
+                serde_json::json!(fc.hit_ratio),
+            );
+            obj.insert("flash_cache".to_string(), serde_json::json!(fc));
+        }
         if let (Some(obj), Ok(full)) = (v.as_object_mut(), serde_json::to_value(&s)) {
             obj.insert("detail".to_string(), full);
         }

@@ -182,6 +182,14 @@ fn bad_flags_fail_before_any_work() {
         "page size",
     );
     fails_with(&pagoda(&["bench", "ycsb", "--run-only"]), "--dir");
+    // A data file without --dir or --log: the log would go to a temporary directory.
+    let scratch = tempfile::tempdir().unwrap();
+    let data = format!("file:{}/d.pagoda", scratch.path().display());
+    fails_with(
+        &pagoda(&["bench", "ycsb", "--load-only", "--data", &data]),
+        "give --dir PATH (or file: devices for both --data and --log)",
+    );
+    assert_eq!(std::fs::read_dir(scratch.path()).unwrap().count(), 0);
     fails_with(
         &pagoda(&["bench", "linkbench", "--mix", "/nonexistent/mix"]),
         "mix",

@@ -191,6 +191,7 @@ impl Db {
             )
             .sabotaged(opts.sabotage),
         );
+        let sb = forget_flash_cache(&opts, &data, sb)?;
         let flash = open_flash(&opts, &data, &log, &sb)?;
         let frames = opts.buffer_bytes / page_size;
         let pool = Pool::new(
@@ -436,7 +437,7 @@ fn open_flash(
         return Ok(None);
     };
     for (what, d) in [("data", data), ("log", log)] {
-        if Arc::ptr_eq(d, &fo.device) || d.describe() == fo.device.describe() {
+        if crate::flash_options::same_device(d, &fo.device) {
             return Err(Error::config(format!(
                 "the flash cache device {} is also the {what} device: give it a device of its own",
                 fo.device.describe()
@@ -460,4 +461,26 @@ fn open_flash(
         opts.sabotage,
     )
     .map(Some)
+}
+
+/// Opening without a flash cache: the pages written now go to the data device only, so the
+/// cache the superblock names would hold older copies of them. Unbind it before anything is
+/// written, so that it can never be taken as warm later.
+fn forget_flash_cache(opts: &DbOptions, data: &DeviceRef, sb: Superblock) -> Result<Superblock> {
+    if opts.flash_cache.is_some() || sb.flash_cache_id == 0 || sb.flash_dependent {
+        return Ok(sb);
+    }
+    let next = Superblock {
+        generation: sb.generation + 1,
+        flash_cache_id: 0,
+        flash_seq: 0,
+        ..sb
+    };
+    data.write(
+        next.generation % 2,
+        &next.encode(),
+        WriteHints::stream(Stream::Data.on(&data.caps())),
+    )?;
+    data.flush()?;
+    Ok(next)
 }

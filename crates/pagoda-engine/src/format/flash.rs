@@ -44,6 +44,9 @@ pub struct CacheHeader {
     pub dir_bytes: u32,
     /// CRC32C of those bytes.
     pub dir_crc: u32,
+    /// How the ring is written: 0 = FIFO (`face`, `face-gsc`), 1 = in place (`lru`); the
+    /// rebuild differs.
+    pub layout: u32,
 }
 
 impl CacheHeader {
@@ -61,6 +64,7 @@ impl CacheHeader {
         put_u32(&mut b, self.dir_sectors);
         put_u32(&mut b, self.dir_bytes);
         put_u32(&mut b, self.dir_crc);
+        put_u32(&mut b, self.layout);
         let crc = crc32c::crc32c(&b);
         put_u32(&mut b, crc);
         b.resize(SECTOR, 0);
@@ -69,7 +73,7 @@ impl CacheHeader {
 
     /// Decodes a sector; `Err` says why it is not a valid header.
     pub fn decode(buf: &[u8]) -> std::result::Result<Self, String> {
-        let body = 8 + 4 + 8 * 3 + 4 * 6;
+        let body = 8 + 4 + 8 * 3 + 4 * 7;
         if buf.len() < body + 4 || buf[..8] != FC_MAGIC {
             return Err("no flash cache header magic".into());
         }
@@ -94,6 +98,7 @@ impl CacheHeader {
             dir_sectors: r.u32().unwrap_or(0),
             dir_bytes: r.u32().unwrap_or(0),
             dir_crc: r.u32().unwrap_or(0),
+            layout: r.u32().unwrap_or(0),
         })
     }
 }

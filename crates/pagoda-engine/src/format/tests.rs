@@ -245,6 +245,7 @@ fn flash_structures_roundtrip() {
         dir_sectors: 3,
         dir_bytes: 100,
         dir_crc: 0xdead,
+        layout: 1,
     };
     let b = h.encode();
     assert_eq!(CacheHeader::decode(&b).unwrap(), h);

@@ -18,10 +18,11 @@ pub(crate) struct Geometry {
 
 impl Geometry {
     /// The layout of a cache of `bytes` (metadata included) for pages of `page_size`:
-    /// segments of about 256 KiB of pages (8 to 64 pages) behind one header sector.
+    /// segments of up to 64 pages (a cleaner batch: one write and one sync each) and at most
+    /// 1 MiB, behind one header sector.
     pub(crate) fn for_size(bytes: u64, page_size: usize) -> Result<Self> {
         let page_sectors = (page_size / SECTOR) as u64;
-        let per = ((256 << 10) / page_size).clamp(8, 64).min(MAX_PER_SEGMENT) as u64;
+        let per = ((1 << 20) / page_size).clamp(8, 64).min(MAX_PER_SEGMENT) as u64;
         let seg = 1 + per * page_sectors;
         let total = bytes / SECTOR as u64;
         let mut n = total.saturating_sub(2) / seg;

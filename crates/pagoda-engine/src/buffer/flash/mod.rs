@@ -241,7 +241,9 @@ impl FlashCache {
     }
 
     /// Sequence number the next ring write takes.
+    /// (Every ring write numbered below it is synced: taken between writes.)
     pub(crate) fn next_seq(&self) -> u64 {
+        let _io = self.io.lock();
         self.state.lock().next_seq
     }
 
@@ -408,9 +410,8 @@ impl FlashCache {
         }
         self.emit(FlashStep::WriteBack);
         let mut out: Vec<(u64, Vec<u8>)> = Vec::with_capacity(todo.len());
-        for (slot, meta) in todo {
-            let mut buf = vec![0u8; self.page_size];
-            self.dev.read(self.geo.slot_sector(*slot), &mut buf)?;
+        let slots = self.read_slots(todo)?;
+        for ((_, meta), buf) in todo.iter().zip(slots) {
             if slot_ok(&buf, meta) {
                 out.push((meta.pid, buf));
             } else {
@@ -430,10 +431,35 @@ impl FlashCache {
         Ok(())
     }
 
+    /// Reads the images of `slots`; slots of one segment (a retiring segment: most of its
+    /// slots) in one request spanning them.
+    fn read_slots(&self, slots: &[(u32, Slot)]) -> Result<Vec<Vec<u8>>> {
+        let per = self.geo.per_segment;
+        let ps = self.page_size;
+        let mut out = Vec::with_capacity(slots.len());
+        let mut i = 0;
+        while i < slots.len() {
+            let seg = slots[i].0 / per;
+            let mut j = i + 1;
+            while j < slots.len() && slots[j].0 / per == seg && slots[j].0 > slots[j - 1].0 {
+                j += 1;
+            }
+            let (first, last) = (slots[i].0, slots[j - 1].0);
+            let mut buf = vec![0u8; (last - first + 1) as usize * ps];
+            self.dev.read(self.geo.slot_sector(first), &mut buf)?;
+            for (s, _) in &slots[i..j] {
+                let at = (s - first) as usize * ps;
+                out.push(buf[at..at + ps].to_vec());
+            }
+            i = j;
+        }
+        Ok(out)
+    }
+
     /// Writes every dirty page back to the data device (a clean close); the cache stays warm.
     pub(crate) fn drain(&self) -> Result<()> {
         let mut io = self.io.lock();
-        let todo: Vec<(u32, Slot)> = {
+        let mut todo: Vec<(u32, Slot)> = {
             let st = self.state.lock();
             st.dir
                 .values()
@@ -441,6 +467,7 @@ impl FlashCache {
                 .filter(|(_, m)| m.dirty)
                 .collect()
         };
+        todo.sort_by_key(|(s, _)| *s);
         for chunk in todo.chunks(256) {
             self.write_back(chunk)?;
             let mut st = self.state.lock();

@@ -98,10 +98,14 @@ impl FlashCache {
             Some(h) if h.page_size as usize != page_size || Geometry::of_header(&h) != geo => {
                 Some("it was formatted with another size".into())
             }
+            Some(h) if h.layout != u32::from(opts.policy == FlashPolicy::Lru) => Some(
+                "it was written by another policy (lru places pages, face and face-gsc append)"
+                    .into(),
+            ),
             Some(h) => {
                 fc.cache_id = h.cache_id;
                 fc.io.lock().generation = h.generation;
-                match fc.rebuild(&h)? {
+                match fc.rebuild(&h, binding.seq)? {
                     Ok(r) if r.state.next_seq >= binding.seq => {
                         fc.start = Start {
                             warm: true,
@@ -214,6 +218,7 @@ impl FlashCache {
             dir_sectors: self.geo.dir_sectors,
             dir_bytes: len as u32,
             dir_crc: crc,
+            layout: u32::from(self.policy == FlashPolicy::Lru),
         };
         self.dev.write(generation % 2, &h.encode(), hints)?;
         self.dev.flush()?;
@@ -227,8 +232,14 @@ impl FlashCache {
     }
 
     /// Rebuilds the directory from the checkpoint `h` names plus the ring writes after it.
-    /// `Ok(Err(why))` when the cache is unusable (not an I/O error).
-    fn rebuild(&self, h: &CacheHeader) -> Result<std::result::Result<Rebuilt, String>> {
+    /// Writes numbered below `synced` were synced before the database's last checkpoint: a
+    /// damaged slot among them is damage, kept in the directory so that a read reports it,
+    /// not a torn write to skip. `Ok(Err(why))` when the cache is unusable (not an I/O error).
+    fn rebuild(
+        &self,
+        h: &CacheHeader,
+        synced: u64,
+    ) -> Result<std::result::Result<Rebuilt, String>> {
         let mut buf = vec![0u8; h.dir_sectors as usize * SECTOR];
         self.dev
             .read(self.geo.dir_sector(h.generation % 2), &mut buf)?;
@@ -247,12 +258,12 @@ impl FlashCache {
             ));
         }
         match self.policy {
-            FlashPolicy::Lru => self.rebuild_lru(&snap).map(Ok),
-            _ => self.rebuild_ring(&snap).map(Ok),
+            FlashPolicy::Lru => self.rebuild_lru(&snap, synced).map(Ok),
+            _ => self.rebuild_ring(&snap, synced).map(Ok),
         }
     }
 
-    fn rebuild_ring(&self, snap: &DirCheckpoint) -> Result<Rebuilt> {
+    fn rebuild_ring(&self, snap: &DirCheckpoint, synced: u64) -> Result<Rebuilt> {
         let mut st = State::empty(self.geo.slots());
         for (slot, e) in &snap.entries {
             put(&mut st, *slot, e, false);
@@ -277,7 +288,8 @@ impl FlashCache {
             for s in self.geo.slots_of(*seg) {
                 st.evict(s, false);
             }
-            let verify = i == last && !self.sabotaged(Sabotage::FlashTrustTornSlots);
+            let verify =
+                i == last && h.seq >= synced && !self.sabotaged(Sabotage::FlashTrustTornSlots);
             for (k, e) in h.slots.iter().enumerate() {
                 let Some(e) = e else { continue };
                 let slot = seg * self.geo.per_segment + k as u32;
@@ -299,7 +311,7 @@ impl FlashCache {
         })
     }
 
-    fn rebuild_lru(&self, snap: &DirCheckpoint) -> Result<Rebuilt> {
+    fn rebuild_lru(&self, snap: &DirCheckpoint, synced: u64) -> Result<Rebuilt> {
         let trusted: HashMap<u32, SlotEntry> = snap.entries.iter().copied().collect();
         let mut best: HashMap<u64, (u32, SlotEntry)> = HashMap::new();
         let mut max_seq = snap.next_seq.saturating_sub(1);
@@ -317,7 +329,8 @@ impl FlashCache {
                 let slot = seg * self.geo.per_segment + k as u32;
                 let e = if e.seq >= snap.next_seq {
                     // Written after the checkpoint: maybe not synced, so check it.
-                    if !self.sabotaged(Sabotage::FlashTrustTornSlots)
+                    if e.seq >= synced
+                        && !self.sabotaged(Sabotage::FlashTrustTornSlots)
                         && !self.slot_intact(slot, e)?
                     {
                         continue;

@@ -1,21 +1,24 @@
 //! `pagoda bench ycsb | tpcc | linkbench`: a workload on the engine, on any device, with live
 //! progress, a result table, the workload's own report format and `--json`.
 
+mod flash;
+mod session;
+mod summary;
+
 use crate::error::{CliError, CliResult};
 use crate::progress::Progress as Bar;
-use crate::report::write_json;
 use clap::{Args, Subcommand};
-use pagoda::store::PagodaStore;
-use pagoda_device::spec::{DeviceKind, DeviceSpec};
-use pagoda_device::units::{parse_duration, parse_size};
-use pagoda_engine::{CommitMode, Db, DbOptions, TornMode};
+use flash::FlashArgs;
+use pagoda_device::units::parse_duration;
+use pagoda_engine::{CommitMode, TornMode};
 use pagoda_workload::driver::Progress;
 use pagoda_workload::{
     linkbench, render_linkbench, render_load, render_text, render_tpcc, render_ycsb, tpcc, ycsb,
-    DriverConfig, RunLimit, RunReport,
+    DriverConfig, RunLimit,
 };
 use parking_lot::Mutex;
-use serde_json::{json, Value};
+use serde_json::json;
+use session::Bench;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -23,11 +26,11 @@ use std::time::Duration;
 #[derive(Debug, Subcommand)]
 pub enum BenchCommand {
     /// YCSB core workloads A–F and seed 002's update-only.
-    Ycsb(YcsbArgs),
+    Ycsb(Box<YcsbArgs>),
     /// TPC-C as tpcc-mysql runs it (tpmC), with `--check` for consistency conditions 1–4.
-    Tpcc(TpccArgs),
+    Tpcc(Box<TpccArgs>),
     /// LinkBench (default mix, seed 001's write-heavy mix, or a mix file).
-    Linkbench(LinkbenchArgs),
+    Linkbench(Box<LinkbenchArgs>),
 }
 
 /// Engine and device options shared by every workload (CLI.md).
@@ -67,6 +70,8 @@ pub struct EngineArgs {
     /// Write the result as JSON here.
     #[arg(long)]
     json: Option<PathBuf>,
+    #[command(flatten)]
+    flash: FlashArgs,
 }
 
 /// Phase and client options shared by every workload.
@@ -347,256 +352,4 @@ fn with_bar<T>(
         b.finish();
     }
     Ok(out?)
-}
-
-/// An open database for a benchmark, with what it needs to report and to check that a
-/// persistent database holds what the run expects.
-struct Bench {
-    store: PagodaStore,
-    ident: Value,
-    config: Value,
-    json: Option<PathBuf>,
-    _tmp: Option<tempfile::TempDir>,
-    /// CPU utilisation of the measured run.
-    cpu: Option<pagoda_engine::CpuUsage>,
-}
-
-/// Table and key where a persistent database records what was loaded into it.
-const META_TABLE: &str = "_pagoda_bench";
-const META_KEY: &[u8] = b"loaded";
-
-impl Bench {
-    fn open(e: &EngineArgs, p: &PhaseArgs, ident: Value) -> CliResult<Self> {
-        let buffer = parse_size(&e.buffer)?;
-        let page_size = parse_size(&e.page_size)?;
-        if let Some(mem) = total_memory_bytes() {
-            if buffer >= mem {
-                return Err(CliError::Usage(format!(
-                    "--buffer {} is larger than this machine's memory ({} MiB); give a smaller buffer",
-                    e.buffer,
-                    mem >> 20
-                )));
-            }
-        }
-        let data = e.data.as_deref().map(DeviceSpec::parse).transpose()?;
-        let log = e.log.as_deref().map(DeviceSpec::parse).transpose()?;
-        let emulated = |s: &Option<DeviceSpec>| {
-            s.as_ref()
-                .is_some_and(|s| !matches!(s.kind, DeviceKind::File(_)))
-        };
-        if (p.load_only || p.run_only) && (e.dir.is_none() && e.data.is_none()) {
-            return Err(CliError::Usage(
-                "--load-only and --run-only need a persistent database: give --dir PATH"
-                    .to_string(),
-            ));
-        }
-        if p.run_only && (emulated(&data) || emulated(&log)) {
-            return Err(CliError::Usage(
-                "--run-only cannot use an emulated device: it starts empty each run; use --dir or file: devices"
-                    .to_string(),
-            ));
-        }
-        if p.run_only {
-            // Refuse before anything is created: a run needs a loaded database.
-            let data_path = match &data {
-                Some(DeviceSpec {
-                    kind: DeviceKind::File(path),
-                    ..
-                }) => path.clone(),
-                _ => e
-                    .dir
-                    .as_ref()
-                    .map_or_else(Default::default, |d| d.join("data.pagoda")),
-            };
-            if !data_path.exists() {
-                return Err(CliError::Usage(format!(
-                    "--run-only: no loaded benchmark database at {} (nothing was created); \
-                     load one first with --load-only and the same --dir",
-                    data_path.display()
-                )));
-            }
-        }
-        let (tmp, dir) = match &e.dir {
-            Some(d) => (None, d.clone()),
-            None => {
-                let t = tempfile::Builder::new()
-                    .prefix("pagoda-bench-")
-                    .tempdir()
-                    .map_err(|err| CliError::Io {
-                        path: std::env::temp_dir(),
-                        source: err,
-                    })?;
-                let d = t.path().to_path_buf();
-                (Some(t), d)
-            }
-        };
-        let opts = match (&data, &log) {
-            (None, None) => DbOptions::in_dir(&dir),
-            (Some(d), l) => {
-                let log = match l {
-                    Some(l) => l.clone(),
-                    None if !matches!(d.kind, DeviceKind::File(_)) => d.clone(),
-                    None => {
-                        DeviceSpec::parse(&format!("file:{}", dir.join("log.pagoda").display()))?
-                    }
-                };
-                DbOptions::with_devices(d.open()?, log.open()?)
-            }
-            (None, Some(l)) => DbOptions::with_devices(
-                DeviceSpec::parse(&format!("file:{}", dir.join("data.pagoda").display()))?
-                    .open()?,
-                l.open()?,
-            ),
-        };
-        let opts = opts
-            .page_size(page_size as usize)
-            .buffer_bytes(buffer as usize)
-            .torn(e.torn)
-            .commit(e.commit);
-        let db = Db::open(opts)?;
-        let (dd, ld) = (
-            e.data
-                .clone()
-                .unwrap_or_else(|| format!("file:{}/data.pagoda", dir.display())),
-            e.log.clone().unwrap_or_else(|| {
-                if emulated(&data) {
-                    e.data.clone().unwrap_or_default()
-                } else {
-                    format!("file:{}/log.pagoda", dir.display())
-                }
-            }),
-        );
-        let describe = format!(
-            "pagoda(data={dd}, log={ld}, buffer={}, page={}, torn={}, commit={:?})",
-            e.buffer, e.page_size, e.torn, e.commit
-        );
-        eprintln!("engine: {describe}");
-        let store = PagodaStore::new(db, describe);
-        let config = json!({
-            "dir": e.dir, "data": dd, "log": ld, "buffer_bytes": buffer,
-            "page_size": page_size, "torn": e.torn.to_string(), "commit": e.commit.to_string(), "pipeline_depth": e.pipeline_depth,
-            "seed": e.seed, "threads": p.threads, "load_only": p.load_only, "run_only": p.run_only,
-        });
-        let bench = Self {
-            store,
-            ident,
-            config,
-            json: e.json.clone(),
-            _tmp: tmp,
-            cpu: None,
-        };
-        bench.check_loaded(p.run_only, &dir)?;
-        Ok(bench)
-    }
-
-    fn loaded(&self) -> CliResult<Option<Value>> {
-        if !self
-            .store
-            .db()
-            .list_tables()
-            .iter()
-            .any(|t| t == META_TABLE)
-        {
-            return Ok(None);
-        }
-        let tx = self.store.db().begin_read()?;
-        let v = tx.get(META_TABLE, META_KEY)?;
-        Ok(v.and_then(|b| serde_json::from_slice(&b).ok()))
-    }
-
-    /// Before any work: a run-only database must hold exactly what this run asks for; a load
-    /// must not go into a database that is already loaded.
-    fn check_loaded(&self, run_only: bool, dir: &std::path::Path) -> CliResult<()> {
-        let loaded = self.loaded()?;
-        match (run_only, loaded) {
-            (true, None) => Err(CliError::Usage(format!(
-                "{} holds no loaded benchmark database; load it first with --load-only and the same parameters",
-                dir.display()
-            ))),
-            (true, Some(v)) if v != self.ident => Err(CliError::Usage(format!(
-                "{} was loaded with {v} but this run asks for {}; use the same parameters or load another --dir",
-                dir.display(),
-                self.ident
-            ))),
-            (false, Some(v)) => Err(CliError::Usage(format!(
-                "{} already holds a loaded database ({v}); add --run-only to run on it, or use an empty --dir",
-                dir.display()
-            ))),
-            _ => Ok(()),
-        }
-    }
-
-    fn mark_loaded(&self) -> CliResult<()> {
-        let db = self.store.db();
-        if !db.list_tables().iter().any(|t| t == META_TABLE) {
-            db.create_table(META_TABLE)?;
-        }
-        let mut tx = db.begin()?;
-        tx.put(META_TABLE, META_KEY, self.ident.to_string().as_bytes())?;
-        tx.commit()?;
-        Ok(())
-    }
-
-    /// Prints the engine and device counters, writes the JSON, closes the database.
-    fn finish(self, report: Option<RunReport>) -> CliResult<()> {
-        let stats = self.store.db().stats();
-        let (data, log) = self.store.db().device_stats();
-        eprintln!(
-            "engine: buffer hit ratio {:.4}, buffer reads {}, writes {}; commits {}, log syncs {} ({:.1} commits/sync)",
-            stats.buffer.hit_ratio,
-            stats.buffer.reads,
-            stats.buffer.writes,
-            stats.commits,
-            stats.log_syncs,
-            stats.commits_per_sync
-        );
-        eprintln!(
-            "devices: data {} host writes (4 KiB), {} reads, WAF {:.2}; log {} host writes",
-            data.host_write_pages, data.host_read_pages, data.waf, log.host_write_pages
-        );
-        if report.is_some() {
-            println!("phase profile (commit mode {}):", stats.commit_mode);
-            print!("{}", stats.profile.render());
-        }
-        if let Some(c) = &self.cpu {
-            println!(
-                "cpu: utilisation {:.1}% (user {:.2} s + sys {:.2} s over {:.2} s wall x {} cores)",
-                100.0 * c.utilisation,
-                c.user_s,
-                c.sys_s,
-                c.wall_s,
-                c.cores
-            );
-        }
-        if let (Some(path), Some(r)) = (&self.json, &report) {
-            let mut v = serde_json::to_value(r)
-                .map_err(|e| CliError::Other(format!("cannot encode the report: {e}")))?;
-            if let Some(obj) = v.as_object_mut() {
-                let mut config = self.config.clone();
-                if let (Some(c), Some(w)) = (config.as_object_mut(), r.config.as_object()) {
-                    for (k, val) in w {
-                        c.insert(k.clone(), val.clone());
-                    }
-                }
-                obj.insert("config".to_string(), config);
-                obj.insert("devices".to_string(), json!({ "data": data, "log": log }));
-                obj.insert("profile".to_string(), json!(stats.profile));
-                if let Some(c) = &self.cpu {
-                    obj.insert("cpu".to_string(), json!(c));
-                }
-            }
-            write_json(path, &v)?;
-            eprintln!("wrote {}", path.display());
-        }
-        self.store.close()?;
-        Ok(())
-    }
-}
-
-/// Physical memory from /proc/meminfo (None where it cannot be read).
-fn total_memory_bytes() -> Option<u64> {
-    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let line = text.lines().find(|l| l.starts_with("MemTotal:"))?;
-    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kib * 1024)
 }

@@ -1,0 +1,322 @@
+//! The database of one benchmark: opening it from the engine flags (flash cache included),
+//! checking that a persistent database holds what the run expects, and reporting at the end.
+
+use super::flash::{self, FlashPlan};
+use super::{summary, EngineArgs, PhaseArgs};
+use crate::error::{CliError, CliResult};
+use crate::report::write_json;
+use pagoda::store::PagodaStore;
+use pagoda_device::spec::{DeviceKind, DeviceSpec};
+use pagoda_device::units::parse_size;
+use pagoda_engine::{Db, DbOptions};
+use pagoda_workload::RunReport;
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+
+/// An open database for a benchmark, with what it needs to report and to check that a
+/// persistent database holds what the run expects.
+pub(super) struct Bench {
+    pub(super) store: PagodaStore,
+    ident: Value,
+    config: Value,
+    json: Option<PathBuf>,
+    _tmp: Option<tempfile::TempDir>,
+    /// CPU utilisation of the measured run.
+    pub(super) cpu: Option<pagoda_engine::CpuUsage>,
+}
+
+/// Table and key where a persistent database records what was loaded into it.
+const META_TABLE: &str = "_pagoda_bench";
+const META_KEY: &[u8] = b"loaded";
+
+impl Bench {
+    pub(super) fn open(e: &EngineArgs, p: &PhaseArgs, ident: Value) -> CliResult<Self> {
+        let buffer = parse_size(&e.buffer)?;
+        let page_size = parse_size(&e.page_size)?;
+        if let Some(mem) = total_memory_bytes() {
+            if buffer >= mem {
+                return Err(CliError::Usage(format!(
+                    "--buffer {} is larger than this machine's memory ({} MiB); give a smaller buffer",
+                    e.buffer,
+                    mem >> 20
+                )));
+            }
+        }
+        let data = e.data.as_deref().map(DeviceSpec::parse).transpose()?;
+        let log = e.log.as_deref().map(DeviceSpec::parse).transpose()?;
+        let flash = e.flash.plan()?;
+        let emulated = |s: &Option<DeviceSpec>| {
+            s.as_ref()
+                .is_some_and(|s| !matches!(s.kind, DeviceKind::File(_)))
+        };
+        // Without --dir, a file goes to a temporary directory removed at exit: the data file
+        // when --data is not given, the log file when --data is a file and --log is not.
+        let file_data = data
+            .as_ref()
+            .is_some_and(|s| matches!(s.kind, DeviceKind::File(_)));
+        if (p.load_only || p.run_only)
+            && e.dir.is_none()
+            && (data.is_none() || (file_data && log.is_none()))
+        {
+            return Err(CliError::Usage(
+                "--load-only and --run-only need a persistent database: give --dir PATH \
+                 (or file: devices for both --data and --log)"
+                    .to_string(),
+            ));
+        }
+        if p.run_only && (emulated(&data) || emulated(&log)) {
+            return Err(CliError::Usage(
+                "--run-only cannot use an emulated device: it starts empty each run; use --dir or file: devices"
+                    .to_string(),
+            ));
+        }
+        if p.run_only {
+            // Refuse before anything is created: a run needs a loaded database.
+            let data_path = match &data {
+                Some(DeviceSpec {
+                    kind: DeviceKind::File(path),
+                    ..
+                }) => path.clone(),
+                _ => e
+                    .dir
+                    .as_ref()
+                    .map_or_else(Default::default, |d| d.join("data.pagoda")),
+            };
+            if !data_path.exists() {
+                return Err(CliError::Usage(format!(
+                    "--run-only: no loaded benchmark database at {} (nothing was created); \
+                     load one first with --load-only and the same --dir",
+                    data_path.display()
+                )));
+            }
+        }
+        if let Some(f) = &flash {
+            // The files data and log will use, as opened below (a temporary directory is new
+            // and cannot hold the cache's file).
+            let in_dir = |name: &str| e.dir.iter().map(|d| d.join(name)).collect::<Vec<_>>();
+            let data_files = data
+                .as_ref()
+                .map_or_else(|| in_dir("data.pagoda"), flash::device_files);
+            let log_files = match (&log, &data) {
+                (Some(l), _) => flash::device_files(l),
+                (None, Some(d)) if emulated(&data) => flash::device_files(d),
+                _ => in_dir("log.pagoda"),
+            };
+            f.check_own_device(&data_files, &log_files)?;
+            if let Some(note) = f.phase_note(p) {
+                eprintln!("{note}");
+            }
+        }
+        let (tmp, dir) = match &e.dir {
+            Some(d) => (None, d.clone()),
+            None => {
+                let t = tempfile::Builder::new()
+                    .prefix("pagoda-bench-")
+                    .tempdir()
+                    .map_err(|err| CliError::Io {
+                        path: std::env::temp_dir(),
+                        source: err,
+                    })?;
+                let d = t.path().to_path_buf();
+                (Some(t), d)
+            }
+        };
+        // The cache device first: a device string it refuses leaves no data or log file behind.
+        let flash_opts = flash.as_ref().map(FlashPlan::open).transpose()?;
+        let opts = match (&data, &log) {
+            (None, None) => DbOptions::in_dir(&dir),
+            (Some(d), l) => {
+                let log = match l {
+                    Some(l) => l.clone(),
+                    None if !matches!(d.kind, DeviceKind::File(_)) => d.clone(),
+                    None => {
+                        DeviceSpec::parse(&format!("file:{}", dir.join("log.pagoda").display()))?
+                    }
+                };
+                DbOptions::with_devices(d.open()?, log.open()?)
+            }
+            (None, Some(l)) => DbOptions::with_devices(
+                DeviceSpec::parse(&format!("file:{}", dir.join("data.pagoda").display()))?
+                    .open()?,
+                l.open()?,
+            ),
+        };
+        let mut opts = opts
+            .page_size(page_size as usize)
+            .buffer_bytes(buffer as usize)
+            .torn(e.torn)
+            .commit(e.commit);
+        if let Some(fc) = flash_opts {
+            opts = opts.flash_cache(fc);
+        }
+        let db = Db::open(opts)?;
+        let (dd, ld) = (
+            e.data
+                .clone()
+                .unwrap_or_else(|| format!("file:{}/data.pagoda", dir.display())),
+            e.log.clone().unwrap_or_else(|| {
+                if emulated(&data) {
+                    e.data.clone().unwrap_or_default()
+                } else {
+                    format!("file:{}/log.pagoda", dir.display())
+                }
+            }),
+        );
+        let describe = format!(
+            "pagoda(data={dd}, log={ld}, {}buffer={}, page={}, torn={}, commit={:?})",
+            flash
+                .as_ref()
+                .map_or_else(String::new, |f| format!("{}, ", f.describe())),
+            e.buffer,
+            e.page_size,
+            e.torn,
+            e.commit
+        );
+        eprintln!("engine: {describe}");
+        let store = PagodaStore::new(db, describe);
+        let mut config = json!({
+            "dir": e.dir, "data": dd, "log": ld, "buffer_bytes": buffer,
+            "page_size": page_size, "torn": e.torn.to_string(), "commit": e.commit.to_string(), "pipeline_depth": e.pipeline_depth,
+            "seed": e.seed, "threads": p.threads, "load_only": p.load_only, "run_only": p.run_only,
+        });
+        let flash_config = flash
+            .as_ref()
+            .map_or_else(flash::no_cache_config_json, FlashPlan::config_json);
+        if let (Some(c), Some(fc)) = (config.as_object_mut(), flash_config.as_object()) {
+            c.extend(fc.clone());
+        }
+        let bench = Self {
+            store,
+            ident,
+            config,
+            json: e.json.clone(),
+            _tmp: tmp,
+            cpu: None,
+        };
+        bench.check_loaded(p.run_only, &dir)?;
+        Ok(bench)
+    }
+
+    fn loaded(&self) -> CliResult<Option<Value>> {
+        if !self
+            .store
+            .db()
+            .list_tables()
+            .iter()
+            .any(|t| t == META_TABLE)
+        {
+            return Ok(None);
+        }
+        let tx = self.store.db().begin_read()?;
+        let v = tx.get(META_TABLE, META_KEY)?;
+        Ok(v.and_then(|b| serde_json::from_slice(&b).ok()))
+    }
+
+    /// Before any work: a run-only database must hold exactly what this run asks for; a load
+    /// must not go into a database that is already loaded.
+    fn check_loaded(&self, run_only: bool, dir: &Path) -> CliResult<()> {
+        let loaded = self.loaded()?;
+        match (run_only, loaded) {
+            (true, None) => Err(CliError::Usage(format!(
+                "{} holds no loaded benchmark database; load it first with --load-only and the same parameters",
+                dir.display()
+            ))),
+            (true, Some(v)) if v != self.ident => Err(CliError::Usage(format!(
+                "{} was loaded with {v} but this run asks for {}; use the same parameters or load another --dir",
+                dir.display(),
+                self.ident
+            ))),
+            (false, Some(v)) => Err(CliError::Usage(format!(
+                "{} already holds a loaded database ({v}); add --run-only to run on it, or use an empty --dir",
+                dir.display()
+            ))),
+            _ => Ok(()),
+        }
+    }
+
+    pub(super) fn mark_loaded(&self) -> CliResult<()> {
+        let db = self.store.db();
+        if !db.list_tables().iter().any(|t| t == META_TABLE) {
+            db.create_table(META_TABLE)?;
+        }
+        let mut tx = db.begin()?;
+        tx.put(META_TABLE, META_KEY, self.ident.to_string().as_bytes())?;
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// Prints the engine and device counters, writes the JSON, closes the database.
+    pub(super) fn finish(self, report: Option<RunReport>) -> CliResult<()> {
+        let stats = self.store.db().stats();
+        let (data, log) = self.store.db().device_stats();
+        let flash_dev = self.store.db().flash_device_stats();
+        eprintln!(
+            "engine: buffer hit ratio {:.4}, buffer reads {}, writes {}; commits {}, log syncs {} ({:.1} commits/sync)",
+            stats.buffer.hit_ratio,
+            stats.buffer.reads,
+            stats.buffer.writes,
+            stats.commits,
+            stats.log_syncs,
+            stats.commits_per_sync
+        );
+        let flash_line = flash_dev.as_ref().map_or_else(String::new, |f| {
+            format!(
+                "; flash cache {} host writes, {} reads, WAF {:.2}",
+                f.host_write_pages, f.host_read_pages, f.waf
+            )
+        });
+        eprintln!(
+            "devices: data {} host writes (4 KiB), {} reads, WAF {:.2}; log {} host writes{flash_line}",
+            data.host_write_pages, data.host_read_pages, data.waf, log.host_write_pages
+        );
+        print!("{}", summary::render(&stats, flash_dev.as_ref()));
+        if report.is_some() {
+            println!("phase profile (commit mode {}):", stats.commit_mode);
+            print!("{}", stats.profile.render());
+        }
+        if let Some(c) = &self.cpu {
+            println!(
+                "cpu: utilisation {:.1}% (user {:.2} s + sys {:.2} s over {:.2} s wall x {} cores)",
+                100.0 * c.utilisation,
+                c.user_s,
+                c.sys_s,
+                c.wall_s,
+                c.cores
+            );
+        }
+        if let (Some(path), Some(r)) = (&self.json, &report) {
+            let mut v = serde_json::to_value(r)
+                .map_err(|e| CliError::Other(format!("cannot encode the report: {e}")))?;
+            if let Some(obj) = v.as_object_mut() {
+                let mut config = self.config.clone();
+                if let (Some(c), Some(w)) = (config.as_object_mut(), r.config.as_object()) {
+                    for (k, val) in w {
+                        c.insert(k.clone(), val.clone());
+                    }
+                }
+                obj.insert("config".to_string(), config);
+                let mut devices = json!({ "data": data, "log": log });
+                if let (Some(d), Some(f)) = (devices.as_object_mut(), &flash_dev) {
+                    d.insert("flash_cache".to_string(), json!(f));
+                }
+                obj.insert("devices".to_string(), devices);
+                obj.insert("profile".to_string(), json!(stats.profile));
+                if let Some(c) = &self.cpu {
+                    obj.insert("cpu".to_string(), json!(c));
+                }
+            }
+            write_json(path, &v)?;
+            eprintln!("wrote {}", path.display());
+        }
+        self.store.close()?;
+        Ok(())
+    }
+}
+
+/// Physical memory from /proc/meminfo (None where it cannot be read).
+fn total_memory_bytes() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = text.lines().find(|l| l.starts_with("MemTotal:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}

@@ -1,0 +1,167 @@
+//! The engine part of a benchmark's result: open time, the DRAM buffer, and the flash cache
+//! when one is configured, as a two-column table on stdout.
+
+use crate::report::thousands;
+use pagoda_device::units::format_size;
+use pagoda_device::DeviceStats;
+use pagoda_engine::{DbStats, FlashCacheStats};
+use std::fmt::Write as _;
+
+/// Renders the engine table.
+pub(super) fn render(stats: &DbStats, flash_device: Option<&DeviceStats>) -> String {
+    let mut rows: Vec<(&str, String)> = Vec::new();
+    let r = &stats.recovery;
+    let mut open = format!("{:.1} ms", r.duration_ms);
+    if r.records_replayed > 0 {
+        let _ = write!(
+            open,
+            " ({} commit records replayed)",
+            thousands(r.records_replayed)
+        );
+    }
+    rows.push(("open time (recovery)", open));
+    let b = &stats.buffer;
+    rows.push((
+        "DRAM buffer hit ratio",
+        format!(
+            "{:.4} ({} hits, {} misses)",
+            b.hit_ratio,
+            thousands(b.hits),
+            thousands(b.misses)
+        ),
+    ));
+    if let Some(f) = &stats.flash_cache {
+        flash_rows(&mut rows, f, flash_device);
+    }
+    let width = rows.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
+    let mut out = String::from("engine:\n");
+    for (k, v) in rows {
+        let _ = writeln!(out, "  {k:<width$}  {v}");
+    }
+    out
+}
+
+fn flash_rows(rows: &mut Vec<(&str, String)>, f: &FlashCacheStats, dev: Option<&DeviceStats>) {
+    rows.push((
+        "flash cache",
+        format!(
+            "{}, {} pages, {} slots",
+            f.policy,
+            f.pages,
+            thousands(f.slots)
+        ),
+    ));
+    rows.push((
+        "flash hit ratio",
+        format!(
+            "{:.4} of DRAM misses ({} hits, {} misses)",
+            f.hit_ratio,
+            thousands(f.hits),
+            thousands(f.misses)
+        ),
+    ));
+    rows.push((
+        "flash ring writes",
+        format!(
+            "{} pages, {}, {:.1}% sequential",
+            thousands(f.ring_page_writes),
+            format_size(f.ring_bytes),
+            100.0 * f.sequential_fraction
+        ),
+    ));
+    rows.push(("flash write-backs", thousands(f.write_backs)));
+    rows.push(("GSC re-appends", thousands(f.gsc_reappends)));
+    rows.push((
+        "invalid slots",
+        format!(
+            "{:.1}% ({} valid, {} dirty)",
+            100.0 * f.invalid_fraction,
+            thousands(f.valid_slots),
+            thousands(f.dirty_slots)
+        ),
+    ));
+    rows.push((
+        "dir checkpoints",
+        format!(
+            "{}, {}",
+            thousands(f.dir_checkpoints),
+            format_size(f.dir_checkpoint_bytes)
+        ),
+    ));
+    if f.corrupt_slots > 0 {
+        rows.push(("corrupt slots", thousands(f.corrupt_slots)));
+    }
+    let start = if f.warm_start {
+        format!(
+            "warm: rebuilt in {:.1} ms ({} segments, {} pages)",
+            f.rebuild_ms,
+            thousands(f.rebuild_segments),
+            thousands(f.rebuild_pages)
+        )
+    } else {
+        format!(
+            "cold: {}; rebuild {:.1} ms",
+            f.start_note.as_deref().unwrap_or("the cache was empty"),
+            f.rebuild_ms
+        )
+    };
+    rows.push(("flash start", start));
+    if let Some(d) = dev {
+        rows.push((
+            "flash device",
+            format!(
+                "{} host writes, {} reads (4 KiB), WAF {:.2}",
+                thousands(d.host_write_pages),
+                thousands(d.host_read_pages),
+                d.waf
+            ),
+        ));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flash_lines_only_with_a_flash_cache() {
+        let mut s = DbStats::default();
+        s.recovery.duration_ms = 12.5;
+        let t = render(&s, None);
+        assert!(
+            t.lines()
+                .any(|l| l.contains("open time (recovery)") && l.ends_with(" 12.5 ms")),
+            "{t}"
+        );
+        assert!(!t.contains("flash"), "{t}");
+        s.flash_cache = Some(FlashCacheStats {
+            policy: "face-gsc".to_string(),
+            pages: "dirty".to_string(),
+            hit_ratio: 0.25,
+            warm_start: true,
+            rebuild_ms: 3.0,
+            ..FlashCacheStats::default()
+        });
+        let t = render(&s, Some(&DeviceStats::default()));
+        for want in [
+            "flash hit ratio",
+            "0.2500",
+            "face-gsc, dirty pages",
+            "GSC re-appends",
+            "warm: rebuilt in 3.0 ms",
+            "flash device",
+        ] {
+            assert!(t.contains(want), "{want} in {t}");
+        }
+        // Values start in one column.
+        let starts: Vec<usize> = t
+            .lines()
+            .skip(1)
+            .map(|l| {
+                let key_end = 2 + l[2..].find("  ").unwrap();
+                key_end + l[key_end..].len() - l[key_end..].trim_start().len()
+            })
+            .collect();
+        assert!(starts.windows(2).all(|w| w[0] == w[1]), "{t}");
+    }
+}
