@@ -47,6 +47,10 @@ use std::fmt;
 /// and pages are written back from flash to the data device all the time.
 pub const FLASH_CACHE_POOLS: u64 = 4;
 
+/// The default flash cache holds at least this many cleaner batches (64 pages each; the
+/// engine's ring needs 4 segments of one batch).
+pub const FLASH_CACHE_MIN_BATCHES: u64 = 5;
+
 /// A flash cache under test (seed 000).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CrashFlashCache {
@@ -55,7 +59,8 @@ pub struct CrashFlashCache {
     /// kind. It must emulate power cuts.
     pub device: Option<DeviceSpec>,
     /// Bytes of the device the cache uses, its metadata included (`None`:
-    /// [`FLASH_CACHE_POOLS`] times the buffer pool).
+    /// [`FLASH_CACHE_POOLS`] times the buffer pool, and at least [`FLASH_CACHE_MIN_BATCHES`]
+    /// cleaner batches of 64 pages plus 64 KiB for metadata).
     pub size_bytes: Option<u64>,
     /// Replacement policy.
     pub policy: FlashPolicy,
@@ -189,8 +194,10 @@ impl CrashTestOptions {
     /// Bytes of its device the flash cache uses (0 without a flash cache).
     pub fn flash_cache_bytes(&self) -> u64 {
         self.flash_cache.as_ref().map_or(0, |fc| {
-            fc.size_bytes
-                .unwrap_or(FLASH_CACHE_POOLS * self.pool_bytes() as u64)
+            fc.size_bytes.unwrap_or_else(|| {
+                let batches = FLASH_CACHE_MIN_BATCHES * 64 * self.page_size as u64 + (64 << 10);
+                (FLASH_CACHE_POOLS * self.pool_bytes() as u64).max(batches)
+            })
         })
     }
 

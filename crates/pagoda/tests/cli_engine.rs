@@ -205,6 +205,55 @@ fn crashtest_refuses_bad_flash_cache_flags() {
 }
 
 #[test]
+fn crashtest_with_a_flash_cache_reports_its_counters() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("r.json");
+    // No --torn: none is the default with a flash cache. (The run may meet one of the engine's
+    // known flash cache defects, see crates/pagoda-crashtest/tests/flash.rs: this test checks
+    // the reporting, whatever the verdict.)
+    let o = pagoda()
+        .args([
+            "crashtest",
+            "--cycles",
+            "12",
+            "--device",
+            "mem",
+            "--threads",
+            "1",
+        ])
+        .args(["--page-size", "4KiB", "--flash-cache", "mem,atomic=0"])
+        .args(["--flash-cache-policy", "face-gsc", "--keep-going", "--json"])
+        .arg(&json)
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    let err = String::from_utf8_lossy(&o.stderr);
+    let line = out.lines().last().unwrap_or_default();
+    assert!(line.starts_with("crashtest: cycles 12, "), "{line} {err}");
+    for field in [
+        "stale versions served ",
+        "flash rebuilds ",
+        "pages found in flash ",
+        "flash write-backs ",
+        "cuts in flash steps ",
+    ] {
+        assert!(line.contains(field), "{field} missing from {line}");
+    }
+    assert!(err.contains("flash cache face-gsc (dirty pages"), "{err}");
+    assert!(err.contains("cuts during flash append "), "{err}");
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    assert_eq!(v["flash"]["policy"], "face-gsc");
+    assert_eq!(v["flash"]["pages"], "dirty");
+    assert!(v["flash"]["rebuilds"].as_u64().unwrap() > 0, "{v}");
+    assert!(v["flash"]["write_backs"].as_u64().unwrap() > 0, "{v}");
+    assert_eq!(
+        o.status.success(),
+        v["failures"].as_array().unwrap().is_empty(),
+        "the exit status follows the verdict: {err}"
+    );
+}
+
+#[test]
 fn inspect_names_corrupt_pages() {
     let dir = tempfile::tempdir().unwrap();
     {

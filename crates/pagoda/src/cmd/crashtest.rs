@@ -65,7 +65,8 @@ pub struct CrashtestArgs {
     #[arg(long, value_name = "DEVICE")]
     flash_cache: Option<String>,
     /// Bytes of the cache device the flash cache uses, metadata included (default: 4 times the
-    /// buffer pool, so that the ring wraps and pages are written back all the time).
+    /// buffer pool, and room for at least 5 cleaner batches of 64 pages: small, so that the ring
+    /// wraps and pages are written back all the time).
     #[arg(long, value_name = "SIZE")]
     flash_cache_size: Option<String>,
     /// Flash cache replacement policy: face | face-gsc | lru.
