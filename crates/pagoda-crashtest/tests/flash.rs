@@ -33,7 +33,12 @@ fn options(policy: FlashPolicy, pages: FlashPages, commit: CommitMode) -> CrashT
         page_size: 4096,
         ..CrashTestOptions::default()
     }
-    .flash_cache(CrashFlashCache::new(policy, pages))
+    .flash_cache(CrashFlashCache {
+        // lru keeps one copy per page: at the smallest size the tables outgrow it, so that
+        // victims are written back (the ring wraps at any size: it keeps several versions).
+        size_bytes: (policy == FlashPolicy::Lru).then_some(1_200 << 10),
+        ..CrashFlashCache::new(policy, pages)
+    })
 }
 
 fn flash_of(r: &CrashTestReport) -> &FlashCrashReport {
@@ -103,20 +108,14 @@ fn flash_crash(
     report
 }
 
-// The engine's flash cache tier fails these runs today (see `KNOWN_DEFECT_*`); they are the
-// acceptance tests of its fixes: run them with `cargo test -p pagoda-crashtest --test flash --
-// --ignored`, and drop the `ignore` once they pass.
-
-/// FaCE ring (face, face-gsc): after a rebuild the directory checkpoint interval restarts at 0
-/// although the ring writes after the last directory checkpoint are still needed, so after a
-/// few crashes between directory checkpoints the ring wraps onto the checkpoint's head segment
-/// and the next open refuses the database ("it is older than the database").
-const KNOWN_DEFECT_RING: &str = "engine defect: the ring wraps over its directory checkpoint";
+// Each policy under power cuts, torn mode none. These runs found four defects of the tier
+// (fixed): the ring wrapping onto the writes its last directory checkpoint still needed after a
+// rebuild; lru losing the entries of a whole segment to one torn header write (now two
+// alternating copies) and reusing the sequence numbers of torn entries; commits raising the LSN
+// of freed clean pages without making them dirty (pages `all` cached them as clean).
 
 #[test]
-#[ignore = "engine defect: the ring wraps over its directory checkpoint (face)"]
 fn flash_face_sync() {
-    eprintln!("{KNOWN_DEFECT_RING}");
     flash_crash(
         FlashPolicy::Face,
         FlashPages::Dirty,
@@ -127,9 +126,7 @@ fn flash_face_sync() {
 }
 
 #[test]
-#[ignore = "engine defect: the ring wraps over its directory checkpoint (face-gsc)"]
 fn flash_face_gsc_pipelined() {
-    eprintln!("{KNOWN_DEFECT_RING}");
     flash_crash(
         FlashPolicy::FaceGsc,
         FlashPages::Dirty,
@@ -139,10 +136,7 @@ fn flash_face_gsc_pipelined() {
     );
 }
 
-/// Policy lru rewrites a segment header (the entries of 64 slots, some the only durable copy
-/// of a page) in place, in one copy: a cut that tears it loses those pages.
 #[test]
-#[ignore = "engine defect: lru rewrites a segment header of 64 slots in place (torn: pages lost)"]
 fn flash_lru_sync() {
     flash_crash(
         FlashPolicy::Lru,
@@ -153,11 +147,7 @@ fn flash_lru_sync() {
     );
 }
 
-/// Pages `all`: a commit stamps the pages it freed with its LSN, reading them in when they are
-/// not resident, without marking them dirty; the flash cache then keeps that image as a clean
-/// copy that differs from the data device's (a stale slot by `Db::check`).
 #[test]
-#[ignore = "engine defect: Pool::stamp changes freed clean pages, cached as clean (pages all)"]
 fn flash_face_all_pages_pipelined() {
     flash_crash(
         FlashPolicy::Face,

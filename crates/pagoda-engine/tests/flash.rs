@@ -244,12 +244,12 @@ fn damage_ring(cache: &MemDevice) {
         .max_by_key(|h| h.generation)
         .expect("a cache header");
     let page_sectors = u64::from(h.page_size) / 4096;
-    let seg_sectors = 1 + u64::from(h.per_segment) * page_sectors;
+    let seg_sectors = 2 + u64::from(h.per_segment) * page_sectors;
     let ring = 2 + 2 * u64::from(h.dir_sectors);
     let junk = vec![0x5au8; 4096];
     for seg in 0..u64::from(h.segments) {
         for k in 0..u64::from(h.per_segment) {
-            let at = ring + seg * seg_sectors + 1 + k * page_sectors;
+            let at = ring + seg * seg_sectors + 2 + k * page_sectors;
             cache.write(at, &junk, WriteHints::default()).unwrap();
         }
     }

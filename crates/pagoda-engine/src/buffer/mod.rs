@@ -679,8 +679,15 @@ impl Pool {
     pub fn stamp(&self, pids: &[u64], lsn: u64) -> Result<()> {
         for &pid in pids {
             let mut p = self.write(pid)?;
+            let raised = lsn > p.lsn;
             p.lsn = p.lsn.max(lsn);
             let mut st = self.frames[p.pin.idx as usize].state.lock();
+            if raised && !st.dirty {
+                // A page the commit freed without changing it: its image now differs from the
+                // durable copy (a clean frame must equal it, e.g. for the flash cache).
+                st.dirty = true;
+                st.version += 1;
+            }
             st.in_progress = false;
             if st.rec_lsn == UNSET {
                 st.rec_lsn = lsn;

@@ -160,7 +160,10 @@ impl Db {
         crate::buffer::latch_order::assert_no_latch("the commit lock");
         let _writers = self.inner.commit.lock();
         let mut roots = vec![self.inner.meta_page + 1];
-        roots.extend(self.inner.roots.read().values().copied());
+        // In a fixed order, so that a check changes the pool the same way in a replayed run.
+        let mut tables: Vec<u64> = self.inner.roots.read().values().copied().collect();
+        tables.sort_unstable();
+        roots.extend(tables);
         let mut report = crate::check::check(&self.inner.pool, self.inner.meta_page, &roots)?;
         if let Some(fc) = self.inner.pool.flash() {
             (report.flash_slots_checked, report.flash_stale_slots) = fc.audit()?;

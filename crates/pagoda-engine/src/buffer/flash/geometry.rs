@@ -3,6 +3,11 @@
 use crate::error::{Error, Result};
 use crate::format::{CacheHeader, DirCheckpoint, MAX_PER_SEGMENT, SECTOR};
 
+/// Header sectors at the start of each segment: policy `lru` rewrites a segment's header in
+/// place, alternating between the two, so a torn header write leaves the previous one intact
+/// (the ring writes both copies with its pages).
+pub(crate) const HEADER_SECTORS: u64 = 2;
+
 /// Largest cleaner batch in pages; the ring must hold two.
 pub(crate) const MAX_BATCH: u64 = 64;
 
@@ -19,11 +24,11 @@ pub(crate) struct Geometry {
 impl Geometry {
     /// The layout of a cache of `bytes` (metadata included) for pages of `page_size`:
     /// segments of up to 64 pages (a cleaner batch: one write and one sync each) and at most
-    /// 1 MiB, behind one header sector.
+    /// 1 MiB, behind two header sectors.
     pub(crate) fn for_size(bytes: u64, page_size: usize) -> Result<Self> {
         let page_sectors = (page_size / SECTOR) as u64;
         let per = ((1 << 20) / page_size).clamp(8, 64).min(MAX_PER_SEGMENT) as u64;
-        let seg = 1 + per * page_sectors;
+        let seg = HEADER_SECTORS + per * page_sectors;
         let total = bytes / SECTOR as u64;
         let mut n = total.saturating_sub(2) / seg;
         let mut dir = 0;
@@ -69,7 +74,7 @@ impl Geometry {
     }
 
     pub(crate) fn segment_sectors(&self) -> u64 {
-        1 + u64::from(self.per_segment) * self.page_sectors
+        HEADER_SECTORS + u64::from(self.per_segment) * self.page_sectors
     }
 
     pub(crate) fn segment_sector(&self, seg: u32) -> u64 {
@@ -78,7 +83,7 @@ impl Geometry {
 
     pub(crate) fn slot_sector(&self, slot: u32) -> u64 {
         let per = self.per_segment;
-        self.segment_sector(slot / per) + 1 + u64::from(slot % per) * self.page_sectors
+        self.segment_sector(slot / per) + HEADER_SECTORS + u64::from(slot % per) * self.page_sectors
     }
 
     pub(crate) fn ring_end(&self) -> u64 {

@@ -97,50 +97,81 @@ impl FlashCache {
                 .iter()
                 .map(|(s, _)| s / self.geo.per_segment)
                 .collect();
-            for seg in segs {
-                let header = {
-                    let st = self.state.lock();
-                    let slots = self
-                        .geo
-                        .slots_of(seg)
-                        .map(|s| {
-                            let m = metas
-                                .iter()
-                                .find(|(x, _)| *x == s)
-                                .map(|(_, m)| *m)
-                                .unwrap_or(st.slots[s as usize]);
-                            (m.pid != NONE).then_some(SlotEntry {
-                                pid: m.pid,
-                                lsn: m.lsn,
-                                seq: m.seq,
-                                crc: m.crc,
-                                dirty: m.dirty,
-                            })
-                        })
-                        .collect::<Vec<_>>();
-                    let seq = slots.iter().flatten().map(|e| e.seq).max().unwrap_or(0);
-                    SegmentHeader {
-                        cache_id: self.cache_id,
-                        seq,
-                        slots,
-                    }
-                };
-                let at = self.geo.segment_sector(seg);
-                self.dev.write(at, &header.encode(), hints)?;
-                self.count_write(io, at, 1, 0);
-            }
+            self.write_headers(io, &segs, &metas)?;
             self.dev.flush()?;
-            {
+            let olds: BTreeSet<u32> = {
                 let mut st = self.state.lock();
+                let mut olds = BTreeSet::new();
                 for (slot, m) in &metas {
+                    if let Some(&old) = st.dir.get(&m.pid) {
+                        olds.insert(old / self.geo.per_segment);
+                    }
                     st.slots[*slot as usize] = *m;
                     st.install(*slot, true);
                 }
+                olds
+            };
+            // The replaced copies' entries go too, now that the new copies are durable: else,
+            // once a new copy is evicted, a rebuild could take an old one for the newest.
+            if !olds.is_empty() {
+                self.write_headers(io, &olds, &[])?;
+                self.dev.flush()?;
             }
             io.since_ckpt += chunk.len() as u64;
             if io.since_ckpt >= self.geo.checkpoint_every() * per {
                 self.dir_checkpoint(io)?;
             }
+        }
+        Ok(())
+    }
+
+    /// Rewrites the headers of `segs` from the slot metadata (`overrides` first), each into the
+    /// copy not holding its newest header, under a fresh sequence number.
+    fn write_headers(
+        &self,
+        io: &mut Io,
+        segs: &BTreeSet<u32>,
+        overrides: &[(u32, Slot)],
+    ) -> Result<()> {
+        let hints = WriteHints::stream(self.stream);
+        for &seg in segs {
+            let (header, alt) = {
+                let mut st = self.state.lock();
+                let slots = self
+                    .geo
+                    .slots_of(seg)
+                    .map(|s| {
+                        let m = overrides
+                            .iter()
+                            .find(|(x, _)| *x == s)
+                            .map_or(st.slots[s as usize], |(_, m)| *m);
+                        (m.pid != NONE).then_some(SlotEntry {
+                            pid: m.pid,
+                            lsn: m.lsn,
+                            seq: m.seq,
+                            crc: m.crc,
+                            dirty: m.dirty,
+                        })
+                    })
+                    .collect::<Vec<_>>();
+                // A fresh number: the newer of the two copies is always the later write.
+                let seq = st.next_seq;
+                st.next_seq += 1;
+                if st.hdr_alt.is_empty() {
+                    st.hdr_alt = vec![false; self.geo.segments as usize];
+                }
+                let alt = st.hdr_alt[seg as usize];
+                st.hdr_alt[seg as usize] = !alt;
+                let h = SegmentHeader {
+                    cache_id: self.cache_id,
+                    seq,
+                    slots,
+                };
+                (h, alt)
+            };
+            let at = self.geo.segment_sector(seg) + u64::from(alt);
+            self.dev.write(at, &header.encode(), hints)?;
+            self.count_write(io, at, 1, 0);
         }
         Ok(())
     }

@@ -73,6 +73,8 @@ struct State {
     tick: Vec<u64>,
     clock: u64,
     free: Vec<u32>,
+    /// Policy `lru`: per segment, whether its next header write goes to the second sector.
+    hdr_alt: Vec<bool>,
 }
 
 impl State {
@@ -89,6 +91,7 @@ impl State {
             tick: vec![0; slots],
             clock: 0,
             free: (0..slots as u32).rev().collect(),
+            hdr_alt: Vec::new(),
         }
     }
 

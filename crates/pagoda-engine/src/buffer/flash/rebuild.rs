@@ -141,6 +141,12 @@ impl FlashCache {
                 fc.dev.describe()
             ));
         }
+        if fc.start.warm {
+            // The ring writes after the old directory checkpoint are needed until a newer one
+            // exists: write it now, before the ring can wrap onto them.
+            let mut io = fc.io.lock();
+            fc.dir_checkpoint(&mut io)?;
+        }
         fc.start.rebuild_ms = t0.elapsed().as_secs_f64() * 1000.0;
         Ok(fc)
     }
@@ -315,15 +321,26 @@ impl FlashCache {
         let trusted: HashMap<u32, SlotEntry> = snap.entries.iter().copied().collect();
         let mut best: HashMap<u64, (u32, SlotEntry)> = HashMap::new();
         let mut max_seq = snap.next_seq.saturating_sub(1);
-        let mut sector = vec![0u8; SECTOR];
+        let mut sectors = vec![0u8; 2 * SECTOR];
+        let mut hdr_alt = vec![false; self.geo.segments as usize];
         for seg in 0..self.geo.segments {
-            self.dev.read(self.geo.segment_sector(seg), &mut sector)?;
-            let Some(h) = SegmentHeader::decode(&sector) else {
+            self.dev.read(self.geo.segment_sector(seg), &mut sectors)?;
+            // The newer intact copy of the two (the other may be torn or older).
+            let copies: Vec<(usize, SegmentHeader)> = sectors
+                .chunks(SECTOR)
+                .enumerate()
+                .filter_map(|(k, c)| SegmentHeader::decode(c).map(|h| (k, h)))
+                .filter(|(_, h)| h.cache_id == self.cache_id)
+                .collect();
+            // Sequence numbers are never reused, not even those of slots found torn: a torn
+            // entry left on the device must never look newer than a later copy.
+            for (_, h) in &copies {
+                max_seq = max_seq.max(h.seq);
+            }
+            let Some((k, h)) = copies.into_iter().max_by_key(|(_, h)| h.seq) else {
                 continue;
             };
-            if h.cache_id != self.cache_id {
-                continue;
-            }
+            hdr_alt[seg as usize] = k == 0;
             for (k, e) in h.slots.iter().enumerate() {
                 let Some(e) = e else { continue };
                 let slot = seg * self.geo.per_segment + k as u32;
@@ -359,6 +376,7 @@ impl FlashCache {
             .filter(|s| st.slots[*s as usize].pid == NONE)
             .collect();
         st.next_seq = max_seq + 1;
+        st.hdr_alt = hdr_alt;
         Ok(Rebuilt {
             state: st,
             segments_read: u64::from(self.geo.segments),

@@ -132,7 +132,9 @@ impl FlashCache {
             seq,
             slots,
         };
+        // Both header copies, so that the segment is one sequential request.
         let mut buf = header.encode();
+        buf.extend_from_within(..);
         buf.reserve(batch.len() * self.page_size);
         for i in batch {
             buf.extend_from_slice(&i.bytes);
