@@ -441,7 +441,9 @@ impl Pool {
             }
             // A clean page leaving DRAM goes to the flash cache too (pages `all`).
             let evicted = match &self.flash {
-                Some(fc) if old != u64::MAX && fc.caches_clean() => guard.take(),
+                Some(fc) if old != u64::MAX && fc.caches_clean() => {
+                    guard.take().map(|p| (p, fc.stage_mark()))
+                }
                 _ => None,
             };
             inner.ids[idx as usize] = pid;
@@ -450,7 +452,7 @@ impl Pool {
             frame.pin.fetch_add(1, Ordering::Acquire);
             self.shard(pid).write().insert(pid, idx);
             drop(inner);
-            if let (Some(fc), Some(page)) = (&self.flash, evicted) {
+            if let (Some(fc), Some((page, staged_at))) = (&self.flash, evicted) {
                 let mut bytes = Vec::with_capacity(self.page_size);
                 crate::format::encode_page(&page, self.page_size, &mut bytes);
                 fc.stage(flash::Img {
@@ -458,6 +460,7 @@ impl Pool {
                     lsn: page.lsn,
                     bytes,
                     dirty: false,
+                    staged_at,
                 });
             }
             {

@@ -37,6 +37,7 @@ impl Pool {
                     lsn: o.lsn,
                     bytes: o.bytes.clone(),
                     dirty: true,
+                    staged_at: 0,
                 })
                 .collect();
             fc.write(imgs)?;

@@ -75,6 +75,9 @@ struct State {
     free: Vec<u32>,
     /// Policy `lru`: per segment, whether its next header write goes to the second sector.
     hdr_alt: Vec<bool>,
+    /// Per page, the sequence number of its latest dirty write here: a clean image staged
+    /// before it is older than the data device's copy may become (pages `all`).
+    last_dirty: HashMap<u64, u64>,
 }
 
 impl State {
@@ -92,6 +95,7 @@ impl State {
             clock: 0,
             free: (0..slots as u32).rev().collect(),
             hdr_alt: Vec::new(),
+            last_dirty: HashMap::new(),
         }
     }
 
@@ -105,6 +109,9 @@ impl State {
         }
         self.valid += 1;
         self.dirty += u64::from(s.dirty);
+        if s.dirty {
+            self.last_dirty.insert(s.pid, s.seq);
+        }
         if lru {
             self.touch(slot);
         }
@@ -154,6 +161,8 @@ pub(crate) struct Img {
     pub(crate) lsn: u64,
     pub(crate) bytes: Vec<u8>,
     pub(crate) dirty: bool,
+    /// For a staged clean image: the ring's next sequence number when it was staged.
+    pub(crate) staged_at: u64,
 }
 
 impl Img {
@@ -340,6 +349,8 @@ impl FlashCache {
 
     /// Holds a clean page evicted from DRAM for the next ring write (pages `all`), unless the
     /// cache already has a copy of it.
+    /// `img.staged_at` must come from [`FlashCache::stage_mark`] taken before its frame was
+    /// given up (a dirty copy written after that makes the image stale).
     pub(crate) fn stage(&self, img: Img) {
         if self.state.lock().dir.contains_key(&img.pid) {
             return;
@@ -349,6 +360,11 @@ impl FlashCache {
         if s.len() < 4 * self.geo.per_segment as usize {
             s.push(img);
         }
+    }
+
+    /// The mark a clean image leaving DRAM carries into [`FlashCache::stage`].
+    pub(crate) fn stage_mark(&self) -> u64 {
+        self.state.lock().next_seq
     }
 
     /// Whether enough clean pages wait for a ring write of their own.
@@ -366,11 +382,13 @@ impl FlashCache {
             if !staged.is_empty() {
                 let st = self.state.lock();
                 let mine: std::collections::HashSet<u64> = imgs.iter().map(|i| i.pid).collect();
-                imgs.extend(
-                    staged
-                        .into_iter()
-                        .filter(|s| !mine.contains(&s.pid) && !st.dir.contains_key(&s.pid)),
-                );
+                // A staged image is still the data device's version only if no dirty copy of
+                // its page was written here since (even one written back and gone by now).
+                imgs.extend(staged.into_iter().filter(|s| {
+                    !mine.contains(&s.pid)
+                        && !st.dir.contains_key(&s.pid)
+                        && st.last_dirty.get(&s.pid).is_none_or(|&d| d < s.staged_at)
+                }));
             }
         }
         if imgs.is_empty() {

@@ -104,6 +104,7 @@ impl FlashCache {
                 lsn: meta.lsn,
                 bytes: buf,
                 dirty: meta.dirty,
+                staged_at: 0,
             });
             self.c.gsc.fetch_add(1, Ordering::Relaxed);
         }
