@@ -7,6 +7,7 @@
 # (emulated devices start empty) and measures DURATION after a 5 s ramp-up.
 #
 #   scripts/face-tpcc.sh [WAREHOUSES] [DURATION] [OUTDIR]
+#   FLASH=DEVICE (environment) names the flash cache device (default: an emulated SATA SSD).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 W=${1:-1}
@@ -20,7 +21,8 @@ DB_MIB=$((120 * W))
 BUF_MIB=$(( (DB_MIB * 2 + 99) / 100 )); [ "$BUF_MIB" -lt 3 ] && BUF_MIB=3
 FC_MIB=$(( DB_MIB * 20 / 100 ))
 LOG="--log sata-ssd,capacity=1GiB,latency=emulate"
-FC="--flash-cache sata-ssd,capacity=512MiB,latency=emulate --flash-cache-size ${FC_MIB}MiB"
+FLASH=${FLASH:-sata-ssd,capacity=512MiB,latency=emulate}
+FC="--flash-cache $FLASH --flash-cache-size ${FC_MIB}MiB"
 declare -A DATA=(
   [ssd]="sata-ssd,capacity=4GiB,latency=emulate"
   [hdd]="raid0-8x-hdd-15k,capacity=4GiB,latency=emulate"
@@ -31,6 +33,8 @@ declare -A CONF=(
   [face-gsc]="--torn none $FC --flash-cache-policy face-gsc"
   [lru]="--torn none $FC --flash-cache-policy lru"
 )
+echo "flash cache device: $FLASH; ${W} warehouse(s), buffer ${BUF_MIB} MiB, flash cache ${FC_MIB} MiB, $DUR measured"
+echo
 echo "| data | config | tpmC | vs original | DRAM hit | flash hit | flash seq. writes | write-backs | data-device writes (4 KiB) |"
 echo "|---|---|---|---|---|---|---|---|---|"
 for dev in ssd hdd; do
