@@ -34,7 +34,7 @@ impl Setup {
             data: dev("hdd-15k,capacity=2GiB,latency=emulate")?,
             log: dev("sata-ssd,capacity=1GiB,latency=emulate")?,
             flash: if with_flash {
-                Some(dev("sata-ssd,capacity=512MiB,latency=emulate")?)
+                Some(dev("sata-ssd,capacity=4GiB,latency=emulate")?)
             } else {
                 None
             },
@@ -42,8 +42,11 @@ impl Setup {
     }
 
     fn opts(&self, flash: Option<&DeviceRef>) -> DbOptions {
+        // No background thread: no checkpoint but the explicit one, so both runs crash with the
+        // same log to replay.
         let o = DbOptions::with_devices(self.data.clone(), self.log.clone())
             .buffer_bytes(4 << 20)
+            .background(false)
             .torn(if self.flash.is_some() {
                 TornMode::None
             } else {
@@ -163,7 +166,7 @@ fn main() -> Res<()> {
     let s = kept.ok_or("setup")?;
     println!("\n| after a clean close | open ms | flash rebuild ms | first {n} reads: ops/s | DRAM hit ratio | flash hit ratio (of DRAM misses) |");
     println!("|---|---|---|---|---|---|");
-    let cold_dev = dev("sata-ssd,capacity=512MiB,latency=emulate")?;
+    let cold_dev = dev("sata-ssd,capacity=4GiB,latency=emulate")?;
     for (name, flash) in [
         ("flash cache warm", s.flash.clone()),
         ("flash cache cold (new device)", Some(cold_dev)),
