@@ -83,6 +83,7 @@ impl Pool {
             let mut st = self.frames[o.idx as usize].state.lock();
             if st.version == o.version {
                 st.dirty = false;
+                st.relabeled = false;
                 st.rec_lsn = UNSET;
             }
         }

@@ -47,6 +47,8 @@ pub const UNSET: u64 = u64::MAX;
 #[derive(Debug)]
 struct FState {
     dirty: bool,
+    /// Clean, but its LSN was raised by a commit that freed it (see [`Pool::stamp`]).
+    relabeled: bool,
     in_progress: bool,
     version: u64,
     rec_lsn: u64,
@@ -279,6 +281,7 @@ impl Pool {
                 pin: AtomicU32::new(0),
                 state: Mutex::new(FState {
                     dirty: false,
+                    relabeled: false,
                     in_progress: false,
                     version: 0,
                     rec_lsn: UNSET,
@@ -441,7 +444,9 @@ impl Pool {
             }
             // A clean page leaving DRAM goes to the flash cache too (pages `all`).
             let evicted = match &self.flash {
-                Some(fc) if old != u64::MAX && fc.caches_clean() => {
+                Some(fc)
+                    if old != u64::MAX && fc.caches_clean() && !frame.state.lock().relabeled =>
+                {
                     guard.take().map(|p| (p, fc.stage_mark()))
                 }
                 _ => None,
@@ -466,6 +471,7 @@ impl Pool {
             {
                 let mut st = frame.state.lock();
                 st.dirty = false;
+                st.relabeled = false;
                 st.in_progress = false;
                 st.rec_lsn = UNSET;
                 st.version += 1;
@@ -685,11 +691,15 @@ impl Pool {
             let raised = lsn > p.lsn;
             p.lsn = p.lsn.max(lsn);
             let mut st = self.frames[p.pin.idx as usize].state.lock();
-            if raised && !st.dirty {
-                // A page the commit freed without changing it: its image now differs from the
-                // durable copy (a clean frame must equal it, e.g. for the flash cache).
-                st.dirty = true;
+            if raised {
+                // A cleaner that copied the page before this must not mark it clean.
                 st.version += 1;
+                if !st.dirty {
+                    // A page the commit freed without changing it: only its LSN now differs
+                    // from the durable copy, so it must not be cached as that copy (pages
+                    // `all`).
+                    st.relabeled = true;
+                }
             }
             st.in_progress = false;
             if st.rec_lsn == UNSET {
