@@ -9,7 +9,7 @@
 use super::cleaner::Out;
 use super::Pool;
 use crate::error::Result;
-use crate::format::{check_page, is_zero};
+use crate::format::{check_page, is_zero, SECTOR};
 use crate::probe::{self, Sabotage};
 use crate::TornMode;
 use pagoda_device::WriteHints;
@@ -89,25 +89,8 @@ impl Pool {
 
     /// Writes sorted pages, merging runs of consecutive page ids into one request.
     fn write_runs(&self, outs: &[Out], hints: WriteHints) -> Result<()> {
-        let mut i = 0;
-        while i < outs.len() {
-            let mut j = i + 1;
-            while j < outs.len() && outs[j].pid == outs[j - 1].pid + 1 {
-                j += 1;
-            }
-            if j == i + 1 {
-                self.dev
-                    .write(self.sector_of(outs[i].pid), &outs[i].bytes, hints)?;
-            } else {
-                let mut buf = Vec::with_capacity((j - i) * self.page_size);
-                for o in &outs[i..j] {
-                    buf.extend_from_slice(&o.bytes);
-                }
-                self.dev.write(self.sector_of(outs[i].pid), &buf, hints)?;
-            }
-            i = j;
-        }
-        Ok(())
+        let pages: Vec<(u64, &[u8])> = outs.iter().map(|o| (o.pid, o.bytes.as_slice())).collect();
+        write_runs(&self.dev, &pages, self.page_size, hints)
     }
 
     /// Recovery in mode `doublewrite`: copies each valid page of the double-write area over its
@@ -151,4 +134,34 @@ impl Pool {
         }
         Ok(repaired)
     }
+}
+
+/// Writes pages sorted by id to `dev`, merging runs of consecutive ids into one request (one
+/// write per page when the hints ask for atomicity): the cleaner's in-place writes and the
+/// flash cache's write-backs.
+pub(super) fn write_runs(
+    dev: &pagoda_device::DeviceRef,
+    pages: &[(u64, &[u8])],
+    page_size: usize,
+    hints: WriteHints,
+) -> Result<()> {
+    let per = (page_size / SECTOR) as u64;
+    let mut i = 0;
+    while i < pages.len() {
+        let mut j = i + 1;
+        while !hints.atomic && j < pages.len() && pages[j].0 == pages[j - 1].0 + 1 {
+            j += 1;
+        }
+        if j == i + 1 {
+            dev.write(pages[i].0 * per, pages[i].1, hints)?;
+        } else {
+            let mut buf = Vec::with_capacity((j - i) * page_size);
+            for (_, b) in &pages[i..j] {
+                buf.extend_from_slice(b);
+            }
+            dev.write(pages[i].0 * per, &buf, hints)?;
+        }
+        i = j;
+    }
+    Ok(())
 }

@@ -442,7 +442,8 @@ impl FlashCache {
             }
         }
         out.sort_by_key(|(p, _)| *p);
-        write_runs(&self.data, &out, self.page_size, self.data_hints)?;
+        let pages: Vec<(u64, &[u8])> = out.iter().map(|(p, b)| (*p, b.as_slice())).collect();
+        super::torn::write_runs(&self.data, &pages, self.page_size, self.data_hints)?;
         if !self.sabotaged(Sabotage::FlashUnsyncedWriteback) {
             self.data.flush()?;
         }
@@ -585,33 +586,4 @@ fn ratio(a: u64, b: u64) -> f64 {
 fn slot_ok(buf: &[u8], meta: &Slot) -> bool {
     let crc = u32::from_le_bytes([buf[0], buf[1], buf[2], buf[3]]);
     crc == meta.crc && check_page(buf, meta.pid) == Ok(meta.lsn)
-}
-
-/// Writes pages sorted by id to the data device, merging runs of consecutive ids (one atomic
-/// write per page when the hints ask for atomicity).
-fn write_runs(
-    data: &DeviceRef,
-    pages: &[(u64, Vec<u8>)],
-    page_size: usize,
-    hints: WriteHints,
-) -> Result<()> {
-    let per = (page_size / SECTOR) as u64;
-    let mut i = 0;
-    while i < pages.len() {
-        let mut j = i + 1;
-        while !hints.atomic && j < pages.len() && pages[j].0 == pages[j - 1].0 + 1 {
-            j += 1;
-        }
-        if j == i + 1 {
-            data.write(pages[i].0 * per, &pages[i].1, hints)?;
-        } else {
-            let mut buf = Vec::with_capacity((j - i) * page_size);
-            for (_, b) in &pages[i..j] {
-                buf.extend_from_slice(b);
-            }
-            data.write(pages[i].0 * per, &buf, hints)?;
-        }
-        i = j;
-    }
-    Ok(())
 }
