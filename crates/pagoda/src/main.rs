@@ -26,6 +26,9 @@ enum Command {
     Bench(cmd::bench::BenchCommand),
     /// Power-cut crash test of the engine on an emulated device.
     Crashtest(cmd::crashtest::CrashtestArgs),
+    /// Reproduce the seeds' experiments: report, JSON and plots; sharded runs (plan/cell/report).
+    #[command(subcommand)]
+    Reproduce(cmd::reproduce::ReproduceCommand),
     /// Verify a database's pages and log offline.
     Inspect {
         /// The database directory.
@@ -42,6 +45,7 @@ fn main() -> ExitCode {
         Command::Ssd(c) => cmd::ssd::run(c),
         Command::Bench(c) => cmd::bench::run(c),
         Command::Crashtest(a) => cmd::crashtest::run(&a),
+        Command::Reproduce(c) => cmd::reproduce::run(c),
         Command::Inspect { path } => cmd::inspect::run(&path),
     };
     match result {

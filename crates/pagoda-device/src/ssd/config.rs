@@ -103,6 +103,12 @@ pub struct SsdConfig {
     /// power cut; when more is unflushed the device drains (makes durable) on its own.
     /// Key `cache`.
     pub cache_bytes: u64,
+    /// Bring the device to steady state when it is created, as a drive that has been in use:
+    /// one full sequential fill, then one capacity of uniform random 4 KiB overwrites, then
+    /// zeroed counters (the fill runs without emulated delay). Without it a fresh device
+    /// has every block free and garbage collection starts only after a capacity of writes.
+    /// Key `precondition=1`.
+    pub precondition: bool,
     /// Cell read time of one flash page (tR), µs. Key `read_us`.
     pub read_us: f64,
     /// Program time of one flash page (tPROG), µs. Key `program_us`.
@@ -120,7 +126,7 @@ pub struct SsdConfig {
 /// Valid keys of [`SsdConfig::set`], for error messages.
 pub const KEYS: &str = "capacity, op, streams, atomic, latency, time_scale, backing, channels, \
      dies, planes, pages_per_block, page_size, spare, gc, gc_low, gc_high, stripe, cache, \
-     read_us, program_us, erase_us, channel_mbps, link_mbps, cmd_us";
+     precondition, read_us, program_us, erase_us, channel_mbps, link_mbps, cmd_us";
 
 impl SsdConfig {
     /// A named preset. The source of every figure (or the plain statement that it has none)
@@ -169,6 +175,7 @@ impl SsdConfig {
             gc_high_blocks: 4,
             stripe: None,
             cache_bytes: 512 * 1024,
+            precondition: false,
             read_us: 60.0,
             program_us: 800.0,
             erase_us: 3000.0,
@@ -269,6 +276,17 @@ impl SsdConfig {
             "gc_high" => self.gc_high_blocks = int(key, v)?,
             "stripe" => self.stripe = Some(int(key, v)?),
             "cache" => self.cache_bytes = parse_size(v)?,
+            "precondition" => {
+                self.precondition = match v {
+                    "1" | "true" | "yes" => true,
+                    "0" | "false" | "no" => false,
+                    _ => {
+                        return Err(DeviceError::config(format!(
+                            "precondition={v}: give 1 (fill to steady state at creation) or 0"
+                        )))
+                    }
+                }
+            }
             "read_us" => self.read_us = float(key, v)?,
             "program_us" => self.program_us = float(key, v)?,
             "erase_us" => self.erase_us = float(key, v)?,

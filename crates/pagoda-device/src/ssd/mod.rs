@@ -90,15 +90,23 @@ impl Ssd {
             streams: cfg.streams,
             power_cut: true,
         };
-        let clock = (cfg.latency == LatencyMode::Emulate).then(|| EmuClock::new(cfg.time_scale));
-        Ok(Self {
+        let emulate = cfg.latency == LatencyMode::Emulate;
+        let mut ssd = Self {
             cfg,
             geo,
             caps,
-            clock,
+            clock: None,
             ftl: Mutex::new(ftl),
             l2p_addr,
-        })
+        };
+        if ssd.cfg.precondition {
+            // Before the clock exists: an aged drive, not minutes of emulated writes.
+            synth::precondition(&ssd, 0x00A6_ED00)?;
+        }
+        if emulate {
+            ssd.clock = Some(EmuClock::new(ssd.cfg.time_scale));
+        }
+        Ok(ssd)
     }
 
     /// A preset with `key=value` overrides, e.g. `Ssd::from_preset("sata-ssd", &[("op", "0.28")])`.

@@ -3,4 +3,5 @@
 pub mod bench;
 pub mod crashtest;
 pub mod inspect;
+pub mod reproduce;
 pub mod ssd;

@@ -130,6 +130,13 @@ pub struct TpccArgs {
     /// Check consistency conditions 1–4 after the run (fails the command when one is broken).
     #[arg(long)]
     check: bool,
+    /// Items (and stock rows per warehouse) instead of TPC-C's 100,000: a smaller database
+    /// for smoke tests; results are then not TPC-C's.
+    #[arg(long, hide = true)]
+    items: Option<u32>,
+    /// Customers per district instead of TPC-C's 3,000 (see --items).
+    #[arg(long, hide = true)]
+    customers: Option<u32>,
     #[command(flatten)]
     phase: PhaseArgs,
     #[command(flatten)]
@@ -202,7 +209,13 @@ fn bench_ycsb(a: &YcsbArgs) -> CliResult<()> {
 }
 
 fn bench_tpcc(a: &TpccArgs) -> CliResult<()> {
-    let cfg = tpcc::TpccConfig::new(a.warehouses);
+    let mut cfg = tpcc::TpccConfig::new(a.warehouses);
+    if let Some(n) = a.items {
+        cfg.scale.items = n;
+    }
+    if let Some(n) = a.customers {
+        cfg.scale.customers_per_district = n;
+    }
     cfg.validate()?;
     let rampup = Duration::from_secs(5);
     let mut phase_limit = a.phase.duration.clone();

@@ -1,0 +1,344 @@
+//! The grid of a reproduction: independent cells, each one `pagoda` command line whose
+//! `--json` result is saved with what the report needs (the cell, the seed, the machine).
+//! A cell runs as a child process of the same binary, so a cell run by hand, by a batch
+//! system or by `reproduce all` is the same run.
+
+use crate::error::{CliError, CliResult};
+use crate::progress::Progress;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// How large a reproduction is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum Scale {
+    /// Seconds per cell: the test suite's scale (checks that everything runs, not the effect).
+    #[value(hide = true)]
+    Tiny,
+    /// All experiments in at most 15 minutes on a 2-core machine, each effect still visible.
+    Quick,
+    /// The largest scale that fits one machine in a few hours.
+    Full,
+}
+
+impl Scale {
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Scale::Tiny => "tiny",
+            Scale::Quick => "quick",
+            Scale::Full => "full",
+        }
+    }
+
+    /// Extra `bench tpcc` flags: at the tiny scale a TPC-C database of 2,000 items and 300
+    /// customers per district, which loads in about a second (the test suite's scale).
+    pub(crate) fn tpcc_size(self) -> &'static [&'static str] {
+        match self {
+            Scale::Tiny => &["--items", "2000", "--customers", "300"],
+            _ => &[],
+        }
+    }
+
+    /// Picks the value for this scale.
+    pub(crate) fn pick<T>(self, tiny: T, quick: T, full: T) -> T {
+        match self {
+            Scale::Tiny => tiny,
+            Scale::Quick => quick,
+            Scale::Full => full,
+        }
+    }
+}
+
+/// One independent run of the grid.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub(crate) struct Cell {
+    /// `experiment.rest`, only `[a-z0-9.-]` (it names the result file).
+    pub id: String,
+    pub experiment: String,
+    /// The `pagoda` arguments, without `--seed` and `--json` (the runner adds them).
+    pub args: Vec<String>,
+    /// Expected seconds on a 2-core machine (for the progress bar's time left).
+    pub estimate_s: u64,
+    /// What the report needs to place the result (device, mode, threads ...).
+    pub params: Value,
+    /// The command fails by design (a sabotage-free crash test of an unsafe mode): its JSON is
+    /// the result and the failure is the finding.
+    #[serde(default)]
+    pub may_fail: bool,
+}
+
+impl Cell {
+    pub(crate) fn new(
+        experiment: &str,
+        name: &str,
+        args: &[&str],
+        estimate_s: u64,
+        params: Value,
+    ) -> Self {
+        Self {
+            id: format!("{experiment}.{name}"),
+            experiment: experiment.to_string(),
+            args: args.iter().map(ToString::to_string).collect(),
+            estimate_s,
+            params,
+            may_fail: false,
+        }
+    }
+
+    /// The command line a user (or a batch system) runs for this cell alone.
+    pub(crate) fn command(&self, scale: Scale, seed: u64, out: &str) -> String {
+        format!(
+            "pagoda reproduce cell {} --scale {} --seed {seed} --out {out}",
+            self.id,
+            scale.name()
+        )
+    }
+
+    /// What the cell runs, as a shell line.
+    pub(crate) fn runs(&self, seed: u64) -> String {
+        let mut s = String::from("pagoda");
+        for a in &self.args {
+            s.push(' ');
+            s.push_str(a);
+        }
+        s.push_str(&format!(" --seed {seed} --json RESULT.json"));
+        s
+    }
+
+    fn file(&self, out: &Path) -> PathBuf {
+        out.join("cells").join(format!("{}.json", self.id))
+    }
+}
+
+/// A cell's saved result.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub(crate) struct CellResult {
+    pub cell: Cell,
+    pub scale: Scale,
+    pub seed: u64,
+    pub machine: Value,
+    pub elapsed_s: f64,
+    /// The command's exit status was success.
+    pub ok: bool,
+    /// Why it failed (the last line of its stderr), when it did.
+    pub error: Option<String>,
+    /// The command's `--json` output (`null` when it wrote none).
+    pub result: Value,
+}
+
+impl CellResult {
+    /// A number from the result by a `/`-separated path (`engine/buffer_hit_ratio`).
+    pub(crate) fn num(&self, path: &str) -> Option<f64> {
+        let mut v = &self.result;
+        for k in path.split('/') {
+            v = match k.parse::<usize>() {
+                Ok(i) if v.is_array() => v.get(i)?,
+                _ => v.get(k)?,
+            };
+        }
+        v.as_f64()
+    }
+
+    /// A parameter of the cell.
+    pub(crate) fn param(&self, key: &str) -> Option<&Value> {
+        self.cell.params.get(key)
+    }
+
+    pub(crate) fn param_str(&self, key: &str) -> &str {
+        self.param(key).and_then(Value::as_str).unwrap_or("")
+    }
+
+    pub(crate) fn param_f64(&self, key: &str) -> f64 {
+        self.param(key).and_then(Value::as_f64).unwrap_or(0.0)
+    }
+
+    /// The result is usable: the command succeeded, or failed by design and wrote its JSON.
+    pub(crate) fn usable(&self) -> bool {
+        (self.ok || self.cell.may_fail) && !self.result.is_null()
+    }
+}
+
+/// What this machine is, for the report.
+pub(crate) fn machine() -> Value {
+    let cpu = fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split(':').nth(1))
+                .map(|m| m.trim().to_string())
+        })
+        .unwrap_or_else(|| "unknown".to_string());
+    let mem_gib = fs::read_to_string("/proc/meminfo").ok().and_then(|s| {
+        s.lines()
+            .find(|l| l.starts_with("MemTotal:"))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|kb| kb.parse::<f64>().ok())
+            .map(|kb| (kb / 1048576.0 * 10.0).round() / 10.0)
+    });
+    let kernel = fs::read_to_string("/proc/sys/kernel/osrelease")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default();
+    let load = fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|s| s.split_whitespace().next().map(str::to_string))
+        .unwrap_or_default();
+    serde_json::json!({
+        "cpu": cpu,
+        "cores": std::thread::available_parallelism().map(std::num::NonZero::get).unwrap_or(1),
+        "memory_gib": mem_gib,
+        "kernel": kernel,
+        "load_average_1m_at_start": load,
+        "pagoda_version": env!("CARGO_PKG_VERSION"),
+    })
+}
+
+/// Runs one cell as a child process and saves its result in `out/cells/ID.json` (also when
+/// it fails: the report then says why). `tick` is called about every 200 ms with the time
+/// spent so far.
+pub(crate) fn run_cell(
+    cell: &Cell,
+    scale: Scale,
+    seed: u64,
+    out: &Path,
+    tick: &mut dyn FnMut(Duration),
+) -> CliResult<CellResult> {
+    let dir = out.join("cells");
+    fs::create_dir_all(&dir).map_err(|e| io_err(&dir, e))?;
+    let json = dir.join(format!("{}.run.json", cell.id));
+    let log_path = dir.join(format!("{}.log", cell.id));
+    let _ = fs::remove_file(&json);
+    let log = fs::File::create(&log_path).map_err(|e| io_err(&log_path, e))?;
+    let log_err = log.try_clone().map_err(|e| io_err(&log_path, e))?;
+    let exe = std::env::current_exe().map_err(|e| {
+        CliError::Other(format!(
+            "cannot find the pagoda binary to run cell {}: {e}",
+            cell.id
+        ))
+    })?;
+    let machine = machine();
+    let start = Instant::now();
+    let mut child = Command::new(exe)
+        .args(&cell.args)
+        .arg("--seed")
+        .arg(seed.to_string())
+        .arg("--json")
+        .arg(&json)
+        .stdin(Stdio::null())
+        .stdout(log)
+        .stderr(log_err)
+        .spawn()
+        .map_err(|e| CliError::Other(format!("cannot start cell {}: {e}", cell.id)))?;
+    let status = loop {
+        if let Some(s) = child
+            .try_wait()
+            .map_err(|e| CliError::Other(format!("cell {}: {e}", cell.id)))?
+        {
+            break s;
+        }
+        tick(start.elapsed());
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let elapsed_s = start.elapsed().as_secs_f64();
+    let result: Value = fs::read(&json)
+        .ok()
+        .and_then(|b| serde_json::from_slice(&b).ok())
+        .unwrap_or(Value::Null);
+    let _ = fs::remove_file(&json);
+    let error = (!status.success()).then(|| {
+        let text = fs::read_to_string(&log_path).unwrap_or_default();
+        let last = text
+            .lines()
+            .rev()
+            .find(|l| l.contains("error"))
+            .or_else(|| text.lines().rev().find(|l| !l.trim().is_empty()))
+            .unwrap_or("no output");
+        format!("{status}: {}", last.trim())
+    });
+    let r = CellResult {
+        cell: cell.clone(),
+        scale,
+        seed,
+        machine,
+        elapsed_s,
+        ok: status.success(),
+        error,
+        result,
+    };
+    let path = cell.file(out);
+    let text = serde_json::to_string_pretty(&r).map_err(|e| CliError::Other(e.to_string()))?;
+    fs::write(&path, text).map_err(|e| io_err(&path, e))?;
+    Ok(r)
+}
+
+/// Every saved cell result under `out/cells`, sorted by id. Files that do not parse are
+/// named in the error (a half-copied shard should not vanish silently).
+pub(crate) fn load_results(out: &Path) -> CliResult<Vec<CellResult>> {
+    let dir = out.join("cells");
+    let entries = fs::read_dir(&dir).map_err(|e| {
+        CliError::Usage(format!(
+            "{}: {e}; give the --out directory of `pagoda reproduce` or `reproduce cell`",
+            dir.display()
+        ))
+    })?;
+    let mut results = Vec::new();
+    for e in entries {
+        let path = e.map_err(|e| io_err(&dir, e))?.path();
+        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        if !name.ends_with(".json") || name.ends_with(".run.json") {
+            continue;
+        }
+        let bytes = fs::read(&path).map_err(|e| io_err(&path, e))?;
+        let r: CellResult = serde_json::from_slice(&bytes).map_err(|e| {
+            CliError::Usage(format!(
+                "{} is not a cell result ({e}); remove it or run the cell again",
+                path.display()
+            ))
+        })?;
+        results.push(r);
+    }
+    results.sort_by(|a, b| a.cell.id.cmp(&b.cell.id));
+    Ok(results)
+}
+
+pub(crate) fn io_err(path: &Path, source: std::io::Error) -> CliError {
+    CliError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// Runs cells one after another with one progress bar over their estimated time.
+pub(crate) fn run_all(
+    cells: &[Cell],
+    scale: Scale,
+    seed: u64,
+    out: &Path,
+) -> CliResult<Vec<CellResult>> {
+    let total: u64 = cells.iter().map(|c| c.estimate_s).sum();
+    let mut bar = Progress::new("reproduce", "s", total.max(1));
+    let mut before = 0u64;
+    let mut results = Vec::new();
+    for (i, cell) in cells.iter().enumerate() {
+        let label = format!("cell {}/{}: {}", i + 1, cells.len(), cell.id);
+        let mut tick = |t: Duration| {
+            let into = t.as_secs().min(cell.estimate_s);
+            bar.set_with_message(before + into, label.clone());
+        };
+        let r = run_cell(cell, scale, seed, out, &mut tick)?;
+        if let Some(e) = &r.error {
+            if !cell.may_fail {
+                eprintln!("reproduce: cell {} failed: {e}", cell.id);
+            }
+        }
+        before += cell.estimate_s;
+        bar.set_with_message(before, label);
+        results.push(r);
+    }
+    bar.finish();
+    Ok(results)
+}

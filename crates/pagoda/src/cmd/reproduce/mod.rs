@@ -1,0 +1,307 @@
+//! `pagoda reproduce`: every experiment of the five seeds as a grid of independent cells
+//! (one `pagoda` command line each), run here one after another or anywhere by a batch
+//! system, and merged into one report (`index.md`, one JSON per cell, SVG plots).
+
+mod atomic;
+mod buffer_sweep;
+mod cell;
+mod dwb_ftl;
+mod face;
+mod pipelined;
+mod plot;
+mod report;
+
+use crate::error::{CliError, CliResult};
+use cell::{Cell, CellResult, Scale};
+use clap::{Args, Subcommand};
+use std::path::{Path, PathBuf};
+
+/// `pagoda reproduce ...`
+#[derive(Debug, Subcommand)]
+pub enum ReproduceCommand {
+    /// Every experiment below, then the report.
+    All(RunArgs),
+    /// Seed 000: FaCE flash cache, TPC-C on SSD and on HDD RAID-0 data.
+    Face(RunArgs),
+    /// Seed 001: LinkBench on an FTL with the double-write stream mixed vs separated.
+    DwbFtl(RunArgs),
+    /// Seed 002: pipelined vs synchronous commit, update-only YCSB on NVMe and HDD.
+    PipelinedCommit(RunArgs),
+    /// Seed 003: TPC-C with the double-write buffer, no protection, and 16 KiB atomic writes.
+    AtomicWrite(RunArgs),
+    /// Seed 004: YCSB read-only (latest) over buffer sizes on HDD and SSD, with the
+    /// miss-ratio-curve prediction from one run.
+    BufferSweep(RunArgs),
+    /// Print the grid of independent cells as JSON, one command line each.
+    Plan(PlanArgs),
+    /// Run one cell of the grid and save its result under --out.
+    Cell(CellArgs),
+    /// Merge whatever cell results are in DIR into DIR/index.md and plots.
+    Report {
+        /// The directory the cells wrote to.
+        dir: PathBuf,
+    },
+}
+
+/// Flags of a reproduction run.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// quick (all experiments within about 15 minutes here) | full (hours).
+    #[arg(long, value_enum, default_value = "quick")]
+    scale: Scale,
+    /// Where the report, the cell results and the plots go.
+    #[arg(long, default_value = "pagoda-reproduce")]
+    out: PathBuf,
+    /// Seed of every random choice (written in the report).
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+}
+
+/// Flags of `reproduce plan`.
+#[derive(Debug, Args)]
+pub struct PlanArgs {
+    /// quick | full.
+    #[arg(long, value_enum, default_value = "full")]
+    scale: Scale,
+    /// Seed written into each cell's command line.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Output directory written into each cell's command line.
+    #[arg(long, default_value = "pagoda-reproduce")]
+    out: String,
+    /// Only the cells of this experiment (face, dwb-ftl, pipelined-commit, atomic-write,
+    /// buffer-sweep).
+    #[arg(long)]
+    experiment: Option<Experiment>,
+}
+
+/// Flags of `reproduce cell`.
+#[derive(Debug, Args)]
+pub struct CellArgs {
+    /// The cell's id, as `reproduce plan` lists it.
+    id: String,
+    #[command(flatten)]
+    run: RunArgs,
+}
+
+/// The five experiments, in seed order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum Experiment {
+    Face,
+    DwbFtl,
+    PipelinedCommit,
+    AtomicWrite,
+    BufferSweep,
+}
+
+const ALL: [Experiment; 5] = [
+    Experiment::Face,
+    Experiment::DwbFtl,
+    Experiment::PipelinedCommit,
+    Experiment::AtomicWrite,
+    Experiment::BufferSweep,
+];
+
+impl Experiment {
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Experiment::Face => "face",
+            Experiment::DwbFtl => "dwb-ftl",
+            Experiment::PipelinedCommit => "pipelined-commit",
+            Experiment::AtomicWrite => "atomic-write",
+            Experiment::BufferSweep => "buffer-sweep",
+        }
+    }
+
+    fn cells(self, scale: Scale) -> Vec<Cell> {
+        match self {
+            Experiment::Face => face::cells(scale),
+            Experiment::DwbFtl => dwb_ftl::cells(scale),
+            Experiment::PipelinedCommit => pipelined::cells(scale),
+            Experiment::AtomicWrite => atomic::cells(scale),
+            Experiment::BufferSweep => buffer_sweep::cells(scale),
+        }
+    }
+
+    fn section(self, ctx: &report::Ctx, results: &[&CellResult]) -> CliResult<report::Section> {
+        match self {
+            Experiment::Face => face::section(ctx, results),
+            Experiment::DwbFtl => dwb_ftl::section(ctx, results),
+            Experiment::PipelinedCommit => pipelined::section(ctx, results),
+            Experiment::AtomicWrite => atomic::section(ctx, results),
+            Experiment::BufferSweep => buffer_sweep::section(ctx, results),
+        }
+    }
+}
+
+/// Runs a `reproduce` subcommand.
+pub fn run(cmd: ReproduceCommand) -> CliResult<()> {
+    let (exps, a): (Vec<Experiment>, RunArgs) = match cmd {
+        ReproduceCommand::All(a) => (ALL.to_vec(), a),
+        ReproduceCommand::Face(a) => (vec![Experiment::Face], a),
+        ReproduceCommand::DwbFtl(a) => (vec![Experiment::DwbFtl], a),
+        ReproduceCommand::PipelinedCommit(a) => (vec![Experiment::PipelinedCommit], a),
+        ReproduceCommand::AtomicWrite(a) => (vec![Experiment::AtomicWrite], a),
+        ReproduceCommand::BufferSweep(a) => (vec![Experiment::BufferSweep], a),
+        ReproduceCommand::Plan(p) => return plan(&p),
+        ReproduceCommand::Cell(c) => return one_cell(&c),
+        ReproduceCommand::Report { dir } => return report_only(&dir),
+    };
+    let cells: Vec<Cell> = exps.iter().flat_map(|e| e.cells(a.scale)).collect();
+    let minutes = cells.iter().map(|c| c.estimate_s).sum::<u64>() as f64 / 60.0;
+    eprintln!(
+        "reproduce: {} cells of {}, scale {}, seed {}, about {minutes:.0} min; results in {}",
+        cells.len(),
+        exps.iter().map(|e| e.name()).collect::<Vec<_>>().join(", "),
+        a.scale.name(),
+        a.seed,
+        a.out.display()
+    );
+    // A rerun replaces the results of these experiments, not those of others in --out.
+    remove_old_results(&a.out, &exps)?;
+    let results = cell::run_all(&cells, a.scale, a.seed, &a.out)?;
+    let failed: Vec<&str> = results
+        .iter()
+        .filter(|r| !r.ok && !r.cell.may_fail)
+        .map(|r| r.cell.id.as_str())
+        .collect();
+    let summary = report::write(&a.out)?;
+    print!("{summary}");
+    if failed.is_empty() {
+        Ok(())
+    } else {
+        Err(CliError::CheckFailed(format!(
+            "{} cell(s) failed ({}); their logs are in {}/cells/ and the report says what is missing",
+            failed.len(),
+            failed.join(", "),
+            a.out.display()
+        )))
+    }
+}
+
+fn remove_old_results(out: &Path, exps: &[Experiment]) -> CliResult<()> {
+    let Ok(entries) = std::fs::read_dir(out.join("cells")) else {
+        return Ok(());
+    };
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().to_string();
+        if exps
+            .iter()
+            .any(|x| name.starts_with(&format!("{}.", x.name())))
+        {
+            std::fs::remove_file(e.path()).map_err(|err| cell::io_err(&e.path(), err))?;
+        }
+    }
+    Ok(())
+}
+
+fn plan(p: &PlanArgs) -> CliResult<()> {
+    let exps: Vec<Experiment> = match p.experiment {
+        Some(e) => vec![e],
+        None => ALL.to_vec(),
+    };
+    let cells: Vec<serde_json::Value> = exps
+        .iter()
+        .flat_map(|e| e.cells(p.scale))
+        .map(|c| {
+            serde_json::json!({
+                "id": c.id,
+                "experiment": c.experiment,
+                "estimate_s": c.estimate_s,
+                "command": c.command(p.scale, p.seed, &p.out),
+                "runs": c.runs(p.seed),
+            })
+        })
+        .collect();
+    let total: u64 = cells.iter().filter_map(|c| c["estimate_s"].as_u64()).sum();
+    let plan = serde_json::json!({
+        "scale": p.scale.name(),
+        "seed": p.seed,
+        "out": p.out,
+        "estimate_s": total,
+        "cells": cells,
+        "report": format!("pagoda reproduce report {}", p.out),
+    });
+    let text = serde_json::to_string_pretty(&plan).map_err(|e| CliError::Other(e.to_string()))?;
+    println!("{text}");
+    Ok(())
+}
+
+fn one_cell(c: &CellArgs) -> CliResult<()> {
+    let all: Vec<Cell> = ALL.iter().flat_map(|e| e.cells(c.run.scale)).collect();
+    let Some(cell) = all.iter().find(|x| x.id == c.id) else {
+        return Err(CliError::Usage(format!(
+            "no cell '{}' at scale {}; `pagoda reproduce plan --scale {}` lists the ids",
+            c.id,
+            c.run.scale.name(),
+            c.run.scale.name()
+        )));
+    };
+    let mut bar = crate::progress::Progress::new(&cell.id, "s", cell.estimate_s.max(1));
+    let r = cell::run_cell(cell, c.run.scale, c.run.seed, &c.run.out, &mut |t| {
+        bar.set(t.as_secs().min(cell.estimate_s));
+    })?;
+    bar.finish();
+    match &r.error {
+        Some(e) if !cell.may_fail => Err(CliError::CheckFailed(format!(
+            "cell {} failed: {e} (log: {}/cells/{}.log)",
+            cell.id,
+            c.run.out.display(),
+            cell.id
+        ))),
+        _ => {
+            println!(
+                "cell {} done in {:.0} s: {}/cells/{}.json",
+                cell.id,
+                r.elapsed_s,
+                c.run.out.display(),
+                cell.id
+            );
+            Ok(())
+        }
+    }
+}
+
+fn report_only(dir: &Path) -> CliResult<()> {
+    let summary = report::write(dir)?;
+    print!("{summary}");
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cell_ids_are_unique_and_file_safe() {
+        for scale in [Scale::Tiny, Scale::Quick, Scale::Full] {
+            let cells: Vec<Cell> = ALL.iter().flat_map(|e| e.cells(scale)).collect();
+            let mut ids: Vec<&str> = cells.iter().map(|c| c.id.as_str()).collect();
+            ids.sort_unstable();
+            let n = ids.len();
+            ids.dedup();
+            assert_eq!(ids.len(), n, "duplicate cell ids at {scale:?}");
+            for c in &cells {
+                assert!(
+                    c.id.chars().all(|ch| ch.is_ascii_lowercase()
+                        || ch.is_ascii_digit()
+                        || ".-".contains(ch)),
+                    "{}",
+                    c.id
+                );
+                assert!(c.id.starts_with(&format!("{}.", c.experiment)));
+                assert!(!c.args.iter().any(|a| a == "--seed" || a == "--json"));
+            }
+        }
+    }
+
+    #[test]
+    fn quick_scale_fits_fifteen_minutes() {
+        let total: u64 = ALL
+            .iter()
+            .flat_map(|e| e.cells(Scale::Quick))
+            .map(|c| c.estimate_s)
+            .sum();
+        assert!(total <= 15 * 60, "quick estimate {total} s");
+    }
+}

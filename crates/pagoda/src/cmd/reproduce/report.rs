@@ -1,0 +1,278 @@
+//! The report of a reproduction: `index.md` with one section per seed (the seed's figures,
+//! ours beside them, the configuration, the machine and a verdict), `report.json` with the
+//! same headline numbers, and the plots each section draws. Every number comes from the
+//! cells' JSON files, so `reproduce report` on merged shards gives the same report.
+
+use super::cell::{self, CellResult, Scale};
+use super::{Experiment, ALL};
+use crate::error::{CliError, CliResult};
+use serde_json::{json, Value};
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+/// What a section needs besides its cells.
+#[derive(Debug)]
+pub(crate) struct Ctx {
+    /// Where plots go (`DIR/plots`).
+    pub plots: PathBuf,
+    pub scale: Scale,
+}
+
+impl Ctx {
+    /// The path of a plot and its link from `index.md`.
+    pub(crate) fn plot(&self, name: &str) -> (PathBuf, String) {
+        (self.plots.join(name), format!("plots/{name}"))
+    }
+}
+
+/// Whether a result agrees with the seed.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum Verdict {
+    /// Inside the seed's band (or the same direction where the seed gives one number).
+    Within,
+    /// Outside, with the reason as far as we know it.
+    Miss(String),
+    /// Not measured (a cell failed or was not run), with why.
+    Missing(String),
+}
+
+impl Verdict {
+    pub(crate) fn text(&self) -> String {
+        match self {
+            Verdict::Within => "within the seed's band".to_string(),
+            Verdict::Miss(why) => format!("miss: {why}"),
+            Verdict::Missing(why) => format!("not measured: {why}"),
+        }
+    }
+
+    fn key(&self) -> &'static str {
+        match self {
+            Verdict::Within => "within",
+            Verdict::Miss(_) => "miss",
+            Verdict::Missing(_) => "missing",
+        }
+    }
+}
+
+/// One headline comparison of a section (a row of the summary table).
+#[derive(Clone, Debug)]
+pub(crate) struct Headline {
+    pub what: String,
+    pub seed: String,
+    pub ours: String,
+    /// The number behind `ours` (a ratio or a percentage), for `report.json`.
+    pub value: Option<f64>,
+    pub verdict: Verdict,
+}
+
+impl Headline {
+    /// A ratio held against the seed's band `[lo, hi]`; `why_low` / `why_high` explain a miss.
+    pub(crate) fn ratio(
+        what: &str,
+        seed: &str,
+        ours: Option<f64>,
+        band: (f64, f64),
+        why_low: &str,
+        why_high: &str,
+    ) -> Self {
+        let verdict = match ours {
+            None => Verdict::Missing("a cell it needs failed or did not run".to_string()),
+            Some(v) if v < band.0 => Verdict::Miss(why_low.to_string()),
+            Some(v) if v > band.1 => Verdict::Miss(why_high.to_string()),
+            Some(_) => Verdict::Within,
+        };
+        Self {
+            what: what.to_string(),
+            seed: seed.to_string(),
+            ours: ours.map_or_else(|| "–".to_string(), |v| format!("{v:.2}x")),
+            value: ours,
+            verdict,
+        }
+    }
+}
+
+/// One seed's section of the report.
+#[derive(Debug, Default)]
+pub(crate) struct Section {
+    pub title: String,
+    /// Markdown below the title: tables, configuration, plots.
+    pub body: String,
+    pub headlines: Vec<Headline>,
+}
+
+/// Writes `index.md` and `report.json` under `dir` from the cells there; returns the summary
+/// table (for the terminal).
+pub(crate) fn write(dir: &Path) -> CliResult<String> {
+    let results = cell::load_results(dir)?;
+    if results.is_empty() {
+        return Err(CliError::Usage(format!(
+            "no cell results in {}/cells; run `pagoda reproduce all` or `pagoda reproduce cell ID --out {}` first",
+            dir.display(),
+            dir.display()
+        )));
+    }
+    let plots = dir.join("plots");
+    std::fs::create_dir_all(&plots).map_err(|e| cell::io_err(&plots, e))?;
+    let scale = results[0].scale;
+    let ctx = Ctx { plots, scale };
+    let mut sections = Vec::new();
+    for exp in ALL {
+        let mine: Vec<&CellResult> = results
+            .iter()
+            .filter(|r| r.cell.experiment == exp.name())
+            .collect();
+        if mine.is_empty() {
+            continue;
+        }
+        let s = exp.section(&ctx, &mine)?;
+        sections.push((exp, s));
+    }
+    let md = render(&results, &sections);
+    let index = dir.join("index.md");
+    std::fs::write(&index, md).map_err(|e| cell::io_err(&index, e))?;
+    let report = json!({
+        "scale": scale.name(),
+        "seeds": results.iter().map(|r| r.seed).collect::<std::collections::BTreeSet<_>>(),
+        "machine": results[0].machine,
+        "cells": results.len(),
+        "failed_cells": results.iter().filter(|r| !r.usable()).map(|r| r.cell.id.clone()).collect::<Vec<_>>(),
+        "experiments": sections.iter().map(|(e, s)| json!({
+            "experiment": e.name(),
+            "title": s.title,
+            "headlines": s.headlines.iter().map(|h| json!({
+                "what": h.what, "seed": h.seed, "ours": h.ours, "value": h.value,
+                "verdict": h.verdict.key(), "verdict_text": h.verdict.text(),
+            })).collect::<Vec<Value>>(),
+        })).collect::<Vec<Value>>(),
+    });
+    let path = dir.join("report.json");
+    let text = serde_json::to_string_pretty(&report).map_err(|e| CliError::Other(e.to_string()))?;
+    std::fs::write(&path, text).map_err(|e| cell::io_err(&path, e))?;
+    let mut out = summary_table(&sections);
+    let _ = writeln!(out, "\nreport: {}", index.display());
+    Ok(out)
+}
+
+fn summary_table(sections: &[(Experiment, Section)]) -> String {
+    let mut out =
+        String::from("| experiment | what | seed | ours | verdict |\n|---|---|---|---|---|\n");
+    for (e, s) in sections {
+        for h in &s.headlines {
+            let _ = writeln!(
+                out,
+                "| {} | {} | {} | {} | {} |",
+                e.name(),
+                h.what,
+                h.seed,
+                h.ours,
+                h.verdict.text()
+            );
+        }
+    }
+    out
+}
+
+fn render(results: &[CellResult], sections: &[(Experiment, Section)]) -> String {
+    let r0 = &results[0];
+    let m = &r0.machine;
+    let mut md = String::from("# pagoda reproduction of the five seeds\n\n");
+    let seeds: std::collections::BTreeSet<u64> = results.iter().map(|r| r.seed).collect();
+    let _ = writeln!(
+        md,
+        "Scale **{}**, seed {}, {} cells ({} failed), {:.0} s of runs. Machine: {} ({} cores, {} GiB, Linux {}), load average {} when the first cell started; pagoda {}.\n",
+        r0.scale.name(),
+        seeds.iter().map(u64::to_string).collect::<Vec<_>>().join(", "),
+        results.len(),
+        results.iter().filter(|r| !r.usable()).count(),
+        results.iter().map(|r| r.elapsed_s).sum::<f64>(),
+        m["cpu"].as_str().unwrap_or("?"),
+        m["cores"],
+        m["memory_gib"],
+        m["kernel"].as_str().unwrap_or("?"),
+        m["load_average_1m_at_start"].as_str().unwrap_or("?"),
+        m["pagoda_version"].as_str().unwrap_or("?"),
+    );
+    md.push_str(
+        "Every figure below is read from the cells' JSON files in `cells/` (one per run, with its \
+         command line). Emulated devices run at their modelled speed on this machine's CPU, so \
+         absolute figures depend on the machine; the ratios are the comparison with the seeds. \
+         Rebuild this page from the cells with `pagoda reproduce report DIR`.\n\n## Summary\n\n",
+    );
+    md.push_str(&summary_table(sections));
+    for (e, s) in sections {
+        let _ = write!(md, "\n## {}\n\n", s.title);
+        md.push_str(&s.body);
+        let failed: Vec<&CellResult> = results
+            .iter()
+            .filter(|r| r.cell.experiment == e.name() && !r.usable())
+            .collect();
+        if !failed.is_empty() {
+            md.push_str("\nCells that failed (their rows are missing above):\n\n");
+            for r in failed {
+                let _ = writeln!(
+                    md,
+                    "- `{}`: {}",
+                    r.cell.id,
+                    r.error.as_deref().unwrap_or("no result written")
+                );
+            }
+        }
+        md.push_str("\nCommands (each with `--seed` and `--json`):\n\n```\n");
+        for r in results.iter().filter(|r| r.cell.experiment == e.name()) {
+            let _ = writeln!(md, "{}", r.cell.runs(r.seed));
+        }
+        md.push_str("```\n");
+    }
+    md
+}
+
+/// `a / b` when both are known and `b > 0`.
+pub(crate) fn ratio(a: Option<f64>, b: Option<f64>) -> Option<f64> {
+    match (a, b) {
+        (Some(a), Some(b)) if b > 0.0 => Some(a / b),
+        _ => None,
+    }
+}
+
+/// A number for a table cell: thousands separators for large values, "–" when unknown.
+pub(crate) fn fmt_num(v: Option<f64>) -> String {
+    match v {
+        None => "–".to_string(),
+        Some(v) if v.abs() >= 1000.0 => crate::report::thousands(v.round() as u64),
+        Some(v) if v.fract() == 0.0 => format!("{v:.0}"),
+        Some(v) => format!("{v:.2}"),
+    }
+}
+
+/// A fraction (hit ratio) with three decimals, "–" when unknown.
+pub(crate) fn fmt_frac(v: Option<f64>) -> String {
+    v.map_or_else(|| "–".to_string(), |v| format!("{v:.3}"))
+}
+
+/// `+6.4 %` style change from `base` to `v`.
+pub(crate) fn fmt_change(v: Option<f64>, base: Option<f64>) -> String {
+    match ratio(v, base) {
+        Some(r) => format!("{:+.1} %", (r - 1.0) * 100.0),
+        None => "–".to_string(),
+    }
+}
+
+/// The usable cell whose params match every `(key, value)` pair.
+pub(crate) fn find<'a>(
+    results: &[&'a CellResult],
+    want: &[(&str, &str)],
+) -> Option<&'a CellResult> {
+    results.iter().copied().find(|r| {
+        r.usable()
+            && want
+                .iter()
+                .all(|(k, v)| r.param(k).map(value_str).as_deref() == Some(*v))
+    })
+}
+
+fn value_str(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
