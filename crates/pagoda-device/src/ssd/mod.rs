@@ -100,8 +100,11 @@ impl Ssd {
             l2p_addr,
         };
         if ssd.cfg.precondition {
-            // Before the clock exists: an aged drive, not minutes of emulated writes.
+            // Without the clock and the timeline: an aged drive, not minutes of emulated
+            // writes, and no flash operations still pending when the first request comes.
+            let timing = ssd.ftl.lock().timing.take();
             synth::precondition(&ssd, 0x00A6_ED00)?;
+            ssd.ftl.lock().timing = timing;
         }
         if emulate {
             ssd.clock = Some(EmuClock::new(ssd.cfg.time_scale));
