@@ -26,6 +26,9 @@ enum Command {
     Bench(cmd::bench::BenchCommand),
     /// Power-cut crash test of the engine on an emulated device.
     Crashtest(cmd::crashtest::CrashtestArgs),
+    /// Advice from one run: `advise buffer` sizes the buffer pool (miss-ratio curve, TPS per device).
+    #[command(subcommand)]
+    Advise(cmd::advise::AdviseCommand),
     /// Verify a database's pages and log offline.
     Inspect {
         /// The database directory.
@@ -43,6 +46,7 @@ fn main() -> ExitCode {
         Command::Bench(c) => cmd::bench::run(c),
         Command::Crashtest(a) => cmd::crashtest::run(&a),
         Command::Inspect { path } => cmd::inspect::run(&path),
+        Command::Advise(c) => cmd::advise::run(c),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
