@@ -103,7 +103,7 @@ fn buffer(a: &BufferArgs) -> CliResult<()> {
     let db = bench.store.db();
     let trace = db.take_page_trace();
     let after = db.stats().buffer;
-    let cpu = bench.cpu.clone();
+    let cpu = bench.cpu;
     bench.close()?;
     let (Some(report), Some(before)) = (report, before) else {
         return Err(CliError::Other("the workload did not run".to_string()));
