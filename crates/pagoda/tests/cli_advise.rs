@@ -111,6 +111,9 @@ fn advise_buffer_writes_the_curve_the_predictions_and_the_advice() {
             "{tps:?}"
         );
     }
+    // The run's own data device was probed too: the model is checked against the run.
+    assert_eq!(v["model_check"]["device"], "mem");
+    assert!(num(&v["model_check"], "predicted_tps") > 0.0);
     let knee = num(&v["advice"], "knee_bytes");
     assert!(sizes.contains(&knee), "knee {knee} is one of the sizes");
     assert!(v["advice"]["text"].as_str().unwrap().contains("Knee at"));

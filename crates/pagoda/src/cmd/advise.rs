@@ -177,11 +177,33 @@ fn buffer(a: &BufferArgs) -> CliResult<()> {
     }
     print!("{}", table(&sizes, &m, &mrc, &figures, knee, &tps));
     println!("{text}");
+    // The run's own data device among those probed: the model at the run's buffer against
+    // what the run measured.
+    let run_device = e.data.as_deref().and_then(|d| d.split(',').next());
+    let check = figures
+        .iter()
+        .position(|f| Some(f.name.as_str()) == run_device)
+        .map(|d| {
+            let predicted = tps(d, m.buffer_pages as f64);
+            println!(
+                "model check: {:.0} ops/s predicted on {} at the run's buffer, {:.0} measured \
+                 ({:+.1} %)",
+                predicted,
+                figures[d].name,
+                report.throughput_ops_s,
+                100.0 * (predicted / report.throughput_ops_s - 1.0)
+            );
+            json!({ "device": figures[d].name, "predicted_tps": predicted,
+                "measured_tps": report.throughput_ops_s })
+        });
 
     if let Some(path) = &e.json {
-        let v = to_json(
+        let mut v = to_json(
             a, &report, &m, own_hr, &mrc, &sizes, &figures, knee, &text, &tps,
         );
+        if let (Some(obj), Some(c)) = (v.as_object_mut(), check) {
+            obj.insert("model_check".to_string(), c);
+        }
         write_json(path, &v)?;
         eprintln!("wrote {}", path.display());
     }

@@ -126,28 +126,38 @@ pub(super) fn advice(
     };
     let now = tps(slow, own);
     let doubled = tps(slow, 2.0 * own);
-    let moved = tps(fast, own);
     let _ = write!(
         t,
-        "On {} (the slowest here) at the current buffer: {:.0} ops/s predicted. Doubling the \
-         buffer to {} gives {:.0} ops/s ({:.2}x); moving to {} at the current buffer gives {:.0} \
-         ops/s ({:.2}x): ",
+        "On {} ({}) at the current buffer: {:.0} ops/s predicted. Doubling the buffer to {} \
+         gives {:.0} ops/s ({:.2}x)",
         devices[slow].name,
+        if slow == fast {
+            "the only device here"
+        } else {
+            "the slowest here"
+        },
         now,
         size(2.0 * own),
         doubled,
         doubled / now,
+    );
+    if slow == fast {
+        t.push_str("; name more devices with --devices to compare them.");
+        return t;
+    }
+    let moved = tps(fast, own);
+    let _ = write!(
+        t,
+        "; moving to {} at the current buffer gives {:.0} ops/s ({:.2}x): {}",
         devices[fast].name,
         moved,
-        moved / now
+        moved / now,
+        if doubled >= moved {
+            "the bigger buffer buys more for this workload."
+        } else {
+            "the faster device buys more for this workload."
+        }
     );
-    t.push_str(if slow == fast {
-        "every device predicts the same; the device does not matter here."
-    } else if doubled >= moved {
-        "the bigger buffer buys more for this workload."
-    } else {
-        "the faster device buys more for this workload."
-    });
     t
 }
 
@@ -177,6 +187,7 @@ mod tests {
     #[test]
     fn the_model_takes_the_smallest_of_its_three_bounds() {
         let m = m();
+        // Two cores, ten clients.
         // No misses: the CPU bound, 2 cores / 100 µs.
         assert!((m.tps(&disk(), 0.0) - 20_000.0).abs() < 1e-6);
         // All misses: 4 reads per op at 200 reads/s, below 10 / (0.1 ms + 20 ms).
@@ -187,8 +198,9 @@ mod tests {
             read_latency_s: 100e-6,
             iops: 1e6,
         };
+        let many_cores = Measured { cores: 16, ..m };
         let want = 10.0 / (100e-6 + 0.4 * 100e-6);
-        assert!((m.tps(&fast, 0.1) - want).abs() < 1e-6);
+        assert!((many_cores.tps(&fast, 0.1) - want).abs() < 1e-6);
     }
 
     #[test]
@@ -231,5 +243,8 @@ mod tests {
         assert!(text.contains("below it"), "{text}");
         assert!(text.contains("the faster device buys more"), "{text}");
         assert!(text.contains("On disk"), "{text}");
+        let alone = advice(&m, &devs[..1], 400, tps);
+        assert!(alone.contains("the only device here"), "{alone}");
+        assert!(alone.contains("--devices"), "{alone}");
     }
 }
