@@ -2,15 +2,10 @@
 //! suite reads, a curve that never falls, and the errors a user meets before any work.
 #![allow(clippy::unwrap_used)] // test helpers: a failure should panic with the cause
 
-use serde_json::Value;
-use std::process::{Command, Output};
+mod common;
 
-fn pagoda(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_pagoda"))
-        .args(args)
-        .output()
-        .unwrap()
-}
+use common::{fails_with, pagoda};
+use serde_json::Value;
 
 const TINY: [&str; 16] = [
     "advise",
@@ -131,13 +126,8 @@ fn bad_flags_are_refused_before_any_work_with_the_fix() {
         let mut args = TINY.to_vec();
         args.extend(extra);
         let o = pagoda(&args);
+        fails_with(&o, needle);
         let err = String::from_utf8_lossy(&o.stderr);
-        assert!(!o.status.success(), "{extra:?} should fail");
-        let line = err
-            .lines()
-            .find(|l| l.starts_with("pagoda: error"))
-            .unwrap_or_else(|| panic!("{err}"));
-        assert!(line.contains(needle), "want '{needle}' in: {line}");
         assert!(
             !err.contains("engine: pagoda("),
             "{extra:?} opened a database: {err}"
