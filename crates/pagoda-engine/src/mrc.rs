@@ -16,7 +16,10 @@
 //!   ([`PageTrace::total`]) the curve is adjusted as SHARDS-adj does: the difference between
 //!   the expected (`total * R`) and the actual number of sampled references goes to the
 //!   smallest distances, which corrects most of the error a heavily referenced page that
-//!   happens to be in (or out of) the sample causes.
+//!   happens to be in (or out of) the sample causes. What it cannot correct: at cache sizes
+//!   below about `100 / R` pages the curve rests on the few hot pages that happen to be
+//!   sampled (a B+tree's root takes a third of the fixes of a three-level point read), so
+//!   small sizes are rough below `R = 1`.
 //!
 //! The engine's pool is not a pure LRU: it inserts new pages at the midpoint (the old zone's
 //! head) and promotes on a later hit (`buffer/lru.rs`), so a page touched once leaves sooner

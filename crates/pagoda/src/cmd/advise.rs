@@ -55,7 +55,9 @@ pub struct BufferArgs {
     #[arg(long, default_value = "hdd-15k,raid0-8x-hdd-15k,sata-ssd,nvme-ssd")]
     devices: String,
     /// SHARDS sampling rate of the page trace, in (0, 1]: 1 gives the exact curve; e.g. 0.01
-    /// for runs of hundreds of millions of page accesses (16 bytes per kept access).
+    /// for runs of hundreds of millions of page accesses (16 bytes per kept access). Below 1,
+    /// sizes under about 100/R pages rest on few sampled pages (a B+tree's root and inner
+    /// pages are in the sample or not) and are rough.
     #[arg(long, default_value_t = 1.0)]
     sample_rate: f64,
     /// Length of each of the two probes per device (tests shorten it).
@@ -128,6 +130,14 @@ fn buffer(a: &BufferArgs) -> CliResult<()> {
         buffer_pages: buffer_bytes / page_size,
     };
     let mrc = Mrc::from_trace(&trace);
+    if mrc.rate() < 1.0 {
+        eprintln!(
+            "advise: sampled at rate {:.4}: hit ratios below about {} pages rest on few sampled \
+             pages and are rough (--sample-rate 1 for an exact curve)",
+            mrc.rate(),
+            thousands((100.0 / mrc.rate()) as u64)
+        );
+    }
     // The database's extent: the highest page referenced (the probe seeks over it).
     let span_pages = trace
         .warm
