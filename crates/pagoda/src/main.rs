@@ -29,6 +29,9 @@ enum Command {
     /// Reproduce the seeds' experiments: report, JSON and plots; sharded runs (plan/cell/report).
     #[command(subcommand)]
     Reproduce(cmd::reproduce::ReproduceCommand),
+    /// Advice from one run: `advise buffer` sizes the buffer pool (miss-ratio curve, TPS per device).
+    #[command(subcommand)]
+    Advise(cmd::advise::AdviseCommand),
     /// Verify a database's pages and log offline.
     Inspect {
         /// The database directory.
@@ -47,6 +50,7 @@ fn main() -> ExitCode {
         Command::Crashtest(a) => cmd::crashtest::run(&a),
         Command::Reproduce(c) => cmd::reproduce::run(c),
         Command::Inspect { path } => cmd::inspect::run(&path),
+        Command::Advise(c) => cmd::advise::run(c),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

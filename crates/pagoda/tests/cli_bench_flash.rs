@@ -4,29 +4,10 @@
 #![allow(clippy::unwrap_used)] // test helpers: a failure should panic with the cause
 
 use std::path::Path;
-use std::process::{Command, Output};
+mod common;
 
-fn pagoda(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_pagoda"))
-        .args(args)
-        .output()
-        .unwrap()
-}
-
-fn fails_with(o: &Output, needle: &str) {
-    assert!(
-        !o.status.success(),
-        "should fail: {}",
-        String::from_utf8_lossy(&o.stdout)
-    );
-    let err = String::from_utf8_lossy(&o.stderr);
-    let lines: Vec<&str> = err
-        .lines()
-        .filter(|l| l.starts_with("pagoda: error"))
-        .collect();
-    assert_eq!(lines.len(), 1, "{err}");
-    assert!(lines[0].contains(needle), "want '{needle}' in: {err}");
-}
+use common::{fails_with, pagoda};
+use std::process::Output;
 
 fn ycsb(extra: &[&str]) -> Output {
     pagoda(

@@ -32,6 +32,7 @@ mod cleaner;
 pub(crate) mod flash;
 mod lru;
 mod torn;
+mod trace;
 mod undo;
 
 use lru::Lru;
@@ -131,6 +132,8 @@ pub struct Pool {
     over_budget: std::sync::atomic::AtomicBool,
     /// The flash cache tier (seed 000): page writes go there, misses look there first.
     flash: Option<flash::FlashCache>,
+    /// Page-reference recorder for miss-ratio curves ([`trace`]); off unless started.
+    trace: trace::Recorder,
 }
 
 /// A pinned frame; unpins on drop.
@@ -260,6 +263,7 @@ impl Pool {
             journaling: std::sync::atomic::AtomicBool::new(false),
             over_budget: std::sync::atomic::AtomicBool::new(false),
             flash: None,
+            trace: trace::Recorder::default(),
         }
     }
 
@@ -395,6 +399,7 @@ impl Pool {
     /// Pins the frame of `pid`, loading it when missing (`load = None` installs `install`
     /// instead of reading).
     fn pin(&self, pid: u64, install: Option<&mut Option<Page>>) -> Result<Pin<'_>> {
+        self.trace.record(pid);
         let mut attempts = 0;
         loop {
             if let Some(pin) = self.pin_resident(pid) {

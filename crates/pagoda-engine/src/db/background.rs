@@ -33,6 +33,8 @@ impl Db {
             if !probe::is(self.inner.opts.sabotage, Sabotage::SkipCheckpointFlush) {
                 self.inner.pool.flush_dirty(Some(c))?;
             }
+            // Pages a commit spilled past the budget are clean now: the pool is back to its size.
+            self.inner.pool.trim();
             // With a flash cache the pages went there: the superblock names the cache and how
             // far its ring had got, so a missing or older cache is never taken for it.
             let fc = self.inner.pool.flash();

@@ -220,4 +220,18 @@ impl Db {
     pub fn flash_device_stats(&self) -> Option<pagoda_device::DeviceStats> {
         self.inner.pool.flash_device().map(|d| d.stats())
     }
+
+    /// Starts recording every page fix of the buffer pool (hit or miss, by page id) for a
+    /// miss-ratio curve ([`crate::mrc`]), keeping the pages `rate` samples; replaces a
+    /// recording already running. Off (the default) the recorder costs one relaxed load per
+    /// fix; on, 16 bytes per kept reference, up to [`crate::mrc::PageTrace::MAX_REFERENCES`].
+    pub fn start_page_trace(&self, rate: crate::mrc::ShardsRate) {
+        self.inner.pool.start_trace(rate);
+    }
+
+    /// Stops recording and returns the references recorded since
+    /// [`Db::start_page_trace`] (an empty trace when none was started).
+    pub fn take_page_trace(&self) -> crate::mrc::PageTrace {
+        self.inner.pool.take_trace()
+    }
 }

@@ -1,5 +1,6 @@
 //! Subcommands, one module each.
 
+pub mod advise;
 pub mod bench;
 pub mod crashtest;
 pub mod inspect;

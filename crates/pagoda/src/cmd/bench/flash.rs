@@ -59,6 +59,14 @@ pub(super) struct FlashPlan {
 }
 
 impl FlashArgs {
+    /// Whether any flash-cache flag was given.
+    pub(crate) fn given(&self) -> bool {
+        self.flash_cache.is_some()
+            || self.flash_cache_size.is_some()
+            || self.flash_cache_policy.is_some()
+            || self.flash_cache_pages.is_some()
+    }
+
     /// Checks the flags; `None` when no flash cache is configured.
     pub(super) fn plan(&self) -> CliResult<Option<FlashPlan>> {
         let Some(given) = &self.flash_cache else {

@@ -14,11 +14,11 @@ use pagoda_engine::{CommitMode, TornMode};
 use pagoda_workload::driver::Progress;
 use pagoda_workload::{
     linkbench, render_linkbench, render_load, render_text, render_tpcc, render_ycsb, tpcc, ycsb,
-    DriverConfig, RunLimit,
+    DriverConfig, RunLimit, RunReport,
 };
 use parking_lot::Mutex;
 use serde_json::json;
-use session::Bench;
+pub(crate) use session::Bench;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -43,16 +43,16 @@ pub struct EngineArgs {
     /// Data-page device: file:PATH | mem | sata-ssd | nvme-ssd | hdd-15k | raid0-8x-hdd-15k
     /// with ,key=value options.
     #[arg(long)]
-    data: Option<String>,
+    pub(crate) data: Option<String>,
     /// Write-ahead-log device (default: like --data when that is emulated, else a file in --dir).
     #[arg(long)]
-    log: Option<String>,
+    pub(crate) log: Option<String>,
     /// DRAM buffer pool size.
     #[arg(long, default_value = "64MiB")]
-    buffer: String,
+    pub(crate) buffer: String,
     /// Page size (4KiB to 64KiB).
     #[arg(long, default_value = "16KiB")]
-    page_size: String,
+    pub(crate) page_size: String,
     /// Torn-write protection: doublewrite | atomic | none.
     #[arg(long, default_value = "doublewrite")]
     torn: TornMode,
@@ -66,12 +66,12 @@ pub struct EngineArgs {
     pipeline_depth: usize,
     /// Seed of every random choice.
     #[arg(long, default_value_t = 1)]
-    seed: u64,
+    pub(crate) seed: u64,
     /// Write the result as JSON here.
     #[arg(long)]
-    json: Option<PathBuf>,
+    pub(crate) json: Option<PathBuf>,
     #[command(flatten)]
-    flash: FlashArgs,
+    pub(crate) flash: FlashArgs,
 }
 
 /// Phase and client options shared by every workload.
@@ -79,16 +79,16 @@ pub struct EngineArgs {
 pub struct PhaseArgs {
     /// Client threads (also loader threads).
     #[arg(long, default_value_t = 1)]
-    threads: usize,
+    pub(crate) threads: usize,
     /// Measured run length in time (instead of an operation count), e.g. 30s, 2m.
     #[arg(long)]
-    duration: Option<String>,
+    pub(crate) duration: Option<String>,
     /// Time run before measuring, excluded from the results.
     #[arg(long)]
     warmup: Option<String>,
     /// Load the database and stop (needs --dir).
     #[arg(long, conflicts_with = "run_only")]
-    load_only: bool,
+    pub(crate) load_only: bool,
     /// Run on a database loaded before with the same parameters (needs --dir).
     #[arg(long)]
     run_only: bool,
@@ -99,16 +99,16 @@ pub struct PhaseArgs {
 pub struct YcsbArgs {
     /// a | b | c | d | e | f | update-only.
     #[arg(long, default_value = "a")]
-    workload: String,
+    pub(crate) workload: String,
     /// Records loaded.
     #[arg(long, default_value_t = 100_000)]
-    records: u64,
+    pub(crate) records: u64,
     /// Measured operations (default 100,000 unless --duration is given).
     #[arg(long)]
-    ops: Option<u64>,
+    pub(crate) ops: Option<u64>,
     /// Request distribution: zipfian | uniform | latest | hotspot (default: the workload's).
     #[arg(long)]
-    distribution: Option<String>,
+    pub(crate) distribution: Option<String>,
     /// Fields per record (default: the workload's).
     #[arg(long)]
     field_count: Option<usize>,
@@ -116,9 +116,9 @@ pub struct YcsbArgs {
     #[arg(long)]
     field_length: Option<usize>,
     #[command(flatten)]
-    phase: PhaseArgs,
+    pub(crate) phase: PhaseArgs,
     #[command(flatten)]
-    engine: EngineArgs,
+    pub(crate) engine: EngineArgs,
 }
 
 /// Flags of `bench tpcc`.
@@ -171,22 +171,26 @@ pub fn run(cmd: BenchCommand) -> CliResult<()> {
 }
 
 fn bench_ycsb(a: &YcsbArgs) -> CliResult<()> {
-    let mut cfg = ycsb::YcsbConfig::new(a.workload.parse()?, a.records);
-    if let Some(d) = &a.distribution {
-        cfg.distribution = d.parse()?;
+    let (bench, report) = load_and_run_ycsb(a, |_| Ok(()))?;
+    if let Some(r) = &report {
+        print!("{}", render_ycsb(r));
     }
-    if let Some(n) = a.field_count {
-        cfg.field_count = n;
-    }
-    if let Some(n) = a.field_length {
-        cfg.field_length = n;
-    }
-    cfg.validate()?;
+    bench.finish(report)
+}
+
+/// Loads (unless --run-only) and runs YCSB as `bench ycsb` does, printing the load and the
+/// run's text report; `before_run` sees the database just before the measured run. No report
+/// with --load-only. (`advise buffer` runs its workload through this too.)
+pub(crate) fn load_and_run_ycsb(
+    a: &YcsbArgs,
+    before_run: impl FnOnce(&pagoda_engine::Db) -> CliResult<()>,
+) -> CliResult<(Bench, Option<RunReport>)> {
+    let cfg = a.config()?;
     let driver = driver_config(&a.phase, &a.engine, a.ops, Duration::ZERO)?;
     let ident = json!({ "workload": "ycsb", "records": cfg.record_count,
         "field_count": cfg.field_count, "field_length": cfg.field_length,
         "table": cfg.table, "insert_order": format!("{:?}", cfg.insert_order) });
-    let bench = Bench::open(&a.engine, &a.phase, ident)?;
+    let mut bench = Bench::open(&a.engine, &a.phase, ident)?;
     let store = &bench.store;
     if !a.phase.run_only {
         let load = with_bar("load", |p| {
@@ -196,16 +200,33 @@ fn bench_ycsb(a: &YcsbArgs) -> CliResult<()> {
         bench.mark_loaded()?;
     }
     if a.phase.load_only {
-        return bench.finish(None);
+        return Ok((bench, None));
     }
     store.db().reset_profile();
+    before_run(store.db())?;
     let cpu = pagoda_engine::CpuClock::start();
     let report = with_bar("run", |p| ycsb::run(store, &cfg, &driver, Some(p)))?;
-    let mut bench = bench;
     bench.cpu = Some(cpu.usage());
     print!("{}", render_text(&report));
-    print!("{}", render_ycsb(&report));
-    bench.finish(Some(report))
+    Ok((bench, Some(report)))
+}
+
+impl YcsbArgs {
+    /// The workload configuration the flags ask for, checked.
+    pub(crate) fn config(&self) -> CliResult<ycsb::YcsbConfig> {
+        let mut cfg = ycsb::YcsbConfig::new(self.workload.parse()?, self.records);
+        if let Some(d) = &self.distribution {
+            cfg.distribution = d.parse()?;
+        }
+        if let Some(n) = self.field_count {
+            cfg.field_count = n;
+        }
+        if let Some(n) = self.field_length {
+            cfg.field_length = n;
+        }
+        cfg.validate()?;
+        Ok(cfg)
+    }
 }
 
 fn bench_tpcc(a: &TpccArgs) -> CliResult<()> {

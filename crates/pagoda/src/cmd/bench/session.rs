@@ -15,14 +15,14 @@ use std::path::{Path, PathBuf};
 
 /// An open database for a benchmark, with what it needs to report and to check that a
 /// persistent database holds what the run expects.
-pub(super) struct Bench {
-    pub(super) store: PagodaStore,
+pub(crate) struct Bench {
+    pub(crate) store: PagodaStore,
     ident: Value,
     config: Value,
     json: Option<PathBuf>,
     _tmp: Option<tempfile::TempDir>,
     /// CPU utilisation of the measured run.
-    pub(super) cpu: Option<pagoda_engine::CpuUsage>,
+    pub(crate) cpu: Option<pagoda_engine::CpuUsage>,
 }
 
 /// Table and key where a persistent database records what was loaded into it.
@@ -242,6 +242,12 @@ impl Bench {
         let mut tx = db.begin()?;
         tx.put(META_TABLE, META_KEY, self.ident.to_string().as_bytes())?;
         tx.commit()?;
+        Ok(())
+    }
+
+    /// Closes the database without reporting (a caller that reports on its own).
+    pub(crate) fn close(self) -> CliResult<()> {
+        self.store.close()?;
         Ok(())
     }
 
