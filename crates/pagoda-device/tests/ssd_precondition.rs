@@ -24,10 +24,11 @@ fn preconditioned_device_collects_garbage_at_once() {
         .unwrap()
         .open()
         .unwrap();
-    let aged = DeviceSpec::parse("sata-ssd,capacity=64MiB,op=0.2,streams=1,stripe=1,precondition=1")
-        .unwrap()
-        .open()
-        .unwrap();
+    let aged =
+        DeviceSpec::parse("sata-ssd,capacity=64MiB,op=0.2,streams=1,stripe=1,precondition=1")
+            .unwrap()
+            .open()
+            .unwrap();
     let s = aged.stats();
     assert_eq!((s.host_write_pages, s.flash_programs, s.gc_runs), (0, 0, 0));
     let n = fresh.caps().capacity_sectors / 4;
@@ -45,10 +46,11 @@ fn preconditioned_device_collects_garbage_at_once() {
 
 #[test]
 fn preconditioning_leaves_no_pending_flash_work() {
-    let dev = DeviceSpec::parse("sata-ssd,capacity=256MiB,streams=1,precondition=1,latency=emulate")
-        .unwrap()
-        .open()
-        .unwrap();
+    let dev =
+        DeviceSpec::parse("sata-ssd,capacity=256MiB,streams=1,precondition=1,latency=emulate")
+            .unwrap()
+            .open()
+            .unwrap();
     let mut buf = vec![0u8; 4096];
     let t = Instant::now();
     for i in 0..20 {

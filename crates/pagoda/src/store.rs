@@ -23,6 +23,11 @@ impl PagodaStore {
         &self.db
     }
 
+    /// What `new` was told the store is.
+    pub fn describe(&self) -> &str {
+        &self.describe
+    }
+
     /// Closes the database (checkpoint), consuming the store.
     pub fn close(self) -> Result<(), Error> {
         self.db.close()

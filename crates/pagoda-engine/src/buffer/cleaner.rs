@@ -23,10 +23,7 @@ impl Pool {
     /// written.
     pub fn clean_batch(&self, rec_below: Option<u64>) -> Result<usize> {
         let _one = self.clean_lock.lock();
-        let limit = match self.torn {
-            TornMode::Doublewrite => self.dw_pages,
-            _ => 64,
-        };
+        let limit = self.batch_limit();
         let mut pins = Vec::new();
         {
             let inner = self.inner.lock();
@@ -34,17 +31,40 @@ impl Pool {
                 if pins.len() >= limit {
                     break;
                 }
-                let f = &self.frames[i as usize];
-                let st = f.state.lock();
-                if st.dirty && !st.in_progress && rec_below.is_none_or(|b| st.rec_lsn < b) {
-                    f.pin.fetch_add(1, Ordering::Acquire);
-                    pins.push(Pin { pool: self, idx: i });
+                if let Some(pin) = self.pin_if_dirty(i, rec_below) {
+                    pins.push(pin);
                 }
             }
         }
+        self.write_pinned(&pins)
+    }
+
+    /// Pages per cleaner batch (one double-write area, or 64).
+    fn batch_limit(&self) -> usize {
+        match self.torn {
+            TornMode::Doublewrite => self.dw_pages,
+            _ => 64,
+        }
+    }
+
+    /// Pins frame `i` when it holds a dirty page to write (first dirtied before `rec_below`).
+    fn pin_if_dirty(&self, i: u32, rec_below: Option<u64>) -> Option<Pin<'_>> {
+        let f = &self.frames[i as usize];
+        let st = f.state.lock();
+        if st.dirty && !st.in_progress && rec_below.is_none_or(|b| st.rec_lsn < b) {
+            f.pin.fetch_add(1, Ordering::Acquire);
+            Some(Pin { pool: self, idx: i })
+        } else {
+            None
+        }
+    }
+
+    /// Writes the dirty pages of pinned frames (sorted by page number, WAL rule first) and
+    /// marks those not changed meanwhile clean. Returns pages written.
+    fn write_pinned(&self, pins: &[Pin]) -> Result<usize> {
         let applied = self.applied.load(Ordering::Acquire);
         let mut outs = Vec::with_capacity(pins.len());
-        for pin in &pins {
+        for pin in pins {
             let f = &self.frames[pin.idx as usize];
             let Some(g) = f.latch.try_read() else {
                 continue;
@@ -94,22 +114,38 @@ impl Pool {
     }
 
     /// Writes every page first dirtied before `below` (all dirty pages with `None`), then syncs.
+    /// The dirty set goes out in one ascending sweep of page numbers, a batch at a time, not
+    /// in cold-LRU batches: on a disk that is long sequential runs instead of a seek per page
+    /// (seed 004: I/O that no client waits for is sorted by page number).
     pub fn flush_dirty(&self, below: Option<u64>) -> Result<()> {
         let mut idle = 0;
         loop {
-            let remaining = self
-                .frames
-                .iter()
-                .filter(|f| {
-                    let st = f.state.lock();
-                    st.dirty && below.is_none_or(|b| st.rec_lsn < b)
-                })
-                .count();
-            if remaining == 0 {
+            let mut dirty: Vec<(u64, u32)> = {
+                let inner = self.inner.lock();
+                self.frames
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, f)| {
+                        let st = f.state.lock();
+                        st.dirty && below.is_none_or(|b| st.rec_lsn < b)
+                    })
+                    .map(|(i, _)| (inner.ids[i], i as u32))
+                    .collect()
+            };
+            if dirty.is_empty() {
                 break;
             }
-            let n = self.clean_batch(below)?;
-            if n == 0 {
+            dirty.sort_unstable();
+            let mut written = 0;
+            for chunk in dirty.chunks(self.batch_limit()) {
+                let _one = self.clean_lock.lock();
+                let pins: Vec<Pin> = chunk
+                    .iter()
+                    .filter_map(|&(_, i)| self.pin_if_dirty(i, below))
+                    .collect();
+                written += self.write_pinned(&pins)?;
+            }
+            if written == 0 {
                 idle += 1;
                 if idle > 10_000 {
                     return Err(Error::Stalled(

@@ -50,6 +50,11 @@ pub struct EngineArgs {
     /// DRAM buffer pool size.
     #[arg(long, default_value = "64MiB")]
     pub(crate) buffer: String,
+    /// Buffer pool size while loading (default: --buffer). The database is then checkpointed,
+    /// closed and opened again with --buffer on the same devices, with their counters zeroed:
+    /// a small-buffer run on a slow device without a slow load.
+    #[arg(long)]
+    pub(crate) load_buffer: Option<String>,
     /// Page size (4KiB to 64KiB).
     #[arg(long, default_value = "16KiB")]
     pub(crate) page_size: String,
@@ -191,14 +196,14 @@ pub(crate) fn load_and_run_ycsb(
         "field_count": cfg.field_count, "field_length": cfg.field_length,
         "table": cfg.table, "insert_order": format!("{:?}", cfg.insert_order) });
     let mut bench = Bench::open(&a.engine, &a.phase, ident)?;
-    let store = &bench.store;
     if !a.phase.run_only {
         let load = with_bar("load", |p| {
-            ycsb::load(store, &cfg, a.phase.threads, a.engine.seed, Some(p))
+            ycsb::load(&bench.store, &cfg, a.phase.threads, a.engine.seed, Some(p))
         })?;
         eprint!("{}", render_load(&load));
-        bench.mark_loaded()?;
+        bench = bench.mark_loaded()?;
     }
+    let store = &bench.store;
     if a.phase.load_only {
         return Ok((bench, None));
     }
@@ -254,15 +259,15 @@ fn bench_tpcc(a: &TpccArgs) -> CliResult<()> {
     )?;
     let ident = json!({ "workload": "tpcc", "warehouses": a.warehouses,
         "scale": format!("{:?}", cfg.scale) });
-    let bench = Bench::open(&a.engine, &a.phase, ident)?;
-    let store = &bench.store;
+    let mut bench = Bench::open(&a.engine, &a.phase, ident)?;
     if !a.phase.run_only {
         let load = with_bar("load", |p| {
-            tpcc::load(store, &cfg, a.phase.threads, a.engine.seed, Some(p))
+            tpcc::load(&bench.store, &cfg, a.phase.threads, a.engine.seed, Some(p))
         })?;
         eprint!("{}", render_load(&load));
-        bench.mark_loaded()?;
+        bench = bench.mark_loaded()?;
     }
+    let store = &bench.store;
     let report = if a.phase.load_only {
         None
     } else {
@@ -290,15 +295,15 @@ fn bench_linkbench(a: &LinkbenchArgs) -> CliResult<()> {
     cfg.validate()?;
     let driver = driver_config(&a.phase, &a.engine, a.requests, Duration::ZERO)?;
     let ident = json!({ "workload": "linkbench", "nodes": a.nodes });
-    let bench = Bench::open(&a.engine, &a.phase, ident)?;
-    let store = &bench.store;
+    let mut bench = Bench::open(&a.engine, &a.phase, ident)?;
     if !a.phase.run_only {
         let load = with_bar("load", |p| {
-            linkbench::load(store, &cfg, a.phase.threads, a.engine.seed, Some(p))
+            linkbench::load(&bench.store, &cfg, a.phase.threads, a.engine.seed, Some(p))
         })?;
         eprint!("{}", render_load(&load));
-        bench.mark_loaded()?;
+        bench = bench.mark_loaded()?;
     }
+    let store = &bench.store;
     if a.phase.load_only {
         return bench.finish(None);
     }

@@ -21,6 +21,8 @@ pub(crate) struct Bench {
     config: Value,
     json: Option<PathBuf>,
     _tmp: Option<tempfile::TempDir>,
+    /// With `--load-buffer`: the options to reopen the database with for the measured run.
+    reopen: Option<DbOptions>,
     /// CPU utilisation of the measured run.
     pub(crate) cpu: Option<pagoda_engine::CpuUsage>,
 }
@@ -32,6 +34,12 @@ const META_KEY: &[u8] = b"loaded";
 impl Bench {
     pub(super) fn open(e: &EngineArgs, p: &PhaseArgs, ident: Value) -> CliResult<Self> {
         let buffer = parse_size(&e.buffer)?;
+        let load_buffer = e.load_buffer.as_deref().map(parse_size).transpose()?;
+        if load_buffer.is_some() && p.run_only {
+            return Err(CliError::Usage(
+                "--load-buffer applies to the load; a --run-only run has none: drop it".to_string(),
+            ));
+        }
         let page_size = parse_size(&e.page_size)?;
         if let Some(mem) = total_memory_bytes() {
             if buffer >= mem {
@@ -149,7 +157,11 @@ impl Bench {
         if let Some(fc) = flash_opts {
             opts = opts.flash_cache(fc);
         }
-        let db = Db::open(opts)?;
+        let reopen = load_buffer.map(|_| opts.clone());
+        let db = Db::open(match load_buffer {
+            Some(b) => opts.buffer_bytes(b as usize),
+            None => opts,
+        })?;
         let (dd, ld) = (
             e.data
                 .clone()
@@ -175,7 +187,7 @@ impl Bench {
         eprintln!("engine: {describe}");
         let store = PagodaStore::new(db, describe);
         let mut config = json!({
-            "dir": e.dir, "data": dd, "log": ld, "buffer_bytes": buffer,
+            "dir": e.dir, "data": dd, "log": ld, "buffer_bytes": buffer, "load_buffer_bytes": load_buffer,
             "page_size": page_size, "torn": e.torn.to_string(), "commit": e.commit.to_string(), "pipeline_depth": e.pipeline_depth,
             "seed": e.seed, "threads": p.threads, "load_only": p.load_only, "run_only": p.run_only,
         });
@@ -191,6 +203,7 @@ impl Bench {
             config,
             json: e.json.clone(),
             _tmp: tmp,
+            reopen,
             cpu: None,
         };
         bench.check_loaded(p.run_only, &dir)?;
@@ -234,7 +247,12 @@ impl Bench {
         }
     }
 
-    pub(super) fn mark_loaded(&self) -> CliResult<()> {
+    /// Records the load in the database and checkpoints it (the load may have spilled past
+    /// the buffer: the checkpoint writes it out and trims the pool to its budget, so the run
+    /// starts with the buffer it asked for). With `--load-buffer`, then closes the database
+    /// and opens it again with `--buffer` on the same devices, their counters zeroed: the
+    /// run's engine and device figures then cover the run alone.
+    pub(super) fn mark_loaded(mut self) -> CliResult<Self> {
         let db = self.store.db();
         if !db.list_tables().iter().any(|t| t == META_TABLE) {
             db.create_table(META_TABLE)?;
@@ -242,7 +260,20 @@ impl Bench {
         let mut tx = db.begin()?;
         tx.put(META_TABLE, META_KEY, self.ident.to_string().as_bytes())?;
         tx.commit()?;
-        Ok(())
+        db.checkpoint()?;
+        let Some(opts) = self.reopen.take() else {
+            return Ok(self);
+        };
+        let describe = self.store.describe().to_string();
+        self.store.close()?;
+        for dev in [&opts.data, &opts.log].into_iter().flatten() {
+            dev.reset_stats();
+        }
+        if let Some(f) = &opts.flash_cache {
+            f.device.reset_stats();
+        }
+        self.store = PagodaStore::new(Db::open(opts)?, describe);
+        Ok(self)
     }
 
     /// Closes the database without reporting (a caller that reports on its own).

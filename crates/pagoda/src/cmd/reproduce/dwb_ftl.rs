@@ -60,6 +60,9 @@ pub(super) fn cells(scale: Scale) -> Vec<Cell> {
                     "4",
                     "--buffer",
                     "16MiB",
+                    // Reopen after the load with the counters zeroed: the run's alone count.
+                    "--load-buffer",
+                    "16MiB",
                     "--torn",
                     "doublewrite",
                     "--data",
