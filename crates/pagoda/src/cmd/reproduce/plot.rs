@@ -2,6 +2,7 @@
 //! (configurations side by side), drawn with `plotters`' SVG backend (no font files needed).
 
 use crate::error::{CliError, CliResult};
+use plotters::coord::ranged1d::ValueFormatter;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 use std::path::Path;
@@ -22,6 +23,8 @@ pub(crate) struct LineChart<'a> {
     pub x_label: &'a str,
     pub y_label: &'a str,
     pub series: &'a [Series],
+    /// Logarithmic y axis (series that differ by orders of magnitude on one chart).
+    pub log_y: bool,
 }
 
 const SIZE: (u32, u32) = (760, 460);
@@ -72,16 +75,49 @@ pub(crate) fn line_chart(path: &Path, c: &LineChart) -> CliResult<()> {
         return Err(plot_err(path, "no points to plot"));
     }
     let (x0, x1) = padded(x0, x1, false);
-    let (y0, y1) = padded(0.0, y1, true);
     let root = SVGBackend::new(path, SIZE).into_drawing_area();
     root.fill(&WHITE).map_err(|e| plot_err(path, e))?;
-    let mut chart = ChartBuilder::on(&root)
+    let mut builder = ChartBuilder::on(&root);
+    builder
         .caption(c.title, ("sans-serif", 20))
         .margin(12)
         .x_label_area_size(44)
-        .y_label_area_size(72)
-        .build_cartesian_2d(x0..x1, y0..y1)
-        .map_err(|e| plot_err(path, e))?;
+        .y_label_area_size(72);
+    if c.log_y {
+        let y0 = c
+            .series
+            .iter()
+            .flat_map(|s| s.points.iter().map(|p| p.1))
+            .filter(|&y| y > 0.0)
+            .fold(f64::MAX, f64::min);
+        let y0 = if y0 == f64::MAX { 1.0 } else { y0 / 1.5 };
+        let chart = builder
+            .build_cartesian_2d(x0..x1, (y0..y1.max(y0) * 1.5).log_scale())
+            .map_err(|e| plot_err(path, e))?;
+        draw_lines(chart, path, c)?;
+    } else {
+        let (y0, y1) = padded(0.0, y1, true);
+        let chart = builder
+            .build_cartesian_2d(x0..x1, y0..y1)
+            .map_err(|e| plot_err(path, e))?;
+        draw_lines(chart, path, c)?;
+    }
+    root.present().map_err(|e| plot_err(path, e))
+}
+
+/// Draws the mesh, the series and the legend on a built chart (linear or log y).
+fn draw_lines<'b, Y>(
+    mut chart: ChartContext<
+        'b,
+        SVGBackend<'b>,
+        Cartesian2d<plotters::coord::types::RangedCoordf64, Y>,
+    >,
+    path: &Path,
+    c: &LineChart,
+) -> CliResult<()>
+where
+    Y: Ranged<ValueType = f64> + ValueFormatter<f64>,
+{
     chart
         .configure_mesh()
         .x_desc(c.x_label)
@@ -124,7 +160,7 @@ pub(crate) fn line_chart(path: &Path, c: &LineChart) -> CliResult<()> {
         .label_font(("sans-serif", 13))
         .draw()
         .map_err(|e| plot_err(path, e))?;
-    root.present().map_err(|e| plot_err(path, e))
+    Ok(())
 }
 
 /// A grouped bar chart: one group per category, one bar per series in each group.
@@ -257,6 +293,7 @@ mod tests {
                 x_label: "buffer (MiB)",
                 y_label: "TPS",
                 series: &s,
+                log_y: false,
             },
         )
         .unwrap();
@@ -283,7 +320,8 @@ mod tests {
                 title: "",
                 x_label: "",
                 y_label: "",
-                series: &[]
+                series: &[],
+                log_y: true,
             }
         )
         .is_err());

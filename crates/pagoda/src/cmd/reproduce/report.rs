@@ -239,7 +239,7 @@ pub(crate) fn fmt_num(v: Option<f64>) -> String {
     match v {
         None => "–".to_string(),
         Some(v) if v.abs() >= 1000.0 => crate::report::thousands(v.round() as u64),
-        Some(v) if v.fract() == 0.0 => format!("{v:.0}"),
+        Some(v) if v.fract() == 0.0 || v.abs() >= 100.0 => format!("{v:.0}"),
         Some(v) => format!("{v:.2}"),
     }
 }
