@@ -55,6 +55,11 @@ pub struct EngineArgs {
     /// a small-buffer run on a slow device without a slow load.
     #[arg(long)]
     pub(crate) load_buffer: Option<String>,
+    /// No background thread: the cleaner runs only when a page fault finds no clean frame and
+    /// checkpoints only when the log fills. With one client thread and sync commits the I/O
+    /// sequence is then a function of the seed: the same device counters run after run.
+    #[arg(long)]
+    pub(crate) no_background: bool,
     /// Page size (4KiB to 64KiB).
     #[arg(long, default_value = "16KiB")]
     pub(crate) page_size: String,

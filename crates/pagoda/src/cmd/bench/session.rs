@@ -153,7 +153,8 @@ impl Bench {
             .page_size(page_size as usize)
             .buffer_bytes(buffer as usize)
             .torn(e.torn)
-            .commit(e.commit);
+            .commit(e.commit)
+            .background(!e.no_background);
         if let Some(fc) = flash_opts {
             opts = opts.flash_cache(fc);
         }
@@ -187,7 +188,7 @@ impl Bench {
         eprintln!("engine: {describe}");
         let store = PagodaStore::new(db, describe);
         let mut config = json!({
-            "dir": e.dir, "data": dd, "log": ld, "buffer_bytes": buffer, "load_buffer_bytes": load_buffer,
+            "dir": e.dir, "data": dd, "log": ld, "buffer_bytes": buffer, "load_buffer_bytes": load_buffer, "background": !e.no_background,
             "page_size": page_size, "torn": e.torn.to_string(), "commit": e.commit.to_string(), "pipeline_depth": e.pipeline_depth,
             "seed": e.seed, "threads": p.threads, "load_only": p.load_only, "run_only": p.run_only,
         });
