@@ -103,6 +103,11 @@ pub struct SsdConfig {
     /// power cut; when more is unflushed the device drains (makes durable) on its own.
     /// Key `cache`.
     pub cache_bytes: u64,
+    /// Power-loss protection of the write cache (capacitors drain it at a power cut), as on
+    /// enterprise drives: an acknowledged write is durable at once, so a power cut loses
+    /// nothing acknowledged and a flush is acknowledged after the command overhead instead
+    /// of waiting for the cache to be programmed. Key `plp=0|1`; off in every preset.
+    pub plp: bool,
     /// Cell read time of one flash page (tR), µs. Key `read_us`.
     pub read_us: f64,
     /// Program time of one flash page (tPROG), µs. Key `program_us`.
@@ -120,7 +125,7 @@ pub struct SsdConfig {
 /// Valid keys of [`SsdConfig::set`], for error messages.
 pub const KEYS: &str = "capacity, op, streams, atomic, latency, time_scale, backing, channels, \
      dies, planes, pages_per_block, page_size, spare, gc, gc_low, gc_high, stripe, cache, \
-     read_us, program_us, erase_us, channel_mbps, link_mbps, cmd_us";
+     plp, read_us, program_us, erase_us, channel_mbps, link_mbps, cmd_us";
 
 impl SsdConfig {
     /// A named preset. The source of every figure (or the plain statement that it has none)
@@ -169,6 +174,7 @@ impl SsdConfig {
             gc_high_blocks: 4,
             stripe: None,
             cache_bytes: 512 * 1024,
+            plp: false,
             read_us: 60.0,
             program_us: 800.0,
             erase_us: 3000.0,
@@ -269,6 +275,13 @@ impl SsdConfig {
             "gc_high" => self.gc_high_blocks = int(key, v)?,
             "stripe" => self.stripe = Some(int(key, v)?),
             "cache" => self.cache_bytes = parse_size(v)?,
+            "plp" => {
+                self.plp = match v {
+                    "1" | "true" | "on" => true,
+                    "0" | "false" | "off" => false,
+                    _ => return Err(DeviceError::config(format!("plp={v}: choose 0 or 1"))),
+                }
+            }
             "read_us" => self.read_us = float(key, v)?,
             "program_us" => self.program_us = float(key, v)?,
             "erase_us" => self.erase_us = float(key, v)?,
@@ -478,6 +491,7 @@ impl SsdConfig {
             planes_per_channel: self.dies_per_channel * self.planes,
             stripe,
             cache_units: (self.cache_bytes / UNIT).min(u64::from(u32::MAX)) as u32,
+            volatile_cache: self.cache_bytes > 0 && !self.plp,
         })
     }
 }
@@ -515,8 +529,11 @@ pub struct Geometry {
     pub planes_per_channel: u32,
     /// Host write points per stream.
     pub stripe: u32,
-    /// Volatile cache size in units.
+    /// Write cache size in units.
     pub cache_units: u32,
+    /// Whether acknowledged writes can be lost at a power cut: a cache without power-loss
+    /// protection (`cache > 0`, `plp=0`).
+    pub volatile_cache: bool,
 }
 
 impl Geometry {
