@@ -79,6 +79,7 @@ pub mod report;
 pub mod store;
 pub mod tpcc;
 pub mod ycsb;
+mod window;
 
 pub use driver::{DriverConfig, LoadReport, Progress, ProgressFn, RunLimit, Submitted};
 pub use error::{ConfigError, WorkloadError};
