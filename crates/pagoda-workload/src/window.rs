@@ -85,6 +85,7 @@ impl Window {
     }
 
     /// Commits queued and not yet seen resolved.
+    #[cfg(test)]
     pub(crate) fn in_flight(&self) -> usize {
         self.queue.len()
     }
