@@ -478,7 +478,9 @@ impl Switch {
             if !self.tear512 {
                 return inner.write(sector, buf, hints);
             }
-            let durable = inner.as_power_cut().is_some_and(|p| p.durable_on_ack());
+            let durable = inner
+                .as_power_cut()
+                .is_some_and(pagoda_device::PowerCut::durable_on_ack);
             if hints.atomic || durable {
                 // An atomic write never tears, nor does a write a power-loss-protected cache
                 // acknowledged: forget older unflushed images of its sectors.

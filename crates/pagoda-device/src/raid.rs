@@ -462,7 +462,7 @@ impl PowerCut for Raid0 {
     fn durable_on_ack(&self) -> bool {
         self.members
             .iter()
-            .all(|m| m.as_power_cut().is_some_and(|p| p.durable_on_ack()))
+            .all(|m| m.as_power_cut().is_some_and(PowerCut::durable_on_ack))
     }
 
     fn power_cut(&self, seed: u64) -> Result<PowerCutReport> {

@@ -28,7 +28,10 @@ fn plp_flush_is_far_below_the_volatile_cache_flush() {
     // command overhead (≈ 3 µs write + 3 µs flush, plus the link).
     let volatile = write_flush_latency(&nvme("0", "emulate"), 16);
     let plp = write_flush_latency(&nvme("1", "emulate"), 64);
-    assert!(volatile >= Duration::from_micros(600), "plp=0: {volatile:?}");
+    assert!(
+        volatile >= Duration::from_micros(600),
+        "plp=0: {volatile:?}"
+    );
     assert!(
         plp * 5 < volatile,
         "plp=1 write+flush {plp:?} should be far below plp=0 {volatile:?}"
@@ -84,7 +87,10 @@ fn plp_keeps_acknowledged_unflushed_writes_the_volatile_cache_loses_some() {
                     assert_eq!(got, sector(2), "plp=1 seed {seed} sector {s}");
                 } else {
                     // Old or new, never anything else.
-                    assert!(got == sector(1) || got == sector(2), "seed {seed} sector {s}");
+                    assert!(
+                        got == sector(1) || got == sector(2),
+                        "seed {seed} sector {s}"
+                    );
                     volatile_lost += usize::from(got == sector(1));
                 }
             }

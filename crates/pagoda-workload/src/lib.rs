@@ -78,8 +78,8 @@ pub mod linkbench;
 pub mod report;
 pub mod store;
 pub mod tpcc;
-pub mod ycsb;
 mod window;
+pub mod ycsb;
 
 pub use driver::{DriverConfig, LoadReport, Progress, ProgressFn, RunLimit, Submitted};
 pub use error::{ConfigError, WorkloadError};
