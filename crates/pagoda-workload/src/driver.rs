@@ -537,29 +537,21 @@ pub fn run(
                 let mut stats: Vec<OpStats> = names.iter().map(|n| OpStats::new(n)).collect();
                 let mut warmup_ops = 0u64;
                 let mut complete = |o: Outcome| {
-                    let Outcome {
-                        op,
-                        status,
-                        nanos,
-                        warming,
-                        conflicts,
-                        at,
-                    } = o;
-                    if let Err(e) = &status {
+                    if let Err(e) = &o.status {
                         let mut fe = first_error.lock();
                         if fe.is_none() {
-                            *fe = Some(format!("{}: {e}", names.get(op).unwrap_or(&"?")));
+                            *fe = Some(format!("{}: {e}", names.get(o.op).unwrap_or(&"?")));
                         }
                     }
-                    if warming {
+                    if o.warming {
                         warmup_ops += 1;
                         return;
                     }
-                    if end.is_some_and(|e| at > e) {
+                    if end.is_some_and(|e| o.at > e) {
                         return;
                     }
-                    if let Some(s) = stats.get_mut(op) {
-                        s.record(&status, nanos, conflicts);
+                    if let Some(s) = stats.get_mut(o.op) {
+                        s.record(&o.status, o.nanos, o.conflicts);
                     }
                     done.fetch_add(1, Ordering::Relaxed);
                 };
