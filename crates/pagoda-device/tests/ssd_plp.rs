@@ -101,7 +101,7 @@ fn plp_keeps_acknowledged_unflushed_writes_the_volatile_cache_loses_some() {
 
 #[test]
 fn plp_key_is_validated() {
-    let e = Ssd::from_preset("nvme-ssd", &[("plp", "yes")]).expect_err("bad value");
-    assert!(e.to_string().contains("plp=yes"), "{e}");
+    let e = Ssd::from_preset("nvme-ssd", &[("plp", "maybe")]).expect_err("bad value");
+    assert!(e.to_string().contains("plp=maybe: give 1"), "{e}");
     assert!(Ssd::from_preset("sata-ssd", &[("plp", "1")]).is_ok());
 }

@@ -275,13 +275,7 @@ impl SsdConfig {
             "gc_high" => self.gc_high_blocks = int(key, v)?,
             "stripe" => self.stripe = Some(int(key, v)?),
             "cache" => self.cache_bytes = parse_size(v)?,
-            "plp" => {
-                self.plp = match v {
-                    "1" | "true" | "on" => true,
-                    "0" | "false" | "off" => false,
-                    _ => return Err(DeviceError::config(format!("plp={v}: choose 0 or 1"))),
-                }
-            }
+            "plp" => self.plp = flag(key, v, "power-loss-protected cache")?,
             "read_us" => self.read_us = float(key, v)?,
             "program_us" => self.program_us = float(key, v)?,
             "erase_us" => self.erase_us = float(key, v)?,
@@ -501,6 +495,17 @@ fn float(key: &str, v: &str) -> Result<f64> {
         .ok()
         .filter(|f| f.is_finite())
         .ok_or_else(|| DeviceError::config(format!("{key}={v}: expected a number")))
+}
+
+/// A 0/1 switch (also true/false, yes/no, on/off); `what` says what 1 turns on.
+fn flag(key: &str, v: &str, what: &str) -> Result<bool> {
+    match v {
+        "1" | "true" | "yes" | "on" => Ok(true),
+        "0" | "false" | "no" | "off" => Ok(false),
+        _ => Err(DeviceError::config(format!(
+            "{key}={v}: give 1 ({what}) or 0"
+        ))),
+    }
 }
 
 fn int<T: std::str::FromStr>(key: &str, v: &str) -> Result<T> {
