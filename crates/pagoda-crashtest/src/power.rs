@@ -478,8 +478,12 @@ impl Switch {
             if !self.tear512 {
                 return inner.write(sector, buf, hints);
             }
-            if hints.atomic {
-                // An atomic write never tears: forget older unflushed images of its sectors.
+            let durable = inner
+                .as_power_cut()
+                .is_some_and(pagoda_device::PowerCut::durable_on_ack);
+            if hints.atomic || durable {
+                // An atomic write never tears, nor does a write a power-loss-protected cache
+                // acknowledged: forget older unflushed images of its sectors.
                 let mut u = self.unflushed[dev].lock();
                 for s in sector..sector + n {
                     u.sectors.remove(&s);

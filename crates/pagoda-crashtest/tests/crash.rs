@@ -340,3 +340,30 @@ fn sabotage_merge_unmarked_sibling_is_caught() {
         "sabotage merge-unmarked-sibling was not caught with seeds 1 to 12"
     );
 }
+
+/// A power-loss-protected SSD (`plp=1`): acknowledged writes survive the cut, so the harness
+/// tears nothing, and the engine still loses no acknowledged commit.
+#[test]
+fn crash_on_power_loss_protected_ssd_tears_nothing() {
+    let seed = seed() ^ 0x91b;
+    let device = pagoda_device::spec::DeviceSpec::parse("nvme-ssd,plp=1,capacity=256MiB").unwrap();
+    let report = run(CrashTestOptions {
+        torn: TornMode::Doublewrite,
+        cycles: cycles(40),
+        seed,
+        page_size: 4096,
+        device: Some(device),
+        ..CrashTestOptions::default()
+    })
+    .unwrap();
+    assert!(
+        !report.failed(TornMode::Doublewrite),
+        "seed {seed}: {}",
+        report.failures[0]
+    );
+    assert!(
+        report.commits_acknowledged > 40,
+        "too little work: {report:?}"
+    );
+    assert_eq!(report.torn_512_sectors, 0, "a plp write tore: {report:?}");
+}

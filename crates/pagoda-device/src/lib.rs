@@ -119,6 +119,12 @@ pub trait BlockDevice: Send + Sync + std::fmt::Debug {
 pub trait PowerCut {
     /// Cuts power and brings the device back (for an SSD: SPOR rebuilds the mapping).
     fn power_cut(&self, seed: u64) -> Result<PowerCutReport>;
+
+    /// Whether every acknowledged write survives a cut (no cache, or one with power-loss
+    /// protection), so that nothing acknowledged can tear.
+    fn durable_on_ack(&self) -> bool {
+        false
+    }
 }
 
 /// What a power cut did.

@@ -459,6 +459,12 @@ impl BlockDevice for Raid0 {
 }
 
 impl PowerCut for Raid0 {
+    fn durable_on_ack(&self) -> bool {
+        self.members
+            .iter()
+            .all(|m| m.as_power_cut().is_some_and(PowerCut::durable_on_ack))
+    }
+
     fn power_cut(&self, seed: u64) -> Result<PowerCutReport> {
         let mut total = PowerCutReport::default();
         for (i, m) in self.members.iter().enumerate() {

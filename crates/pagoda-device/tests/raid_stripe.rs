@@ -172,3 +172,22 @@ fn multi_chunk_requests_use_members_in_parallel() {
     );
     assert_eq!(s.host_read_requests, 6);
 }
+
+#[test]
+fn raid_is_durable_on_ack_only_when_every_member_is() {
+    let ssd = |plp: &str| -> DeviceRef {
+        let opts = [("plp", plp), ("capacity", "256MiB"), ("backing", "none")];
+        Arc::new(pagoda_device::ssd::Ssd::from_preset("nvme-ssd", &opts).unwrap())
+    };
+    let durable = |members| {
+        Raid0::new(members, 65536)
+            .unwrap()
+            .as_power_cut()
+            .unwrap()
+            .durable_on_ack()
+    };
+    assert!(durable(vec![ssd("1"), ssd("1")]));
+    assert!(!durable(vec![ssd("1"), ssd("0")]));
+    // A mem device keeps a volatile pending list: writes can be lost before a flush.
+    assert!(!durable(mems(2, 1 << 20, None)));
+}

@@ -67,7 +67,7 @@ pub use error::{Error, Failure, Result};
 pub use options::{CommitMode, DbOptions, FlashCacheOptions, FlashPages, FlashPolicy, TornMode};
 pub use pipeline::{CommitInfo, CommitTicket, DurableCallback};
 pub use probe::{Event, FlashStep, Observer, RecoveryStep, Sabotage};
-pub use profile::{CpuClock, CpuUsage, PhaseStat, ProfileStats};
+pub use profile::{CpuClock, CpuUsage, PhaseStat, ProfileStats, Seed002Phases};
 pub use stream::Stream;
 
 /// Largest value in bytes (values above a quarter page go to overflow pages); a value must

@@ -26,13 +26,17 @@ pub enum Phase {
     LogWaitSlot,
     /// Log: writing groups to the device (and releasing them).
     LogWrite,
-    /// Log: device syncs.
+    /// Log: device syncs this thread issued.
     LogSync,
     /// Commit: waiting for durability (sync commits; the caller's thread idles or does I/O).
     WaitDurable,
+    /// Log: waiting for a sync another thread issued that covers this record.
+    LogWaitSync,
 }
 
-const NAMES: [&str; 11] = [
+const PHASES: usize = 12;
+
+const NAMES: [&str; PHASES] = [
     "begin",
     "search",
     "update",
@@ -44,13 +48,14 @@ const NAMES: [&str; 11] = [
     "log.write",
     "log.sync",
     "commit.wait_durable",
+    "log.wait_sync",
 ];
 
 /// Nanosecond and event counters per phase.
 #[derive(Debug, Default)]
 pub struct Profile {
-    nanos: [AtomicU64; 11],
-    counts: [AtomicU64; 11],
+    nanos: [AtomicU64; PHASES],
+    counts: [AtomicU64; PHASES],
 }
 
 /// One row of the phase table.
@@ -72,14 +77,71 @@ pub struct PhaseStat {
 #[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
 pub struct ProfileStats {
     /// Rows, one per phase in this order: begin, search, update, commit, commit.lock,
-    /// commit.apply, log.join, log.wait_slot, log.write, log.sync, commit.wait_durable.
+    /// commit.apply, log.join, log.wait_slot, log.write, log.sync, commit.wait_durable,
+    /// log.wait_sync.
     pub phases: Vec<PhaseStat>,
+}
+
+/// Seed 002's four phases of WiredTiger's log path, from ours (times in ms, or fractions of
+/// their sum, as the seed gives them):
+///
+/// | seed 002 (WiredTiger) | what it is there | ours |
+/// |---|---|---|
+/// | `slot_join` | copy the record into the open slot | `log.join` |
+/// | `slot_wait` | the slot's leader waits for the slot to close | `log.wait_slot` (waiting while another thread closes and writes the pending slots) |
+/// | `log_release` | the last one out writes and syncs the slot | `log.write` + `log.sync` (this thread writes the slots / syncs the device) |
+/// | `log_cond_wait` | the others wait on a condition variable for that sync | `log.wait_sync` (waiting for a sync another thread issued) |
+///
+/// Our commit lock and apply (`commit.lock`, `commit.apply`) have no counterpart in the seed's
+/// four and are left out.
+#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize)]
+pub struct Seed002Phases {
+    /// Joining a slot.
+    pub slot_join: f64,
+    /// Waiting for the slot's leader.
+    pub slot_wait: f64,
+    /// Writing and syncing the log.
+    pub log_release: f64,
+    /// Waiting for a sync by another thread.
+    pub log_cond_wait: f64,
+}
+
+impl Seed002Phases {
+    /// The same phases as fractions of their sum (all 0 when nothing was measured).
+    pub fn fractions(&self) -> Self {
+        let sum = self.slot_join + self.slot_wait + self.log_release + self.log_cond_wait;
+        let f = |x: f64| if sum > 0.0 { x / sum } else { 0.0 };
+        Self {
+            slot_join: f(self.slot_join),
+            slot_wait: f(self.slot_wait),
+            log_release: f(self.log_release),
+            log_cond_wait: f(self.log_cond_wait),
+        }
+    }
 }
 
 impl ProfileStats {
     /// The row of `phase`.
     pub fn get(&self, phase: &str) -> Option<&PhaseStat> {
         self.phases.iter().find(|p| p.phase == phase)
+    }
+
+    fn total_ms(&self, phases: &[&str]) -> f64 {
+        phases
+            .iter()
+            .filter_map(|p| self.get(p))
+            .map(|p| p.total_ms)
+            .sum()
+    }
+
+    /// Seed 002's four log-path phases in ms, summed over threads ([`Seed002Phases`]).
+    pub fn seed002_ms(&self) -> Seed002Phases {
+        Seed002Phases {
+            slot_join: self.total_ms(&["log.join"]),
+            slot_wait: self.total_ms(&["log.wait_slot"]),
+            log_release: self.total_ms(&["log.write", "log.sync"]),
+            log_cond_wait: self.total_ms(&["log.wait_sync"]),
+        }
     }
 }
 
@@ -197,11 +259,7 @@ impl ProfileStats {
     /// The phase table as text (seed 002 style): phase, events, mean µs, total ms, and the
     /// share of the transaction time (begin + search + update + commit).
     pub fn render(&self) -> String {
-        let txn_ms: f64 = ["begin", "search", "update", "commit"]
-            .iter()
-            .filter_map(|p| self.get(p))
-            .map(|p| p.total_ms)
-            .sum();
+        let txn_ms = self.total_ms(&["begin", "search", "update", "commit"]);
         let mut out = format!(
             "{:<22} {:>12} {:>12} {:>12} {:>8}\n",
             "phase", "events", "mean_us", "total_ms", "% txn"
@@ -220,6 +278,15 @@ impl ProfileStats {
                 }
             ));
         }
+        let s = self.seed002_ms().fractions();
+        out.push_str(&format!(
+            "seed 002 log path: slot_join {:.2}%, slot_wait {:.1}%, log_release {:.1}%, \
+             log_cond_wait {:.1}%\n",
+            100.0 * s.slot_join,
+            100.0 * s.slot_wait,
+            100.0 * s.log_release,
+            100.0 * s.log_cond_wait
+        ));
         out
     }
 }

@@ -10,7 +10,7 @@ use parking_lot::Mutex;
 
 use crate::error::{ConfigError, WorkloadError};
 use crate::store::{PendingCommit, Store, StoreError, StoreTxn};
-use std::collections::VecDeque;
+use crate::window::{InFlight, Outcome, Window};
 
 /// When the measured part of a run ends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -44,8 +44,11 @@ pub struct DriverConfig {
     pub max_retries: u32,
     /// Seed of every random choice; a run is reproducible from it (given one thread).
     pub seed: u64,
-    /// Pipelined commits each client thread keeps in flight (0: commit synchronously). With
-    /// K > 0 a thread goes on with its next operations while up to K commits are pending; an
+    /// Pipelined commits each client thread may have unresolved at any instant (0: commit
+    /// synchronously). With K > 0 a thread hands a commit off and goes on with its next
+    /// operation; before queuing another commit it waits until fewer than K are unresolved.
+    /// K = 1 therefore keeps one commit in flight per thread, as synchronous commit does, but
+    /// overlaps the next transaction's body with the sync (`window.rs` has the details). An
     /// operation completes, and its latency ends, only when its commit is durable, so the
     /// throughput counts durable commits only. Workloads without a pipelined path
     /// ([`Worker::step_pipelined`]) run synchronously.
@@ -133,10 +136,12 @@ impl<T: std::fmt::Debug> std::fmt::Debug for Submitted<T> {
 }
 
 /// Runs transaction bodies with conflict retries and counts the conflicts.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct TxnRunner {
     max_retries: u32,
     conflicts: u64,
+    /// The thread's pipelined commits in flight, bounded by the driver's depth.
+    window: Window,
 }
 
 impl TxnRunner {
@@ -145,6 +150,7 @@ impl TxnRunner {
         TxnRunner {
             max_retries,
             conflicts: 0,
+            window: Window::default(),
         }
     }
 
@@ -172,17 +178,22 @@ impl TxnRunner {
     }
 
     /// Like [`TxnRunner::run`], but a transaction that commits uses a pipelined commit and is
-    /// returned pending. Conflicts seen before the commit is queued are retried.
+    /// returned pending. Conflicts seen before the commit is queued are retried. Under the
+    /// driver, the commit is queued only once the thread's window has room (after the body).
     pub fn run_pipelined<T>(
         &mut self,
         store: &dyn Store,
         mut body: impl FnMut(&mut dyn StoreTxn) -> Result<Finish<T>, StoreError>,
     ) -> Result<Submitted<T>, StoreError> {
         let mut conflicts = 0;
+        let window = &mut self.window;
         let out = retry_conflicts(self.max_retries, &mut conflicts, || {
             let mut txn = store.begin()?;
             match body(&mut *txn) {
-                Ok(Finish::Commit(v)) => Ok(Submitted::Pending(v, txn.commit_pipelined()?)),
+                Ok(Finish::Commit(v)) => {
+                    window.make_room();
+                    Ok(Submitted::Pending(v, txn.commit_pipelined()?))
+                }
                 Ok(Finish::Rollback(v)) => {
                     txn.rollback()?;
                     Ok(Submitted::Done(v))
@@ -245,16 +256,6 @@ pub trait Worker {
         let (op, r) = self.step(store, txns);
         (op, r.map(Submitted::Done))
     }
-}
-
-/// An operation whose commit is in flight in the driver.
-struct InFlight {
-    op: usize,
-    status: OpStatus,
-    pending: Box<dyn PendingCommit>,
-    t0: Instant,
-    warming: bool,
-    conflicts: u64,
 }
 
 /// A workload the driver can run.
@@ -532,30 +533,25 @@ pub fn run(
             scope.spawn(move || {
                 let mut worker = workload.worker(thread, thread_seed(cfg.seed, thread));
                 let mut txns = TxnRunner::new(cfg.max_retries);
+                txns.window.set_depth(cfg.pipeline_depth);
                 let mut stats: Vec<OpStats> = names.iter().map(|n| OpStats::new(n)).collect();
                 let mut warmup_ops = 0u64;
-                let mut inflight: VecDeque<InFlight> = VecDeque::new();
-                let mut complete = |op: usize,
-                                    status: Result<OpStatus, StoreError>,
-                                    nanos: u64,
-                                    warming: bool,
-                                    conflicts: u64,
-                                    at: Instant| {
-                    if let Err(e) = &status {
+                let mut complete = |o: Outcome| {
+                    if let Err(e) = &o.status {
                         let mut fe = first_error.lock();
                         if fe.is_none() {
-                            *fe = Some(format!("{}: {e}", names.get(op).unwrap_or(&"?")));
+                            *fe = Some(format!("{}: {e}", names.get(o.op).unwrap_or(&"?")));
                         }
                     }
-                    if warming {
+                    if o.warming {
                         warmup_ops += 1;
                         return;
                     }
-                    if end.is_some_and(|e| at > e) {
+                    if end.is_some_and(|e| o.at > e) {
                         return;
                     }
-                    if let Some(s) = stats.get_mut(op) {
-                        s.record(&status, nanos, conflicts);
+                    if let Some(s) = stats.get_mut(o.op) {
+                        s.record(&o.status, o.nanos, o.conflicts);
                     }
                     done.fetch_add(1, Ordering::Relaxed);
                 };
@@ -584,15 +580,17 @@ pub fn run(
                     let (op, status) = if cfg.pipeline_depth > 0 {
                         match worker.step_pipelined(store, &mut txns) {
                             (op, Ok(Submitted::Pending(status, pending))) => {
-                                inflight.push_back(InFlight {
+                                let conflicts = txns.take_conflicts();
+                                txns.window.push(InFlight {
                                     op,
                                     status,
                                     pending,
                                     t0,
                                     warming,
-                                    conflicts: txns.take_conflicts(),
+                                    conflicts,
                                 });
-                                settle(&mut inflight, cfg.pipeline_depth, &mut complete);
+                                txns.window.poll();
+                                txns.window.take_done().for_each(&mut complete);
                                 continue;
                             }
                             (op, Ok(Submitted::Done(s))) => (op, Ok(s)),
@@ -601,19 +599,21 @@ pub fn run(
                     } else {
                         worker.step(store, &mut txns)
                     };
-                    let nanos = u64::try_from(t0.elapsed().as_nanos()).unwrap_or(u64::MAX);
                     let conflicts = txns.take_conflicts();
+                    // Commits of the window that resolved meanwhile finished first.
+                    txns.window.poll();
+                    txns.window.take_done().for_each(&mut complete);
                     // A synchronous operation started inside the window counts (as before
                     // pipelining existed); a pipelined one counts only if it resolved inside.
                     // `now` is the instant the window was checked at (a later clock reading
                     // could fall past the end and drop an operation that did run).
-                    complete(op, status, nanos, warming, conflicts, now);
-                    if cfg.pipeline_depth > 0 {
-                        settle(&mut inflight, cfg.pipeline_depth, &mut complete);
-                    }
+                    let mut o = Outcome::new(op, status, t0, warming, conflicts, Instant::now());
+                    o.at = now;
+                    complete(o);
                 }
                 // Drain: an operation counts only if its commit resolved inside the window.
-                settle(&mut inflight, 0, &mut complete);
+                txns.window.drain();
+                txns.window.take_done().for_each(&mut complete);
                 results.lock().push((stats, warmup_ops, Instant::now()));
                 running.fetch_sub(1, Ordering::Release);
             });
@@ -643,47 +643,6 @@ pub fn run(
         warmup_ops,
         first_error: first_error.into_inner(),
     })
-}
-
-/// Completes the in-flight operations that resolved, oldest first; waits for the oldest while
-/// more than `depth` are in flight.
-fn settle(
-    inflight: &mut VecDeque<InFlight>,
-    depth: usize,
-    complete: &mut impl FnMut(usize, Result<OpStatus, StoreError>, u64, bool, u64, Instant),
-) {
-    while let Some(front) = inflight.front_mut() {
-        let r = match front.pending.poll() {
-            Some(r) => r,
-            None if inflight.len() > depth => {
-                let Some(f) = inflight.pop_front() else { break };
-                let r = f.pending.wait();
-                let now = Instant::now();
-                let nanos = u64::try_from(now.duration_since(f.t0).as_nanos()).unwrap_or(u64::MAX);
-                complete(
-                    f.op,
-                    r.map(|()| f.status),
-                    nanos,
-                    f.warming,
-                    f.conflicts,
-                    now,
-                );
-                continue;
-            }
-            None => break,
-        };
-        let Some(f) = inflight.pop_front() else { break };
-        let now = Instant::now();
-        let nanos = u64::try_from(now.duration_since(f.t0).as_nanos()).unwrap_or(u64::MAX);
-        complete(
-            f.op,
-            r.map(|()| f.status),
-            nanos,
-            f.warming,
-            f.conflicts,
-            now,
-        );
-    }
 }
 
 fn watch(

@@ -78,6 +78,7 @@ pub mod linkbench;
 pub mod report;
 pub mod store;
 pub mod tpcc;
+mod window;
 pub mod ycsb;
 
 pub use driver::{DriverConfig, LoadReport, Progress, ProgressFn, RunLimit, Submitted};

@@ -73,6 +73,9 @@ impl Store for PagodaStore {
             "log_syncs": s.log_syncs,
             "commits_per_sync": s.commits_per_sync,
             "open_ms": s.recovery.duration_ms,
+            // Seed 002's log-path breakdown (`ProfileStats::seed002_ms` has the mapping).
+            "commit_phases_seed002": s.profile.seed002_ms().fractions(),
+            "commit_phases_seed002_ms": s.profile.seed002_ms(),
         });
         if let (Some(obj), Some(fc)) = (v.as_object_mut(), &s.flash_cache) {
             // Only when a flash cache is configured (CLI.md).

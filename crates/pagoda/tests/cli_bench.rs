@@ -60,6 +60,19 @@ fn ycsb_runs_on_the_engine_and_writes_the_bench_json() {
         v["engine"]["commits"].as_u64().unwrap() >= 1500,
         "updates commit"
     );
+    // Seed 002's log-path breakdown: fractions of the four phases' sum, with their ms.
+    let seed = &v["engine"]["commit_phases_seed002"];
+    let keys = ["slot_join", "slot_wait", "log_release", "log_cond_wait"];
+    let sum: f64 = keys.iter().map(|k| seed[k].as_f64().unwrap()).sum();
+    assert!((sum - 1.0).abs() < 1e-9, "fractions sum to {sum}: {seed}");
+    assert!(
+        v["engine"]["commit_phases_seed002_ms"]["log_release"]
+            .as_f64()
+            .unwrap()
+            > 0.0
+    );
+    let cpu = v["cpu"]["utilisation"].as_f64().unwrap();
+    assert!(cpu > 0.0 && cpu <= 1.0, "cpu utilisation {cpu}");
     // Report only what exists: no flash cache is configured.
     assert!(
         v["engine"].get("flash_cache_hit_ratio").is_none(),

@@ -109,6 +109,11 @@ pub struct SsdConfig {
     /// has every block free and garbage collection starts only after a capacity of writes.
     /// Key `precondition=1`.
     pub precondition: bool,
+    /// Power-loss protection of the write cache (capacitors drain it at a power cut), as on
+    /// enterprise drives: an acknowledged write is durable at once, so a power cut loses
+    /// nothing acknowledged and a flush is acknowledged after the command overhead instead
+    /// of waiting for the cache to be programmed. Key `plp=0|1`; off in every preset.
+    pub plp: bool,
     /// Cell read time of one flash page (tR), µs. Key `read_us`.
     pub read_us: f64,
     /// Program time of one flash page (tPROG), µs. Key `program_us`.
@@ -126,7 +131,7 @@ pub struct SsdConfig {
 /// Valid keys of [`SsdConfig::set`], for error messages.
 pub const KEYS: &str = "capacity, op, streams, atomic, latency, time_scale, backing, channels, \
      dies, planes, pages_per_block, page_size, spare, gc, gc_low, gc_high, stripe, cache, \
-     precondition, read_us, program_us, erase_us, channel_mbps, link_mbps, cmd_us";
+     plp, precondition, read_us, program_us, erase_us, channel_mbps, link_mbps, cmd_us";
 
 impl SsdConfig {
     /// A named preset. The source of every figure (or the plain statement that it has none)
@@ -176,6 +181,7 @@ impl SsdConfig {
             stripe: None,
             cache_bytes: 512 * 1024,
             precondition: false,
+            plp: false,
             read_us: 60.0,
             program_us: 800.0,
             erase_us: 3000.0,
@@ -276,16 +282,9 @@ impl SsdConfig {
             "gc_high" => self.gc_high_blocks = int(key, v)?,
             "stripe" => self.stripe = Some(int(key, v)?),
             "cache" => self.cache_bytes = parse_size(v)?,
+            "plp" => self.plp = flag(key, v, "power-loss-protected cache")?,
             "precondition" => {
-                self.precondition = match v {
-                    "1" | "true" | "yes" => true,
-                    "0" | "false" | "no" => false,
-                    _ => {
-                        return Err(DeviceError::config(format!(
-                            "precondition={v}: give 1 (fill to steady state at creation) or 0"
-                        )))
-                    }
-                }
+                self.precondition = flag(key, v, "fill to steady state at creation")?;
             }
             "read_us" => self.read_us = float(key, v)?,
             "program_us" => self.program_us = float(key, v)?,
@@ -496,6 +495,7 @@ impl SsdConfig {
             planes_per_channel: self.dies_per_channel * self.planes,
             stripe,
             cache_units: (self.cache_bytes / UNIT).min(u64::from(u32::MAX)) as u32,
+            volatile_cache: self.cache_bytes > 0 && !self.plp,
         })
     }
 }
@@ -505,6 +505,17 @@ fn float(key: &str, v: &str) -> Result<f64> {
         .ok()
         .filter(|f| f.is_finite())
         .ok_or_else(|| DeviceError::config(format!("{key}={v}: expected a number")))
+}
+
+/// A 0/1 switch (also true/false, yes/no, on/off); `what` says what 1 turns on.
+fn flag(key: &str, v: &str, what: &str) -> Result<bool> {
+    match v {
+        "1" | "true" | "yes" | "on" => Ok(true),
+        "0" | "false" | "no" | "off" => Ok(false),
+        _ => Err(DeviceError::config(format!(
+            "{key}={v}: give 1 ({what}) or 0"
+        ))),
+    }
 }
 
 fn int<T: std::str::FromStr>(key: &str, v: &str) -> Result<T> {
@@ -533,8 +544,11 @@ pub struct Geometry {
     pub planes_per_channel: u32,
     /// Host write points per stream.
     pub stripe: u32,
-    /// Volatile cache size in units.
+    /// Write cache size in units.
     pub cache_units: u32,
+    /// Whether acknowledged writes can be lost at a power cut: a cache without power-loss
+    /// protection (`cache > 0`, `plp=0`).
+    pub volatile_cache: bool,
 }
 
 impl Geometry {

@@ -451,7 +451,7 @@ impl Ftl {
     #[inline]
     fn supersede(&mut self, old: u32) {
         let b = self.block_of(old) as usize;
-        if self.geo.cache_units > 0
+        if self.geo.volatile_cache
             && (self.max_seq[b] <= self.flushed_seq
                 || self.oob[old as usize].seq <= self.flushed_seq)
         {
@@ -555,7 +555,8 @@ impl Ftl {
     }
 
     fn log(&mut self, u: Unflushed) {
-        if self.geo.cache_units == 0 {
+        // Write-through, or a cache the capacitors drain at a cut: durable once acknowledged.
+        if !self.geo.volatile_cache {
             self.make_durable();
             return;
         }

@@ -26,6 +26,9 @@
 //!   kept ("pinned") until the next flush, so every unit reads old or new. Recovery rebuilds
 //!   the mapping only from OOB, the trim journal and the flushed sequence watermark: newest
 //!   sequence number per LPN wins, atomic groups newer than the watermark only if complete.
+//!   With `plp=1` (a power-loss-protected cache, as on enterprise NVMe drives) every
+//!   acknowledged write is durable, so a cut loses nothing acknowledged and a flush costs
+//!   only the command overhead.
 //! * **Time** (`timing`): `latency=count` returns at once (busy time is then estimated as
 //!   nominal work spread over the PUs); `latency=emulate` reserves link, channel and PU time
 //!   per request under the lock, releases it and sleeps until the modeled completion
@@ -252,11 +255,15 @@ impl BlockDevice for Ssd {
     }
 
     fn flush(&self) -> Result<()> {
+        let now = self.now();
         let done = {
             let mut f = self.ftl.lock();
             f.make_durable();
             f.stats.flushes += 1;
-            f.timing.as_ref().map_or(0, timing::Timeline::drained)
+            f.timing.as_mut().map_or(0, |t| {
+                t.now = now;
+                t.flushed()
+            })
         };
         self.wait(done);
         Ok(())
@@ -328,6 +335,10 @@ impl BlockDevice for Ssd {
 }
 
 impl PowerCut for Ssd {
+    fn durable_on_ack(&self) -> bool {
+        !self.geo.volatile_cache
+    }
+
     fn power_cut(&self, seed: u64) -> Result<PowerCutReport> {
         let now = self.now();
         let mut f = self.ftl.lock();

@@ -11,7 +11,9 @@
 //! * units of one read request in the same flash page share one cell read;
 //! * with a write cache, a write is acknowledged once its data crossed the link and it has a
 //!   cache slot; a slot frees when the unit it holds is programmed (back-pressure). Without a
-//!   cache a write is acknowledged when programmed.
+//!   cache a write is acknowledged when programmed;
+//! * a flush completes when everything issued is programmed, or, with a power-loss-protected
+//!   cache (`plp=1`), after the command overhead alone: the cache already counts as durable.
 
 use super::config::{Geometry, SsdConfig};
 use std::cmp::Reverse;
@@ -31,6 +33,8 @@ pub(crate) struct Timeline {
     cmd: u64,
     channels: u32,
     cache_units: usize,
+    /// Power-loss-protected cache: a flush need not wait for programs.
+    plp: bool,
     /// Completion times of programs holding a cache slot (min-heap).
     cache: BinaryHeap<Reverse<u64>>,
     busy_until: u64,
@@ -59,6 +63,7 @@ impl Timeline {
             cmd: ns(cfg.cmd_us),
             channels: geo.channels,
             cache_units: geo.cache_units as usize,
+            plp: cfg.plp,
             cache: BinaryHeap::new(),
             busy_until: 0,
             busy_ns: 0,
@@ -165,8 +170,17 @@ impl Timeline {
         self.busy(s, s + self.t_erase);
     }
 
-    /// When everything issued so far is durable (for flush).
-    pub(crate) fn drained(&self) -> u64 {
+    /// When a flush issued now completes.
+    pub(crate) fn flushed(&self) -> u64 {
+        if self.plp {
+            self.command_start()
+        } else {
+            self.drained()
+        }
+    }
+
+    /// When everything issued so far is programmed.
+    fn drained(&self) -> u64 {
         let cache = self.cache.iter().map(|Reverse(t)| *t).max().unwrap_or(0);
         let pus = self.pu_free.iter().copied().max().unwrap_or(0);
         cache.max(pus).max(self.link_free).max(self.now)

@@ -280,7 +280,7 @@ impl Wal {
                 // A sync in flight covers the target.
                 let t0 = Instant::now();
                 self.cond.wait(&mut st);
-                self.profile.add(Phase::LogSync, t0);
+                self.profile.add(Phase::LogWaitSync, t0);
                 continue;
             }
             let cover = st.written;

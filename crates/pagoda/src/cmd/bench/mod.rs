@@ -67,11 +67,14 @@ pub struct EngineArgs {
     #[arg(long, default_value = "doublewrite")]
     torn: TornMode,
     /// Commit mode: sync | pipelined (the flush thread writes and syncs the log; each client
-    /// thread keeps up to --pipeline-depth commits in flight).
+    /// thread may have up to --pipeline-depth commits in flight).
     #[arg(long, default_value = "sync")]
     commit: CommitMode,
-    /// Commits each client thread keeps in flight with --commit pipelined (operations count,
-    /// and their latency ends, only once durable).
+    /// Commits each client thread may have unresolved at once with --commit pipelined: the
+    /// thread hands a commit off and runs its next transaction, but before queuing another
+    /// commit waits until fewer than this many are unresolved. 1 keeps one commit in flight per
+    /// thread, as --commit sync does. Operations count, and their latency ends, only once
+    /// durable.
     #[arg(long, default_value_t = 32)]
     pipeline_depth: usize,
     /// Seed of every random choice.

@@ -8,7 +8,7 @@ use crate::report::write_json;
 use pagoda::store::PagodaStore;
 use pagoda_device::spec::{DeviceKind, DeviceSpec};
 use pagoda_device::units::parse_size;
-use pagoda_engine::{Db, DbOptions};
+use pagoda_engine::{CommitMode, Db, DbOptions};
 use pagoda_workload::RunReport;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
@@ -187,9 +187,16 @@ impl Bench {
         );
         eprintln!("engine: {describe}");
         let store = PagodaStore::new(db, describe);
+        // What the comparison of commit modes holds equal: a sync thread has one commit in
+        // flight; a pipelined one up to its depth (window.rs in pagoda-workload).
+        let in_flight = match e.commit {
+            CommitMode::Sync => 1,
+            CommitMode::Pipelined => e.pipeline_depth.max(1),
+        };
         let mut config = json!({
             "dir": e.dir, "data": dd, "log": ld, "buffer_bytes": buffer, "load_buffer_bytes": load_buffer, "background": !e.no_background,
             "page_size": page_size, "torn": e.torn.to_string(), "commit": e.commit.to_string(), "pipeline_depth": e.pipeline_depth,
+            "commits_in_flight_per_thread": in_flight,
             "seed": e.seed, "threads": p.threads, "load_only": p.load_only, "run_only": p.run_only,
         });
         let flash_config = flash
