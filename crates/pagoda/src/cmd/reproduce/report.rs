@@ -3,7 +3,7 @@
 //! same headline numbers, and the plots each section draws. Every number comes from the
 //! cells' JSON files, so `reproduce report` on merged shards gives the same report.
 
-use super::cell::{self, CellResult, Scale};
+use super::cell::{self, CellResult};
 use super::{Experiment, ALL};
 use crate::error::{CliError, CliResult};
 use serde_json::{json, Value};
@@ -15,7 +15,6 @@ use std::path::{Path, PathBuf};
 pub(crate) struct Ctx {
     /// Where plots go (`DIR/plots`).
     pub plots: PathBuf,
-    pub scale: Scale,
 }
 
 impl Ctx {
@@ -114,7 +113,7 @@ pub(crate) fn write(dir: &Path) -> CliResult<String> {
     let plots = dir.join("plots");
     std::fs::create_dir_all(&plots).map_err(|e| cell::io_err(&plots, e))?;
     let scale = results[0].scale;
-    let ctx = Ctx { plots, scale };
+    let ctx = Ctx { plots };
     let mut sections = Vec::new();
     for exp in ALL {
         let mine: Vec<&CellResult> = results
