@@ -36,7 +36,8 @@ fn grid(scale: Scale) -> Grid {
         Grid {
             warehouses: &[1, 2],
             clients: &[20],
-            buffer: "256MiB",
+            // 0.8 and 0.4 of the data (the seed's 1 GB buffer was 2 to 0.33 of it).
+            buffer: "96MiB",
             duration: "10s",
             estimate: |w| 16 + 10 * u64::from(w),
             cycles: "300",
@@ -233,14 +234,37 @@ pub(super) fn section(ctx: &Ctx, results: &[&CellResult]) -> CliResult<Section> 
         v.sort_by(f64::total_cmp);
         (!v.is_empty()).then(|| v[v.len() / 2])
     };
+    // Measured facts for the verdicts: how much the buffer holds, and what the double-write
+    // buffer adds to the data device's writes.
+    let tpcc: Vec<&&CellResult> = results
+        .iter()
+        .filter(|r| r.param_str("kind") == "tpcc")
+        .collect();
+    let mut hit: Vec<f64> = tpcc
+        .iter()
+        .filter_map(|r| r.num("engine/buffer_hit_ratio"))
+        .collect();
+    let writes = |m: &str| -> f64 {
+        tpcc.iter()
+            .filter(|r| r.param_str("mode") == m)
+            .filter_map(|r| r.num("devices/data/host_write_pages"))
+            .sum()
+    };
+    let extra = ratio(Some(writes("doublewrite")), Some(writes("atomic")));
+    let facts = format!(
+        "the double-write buffer writes {} the data of atomic mode, but the buffer hit ratio \
+         is {} (median), so page writes are made by the cleaner in the background and are \
+         rarely what a transaction waits for",
+        extra.map_or("?".to_string(), |v| format!("{v:.1}x")),
+        median(&mut hit).map_or("?".to_string(), |v| format!("{v:.4}"))
+    );
     let headlines = vec![
         Headline::ratio(
             "none vs doublewrite tpmC (median over the grid)",
             "1.5–2.2x",
             median(&mut none_dw),
             (1.5, 2.2),
-            "the double-write buffer costs less here: its writes are sequential and the \
-             emulated SSD's write cache absorbs them (see the data-device writes)",
+            &format!("a smaller gain than the seed's: {facts}"),
             "the double-write buffer costs more here than in the seed",
         ),
         Headline::ratio(
@@ -248,7 +272,7 @@ pub(super) fn section(ctx: &Ctx, results: &[&CellResult]) -> CliResult<Section> 
             "1.5–2.2x",
             median(&mut atomic_dw),
             (1.5, 2.2),
-            "the double-write buffer costs less here (see above)",
+            &format!("a smaller gain than the seed's: {facts}"),
             "the double-write buffer costs more here than in the seed",
         ),
         Headline::ratio(
@@ -256,8 +280,9 @@ pub(super) fn section(ctx: &Ctx, results: &[&CellResult]) -> CliResult<Section> 
             "1.1–1.3x",
             median(&mut atomic_none),
             (1.1, 1.3),
-            "the seed's gain of atomic over none came from MariaDB's direct-I/O path; pagoda \
-             issues the same page writes in both modes, so atomic costs what none does",
+            "atomic is not faster than none here: both write each page once in place (none \
+             merges consecutive pages into one request, atomic issues one per page); the \
+             seed's gain came from MariaDB's direct-I/O path",
             "atomic is faster than none by more than the seed saw",
         ),
     ];

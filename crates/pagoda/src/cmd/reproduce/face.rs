@@ -132,16 +132,27 @@ pub(super) fn section(ctx: &Ctx, results: &[&CellResult]) -> CliResult<Section> 
         bars[CONFIGS.len()].1.push(s_face / s_orig);
         cats.push(label.to_string());
         let seed_ratio = s_face / s_orig;
+        let hits = |conf: &str, key: &str| {
+            find(results, &[("data", data), ("config", conf)])
+                .and_then(|r| r.num(key))
+                .map_or("–".to_string(), |v| format!("{v:.3}"))
+        };
+        let measured = format!(
+            "DRAM hit ratio {} (original), the flash cache answers {} of DRAM misses; a \
+             database of {} warehouse(s) against the seed's 100",
+            hits("original", "engine/buffer_hit_ratio"),
+            hits("face", "engine/flash_cache_hit_ratio"),
+            find(results, &[("data", data), ("config", "original")]).map_or("?".to_string(), |r| r
+                .param("warehouses")
+                .map_or("?".to_string(), ToString::to_string)),
+        );
         headlines.push(Headline::ratio(
             &format!("FaCE vs original tpmC, {label}"),
             &format!("{seed_ratio:.1}x"),
             ratio(tpmc("face"), base),
             (seed_ratio / 1.5, seed_ratio * 1.5),
-            "below the seed's gain (band: within a factor 1.5 of it): the database here is \
-             small (1–8 warehouses) so the DRAM buffer's hit ratio is higher than at 100 \
-             warehouses and fewer reads reach the devices (see the hit ratios above)",
-            "above the seed's gain (band: within a factor 1.5): the emulated disks' random \
-             I/O is the bottleneck more than MySQL's was; see the device writes above",
+            &format!("a smaller gain than the seed's (measured: {measured})"),
+            &format!("a larger gain than the seed's (measured: {measured})"),
         ));
     }
     // Only configurations that ran (quick runs original and face).
