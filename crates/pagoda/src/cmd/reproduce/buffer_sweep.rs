@@ -283,9 +283,19 @@ pub(super) fn section(ctx: &Ctx, results: &[&CellResult]) -> CliResult<Section> 
         let m = |f: fn(&Point) -> Option<f64>| -> Vec<(f64, f64)> {
             pts[i].iter().filter_map(|p| Some((p.mib, f(p)?))).collect()
         };
-        tps.push(series(&format!("{label}, measured"), m(|p| p.tps), false));
-        hits.push(series(&format!("{label}, measured"), m(|p| p.hit), false));
-        io.push(series(label, m(|p| p.reads_per_s), false));
+        tps.push(series(
+            &format!("{label}, measured"),
+            m(|p| p.tps),
+            false,
+            i,
+        ));
+        hits.push(series(
+            &format!("{label}, measured"),
+            m(|p| p.hit),
+            false,
+            i,
+        ));
+        io.push(series(label, m(|p| p.reads_per_s), false, i));
     }
     for (i, (_, label, _)) in DEVICES.iter().enumerate() {
         let within: Vec<(f64, f64)> = preds[i]
@@ -294,14 +304,14 @@ pub(super) fn section(ctx: &Ctx, results: &[&CellResult]) -> CliResult<Section> 
             .filter(|p| sizes.first().is_some_and(|&lo| p.0 >= lo / 1.5))
             .filter(|p| sizes.last().is_some_and(|&hi| p.0 <= hi * 1.5))
             .collect();
-        tps.push(series(&format!("{label}, predicted"), within, true));
+        tps.push(series(&format!("{label}, predicted"), within, true, i));
     }
     let mrc_in: Vec<(f64, f64)> = mrc
         .iter()
         .copied()
         .filter(|p| sizes.last().is_some_and(|&hi| p.0 <= hi * 1.5))
         .collect();
-    hits.push(series("LRU miss-ratio curve (one run)", mrc_in, true));
+    hits.push(series("LRU miss-ratio curve (one run)", mrc_in, true, 2));
     for (name, title, y, s, log_y) in [
         (
             "buffer-sweep-tps.svg",
@@ -349,11 +359,12 @@ pub(super) fn section(ctx: &Ctx, results: &[&CellResult]) -> CliResult<Section> 
     })
 }
 
-fn series(name: &str, points: Vec<(f64, f64)>, dashed: bool) -> Series {
+fn series(name: &str, points: Vec<(f64, f64)>, dashed: bool, color: usize) -> Series {
     Series {
         name: name.to_string(),
         points,
         dashed,
+        color,
     }
 }
 

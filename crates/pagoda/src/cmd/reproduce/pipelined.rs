@@ -250,7 +250,7 @@ pub(super) fn section(ctx: &Ctx, results: &[&CellResult]) -> CliResult<Section> 
     );
     // Plot: tx/s against threads, per mode, on nvme-ssd.
     let mut series = Vec::new();
-    for (mode, label, _) in MODES {
+    for (i, (mode, label, _)) in MODES.iter().enumerate() {
         let pts: Vec<(f64, f64)> = threads
             .iter()
             .filter_map(|&t| Some((f64::from(t), tps(results, "nvme", mode, t)?)))
@@ -259,7 +259,8 @@ pub(super) fn section(ctx: &Ctx, results: &[&CellResult]) -> CliResult<Section> 
             series.push(Series {
                 name: label.to_string(),
                 points: pts,
-                dashed: mode == "d32",
+                dashed: *mode == "d32",
+                color: i,
             });
         }
     }

@@ -14,6 +14,8 @@ pub(crate) struct Series {
     pub points: Vec<(f64, f64)>,
     /// Dashed: a prediction or a model, beside measured (solid) lines.
     pub dashed: bool,
+    /// Palette index: a prediction takes the colour of what it predicts.
+    pub color: usize,
 }
 
 /// A line chart: several series against one x axis.
@@ -48,7 +50,7 @@ fn plot_err(path: &Path, e: impl std::fmt::Display) -> CliError {
 }
 
 /// Range of the values with a little room, never empty.
-fn padded(lo: f64, hi: f64, from_zero: bool) -> (f64, f64) {
+fn padded(lo: f64, hi: f64, from_zero: bool, headroom: f64) -> (f64, f64) {
     let lo = if from_zero { lo.min(0.0) } else { lo };
     let span = (hi - lo).abs().max(hi.abs() * 1e-3).max(1e-9);
     (
@@ -57,7 +59,7 @@ fn padded(lo: f64, hi: f64, from_zero: bool) -> (f64, f64) {
         } else {
             lo - 0.05 * span
         },
-        hi + 0.08 * span,
+        hi + headroom * span,
     )
 }
 
@@ -74,7 +76,7 @@ pub(crate) fn line_chart(path: &Path, c: &LineChart) -> CliResult<()> {
     if x0 > x1 {
         return Err(plot_err(path, "no points to plot"));
     }
-    let (x0, x1) = padded(x0, x1, false);
+    let (x0, x1) = padded(x0, x1, false, 0.05);
     let root = SVGBackend::new(path, SIZE).into_drawing_area();
     root.fill(&WHITE).map_err(|e| plot_err(path, e))?;
     let mut builder = ChartBuilder::on(&root);
@@ -92,11 +94,12 @@ pub(crate) fn line_chart(path: &Path, c: &LineChart) -> CliResult<()> {
             .fold(f64::MAX, f64::min);
         let y0 = if y0 == f64::MAX { 1.0 } else { y0 / 1.5 };
         let chart = builder
-            .build_cartesian_2d(x0..x1, (y0..y1.max(y0) * 1.5).log_scale())
+            .build_cartesian_2d(x0..x1, (y0..y1.max(y0) * 6.0).log_scale())
             .map_err(|e| plot_err(path, e))?;
         draw_lines(chart, path, c)?;
     } else {
-        let (y0, y1) = padded(0.0, y1, true);
+        // Room at the top for the legend, above the data.
+        let (y0, y1) = padded(0.0, y1, true, 0.3);
         let chart = builder
             .build_cartesian_2d(x0..x1, y0..y1)
             .map_err(|e| plot_err(path, e))?;
@@ -128,8 +131,8 @@ where
         .x_label_formatter(&|v| short_number(*v))
         .draw()
         .map_err(|e| plot_err(path, e))?;
-    for (i, s) in c.series.iter().enumerate() {
-        let color = palette(i);
+    for s in c.series {
+        let color = palette(s.color);
         let style = ShapeStyle::from(color).stroke_width(2);
         if s.dashed {
             chart
@@ -185,7 +188,7 @@ pub(crate) fn bar_chart(path: &Path, c: &BarChart) -> CliResult<()> {
         .iter()
         .flat_map(|(_, v)| v.iter().copied())
         .fold(0.0f64, f64::max);
-    let (_, y1) = padded(0.0, y_max, true);
+    let (_, y1) = padded(0.0, y_max, true, 0.3);
     let root = SVGBackend::new(path, SIZE).into_drawing_area();
     root.fill(&WHITE).map_err(|e| plot_err(path, e))?;
     let mut chart = ChartBuilder::on(&root)
@@ -256,7 +259,7 @@ pub(crate) fn short_number(v: f64) -> String {
         format!("{:.3}M", v / 1e6)
     } else if a >= 1e4 {
         format!("{:.1}k", v / 1e3)
-    } else if a >= 100.0 || a == 0.0 {
+    } else if a >= 100.0 || (v - v.round()).abs() < 1e-9 {
         format!("{v:.0}")
     } else if a >= 1.0 {
         format!("{v:.2}")
@@ -279,11 +282,13 @@ mod tests {
                 name: "measured".into(),
                 points: vec![(1.0, 10.0), (2.0, 30.0)],
                 dashed: false,
+                color: 0,
             },
             Series {
                 name: "model".into(),
                 points: vec![(1.0, 12.0), (2.0, 28.0)],
                 dashed: true,
+                color: 0,
             },
         ];
         line_chart(
