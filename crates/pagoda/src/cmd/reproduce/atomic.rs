@@ -47,8 +47,8 @@ fn grid(scale: Scale) -> Grid {
             warehouses: &[4, 12, 25],
             clients: &[20, 50, 100],
             buffer: "1GiB",
-            duration: "5m",
-            estimate: |w| 310 + 10 * u64::from(w),
+            duration: "3m",
+            estimate: |w| 190 + 10 * u64::from(w),
             cycles: "2000",
         },
     )

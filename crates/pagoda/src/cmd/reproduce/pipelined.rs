@@ -108,7 +108,8 @@ pub(super) fn cells(scale: Scale) -> Vec<Cell> {
                 args.extend(["--buffer", "4MiB", "--load-buffer", "256MiB"]);
                 log = "hdd-15k,capacity=1GiB,latency=emulate".to_string();
             } else {
-                args.extend(["--buffer", "512MiB"]);
+                // The table in the buffer: the run measures the log.
+                args.extend(["--buffer", scale.pick("512MiB", "512MiB", "2GiB")]);
             }
             args.extend(flags);
             let mut args: Vec<String> = args.iter().map(ToString::to_string).collect();
