@@ -282,7 +282,7 @@ pub(super) fn section(ctx: &Ctx, results: &[&CellResult]) -> CliResult<Section> 
             (1.1, 1.3),
             "atomic is not faster than none here: both write each page once in place (none \
              merges consecutive pages into one request, atomic issues one per page); the \
-             seed's gain came from MariaDB's direct-I/O path",
+             seed measured its gain on MariaDB with direct I/O",
             "atomic is faster than none by more than the seed saw",
         ),
     ];

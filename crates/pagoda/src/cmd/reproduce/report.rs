@@ -38,7 +38,7 @@ pub(crate) enum Verdict {
 impl Verdict {
     pub(crate) fn text(&self) -> String {
         match self {
-            Verdict::Within => "within the seed's band".to_string(),
+            Verdict::Within => "within the band".to_string(),
             Verdict::Miss(why) => format!("miss: {why}"),
             Verdict::Missing(why) => format!("not measured: {why}"),
         }
