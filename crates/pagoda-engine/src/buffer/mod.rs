@@ -29,6 +29,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
 mod cleaner;
+mod evict;
 pub(crate) mod flash;
 mod lru;
 mod torn;
@@ -561,74 +562,6 @@ impl Pool {
         });
         let seq = self.promotions.fetch_add(1, Ordering::Relaxed) + 1;
         self.young_at[idx as usize].store(seq, Ordering::Relaxed);
-    }
-
-    /// Whether a frame may be evicted: checked again under its shard's write lock, where no
-    /// pin can arrive (a page can only be changed by a pin holder).
-    fn evictable(&self, idx: u32) -> bool {
-        let f = &self.frames[idx as usize];
-        f.pin.load(Ordering::Acquire) == 0 && !f.state.lock().dirty
-    }
-
-    fn victim(&self, inner: &mut Inner) -> Option<u32> {
-        if inner.resident < self.budget {
-            if let Some(i) = inner.free.pop() {
-                inner.resident += 1;
-                return Some(i);
-            }
-        }
-        let found = inner.lru.cold_order().find(|&i| {
-            let f = &self.frames[i as usize];
-            f.pin.load(Ordering::Acquire) == 0 && !f.state.lock().dirty
-        });
-        if let Some(i) = found {
-            inner.lru.unlink(i);
-            return Some(i);
-        }
-        // Spill room, for a running commit only (no clean page to evict: writing one would be
-        // I/O under the commit lock, and the commit's own pages cannot be written yet).
-        if self.journaling.load(Ordering::Acquire) {
-            if let Some(i) = inner.free.pop() {
-                inner.resident += 1;
-                self.over_budget.store(true, Ordering::Release);
-                return Some(i);
-            }
-        }
-        None
-    }
-
-    /// After a commit spilled: gives back frames of clean pages until the pool is within its
-    /// budget again (dirty ones follow once the cleaner has written them).
-    pub fn trim(&self) {
-        if !self.over_budget.load(Ordering::Acquire) {
-            return;
-        }
-        let mut inner = self.inner.lock();
-        while inner.resident > self.budget {
-            let found = inner.lru.cold_order().find(|&i| {
-                let f = &self.frames[i as usize];
-                f.pin.load(Ordering::Acquire) == 0 && !f.state.lock().dirty
-            });
-            let Some(i) = found else { return };
-            let old = inner.ids[i as usize];
-            let mut t = self.shard(old).write();
-            if !self.evictable(i) {
-                return;
-            }
-            let Some(mut guard) = self.frames[i as usize].latch.try_write_arc() else {
-                return;
-            };
-            t.remove(&old);
-            drop(t);
-            *guard = None;
-            inner.ids[i as usize] = u64::MAX;
-            self.young_at[i as usize].store(UNSET, Ordering::Relaxed);
-            inner.lru.unlink(i);
-            inner.free.push(i);
-            inner.resident -= 1;
-            self.counters.evictions.fetch_add(1, Ordering::Relaxed);
-        }
-        self.over_budget.store(false, Ordering::Release);
     }
 
     /// Latches `pid` for reading.
