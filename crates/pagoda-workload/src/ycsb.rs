@@ -105,6 +105,21 @@ pub enum InsertOrder {
     Ordered,
 }
 
+impl FromStr for InsertOrder {
+    type Err = ConfigError;
+    fn from_str(s: &str) -> Result<Self, ConfigError> {
+        match s.to_ascii_lowercase().as_str() {
+            "hashed" => Ok(InsertOrder::Hashed),
+            "ordered" => Ok(InsertOrder::Ordered),
+            _ => Err(ConfigError::OutOfRange {
+                what: "--insert-order",
+                value: s.to_string(),
+                fix: "use hashed (YCSB's default) or ordered".to_string(),
+            }),
+        }
+    }
+}
+
 /// Length of each field value.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -189,6 +204,7 @@ impl YcsbConfig {
                 c.field_count = 1;
                 c.field_length = 1024;
                 c.distribution = RequestDistribution::Uniform;
+                // Key numbers as they are: a hashed number has up to 20 digits.
                 c.insert_order = InsertOrder::Ordered;
                 c.zero_padding = 16;
             }

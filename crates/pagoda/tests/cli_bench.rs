@@ -219,3 +219,57 @@ fn bad_flags_fail_before_any_work() {
     );
     assert!(!missing.exists(), "--run-only created the directory");
 }
+
+#[test]
+fn one_load_serves_every_ycsb_workload() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap();
+    let common = ["bench", "ycsb", "--records", "300", "--dir", d];
+    ok(&pagoda(
+        &[&common[..], &["--workload", "update-only", "--load-only"]].concat(),
+    ));
+    // Workload C reads update-only's data once told its record shape (one 1 KiB field,
+    // 16-digit keys in key order).
+    let json = dir.path().join("c.json");
+    ok(&pagoda(
+        &[
+            &common[..],
+            &[
+                "--workload",
+                "c",
+                "--ops",
+                "300",
+                "--field-count",
+                "1",
+                "--field-length",
+                "1024",
+                "--zero-padding",
+                "16",
+                "--insert-order",
+                "ordered",
+                "--run-only",
+                "--json",
+                json.to_str().unwrap(),
+            ],
+        ]
+        .concat(),
+    ));
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let read = v["operations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|o| o["name"] == "READ")
+        .unwrap();
+    assert_eq!(read["count"], 300, "{read}");
+    assert_eq!(read["not_found"], 0, "every key read must exist: {read}");
+    // Another key format is refused, naming what differs.
+    fails_with(
+        &pagoda(&[&common[..], &["--workload", "c", "--run-only"]].concat()),
+        "zero_padding",
+    );
+    fails_with(
+        &pagoda(&["bench", "ycsb", "--insert-order", "sideways"]),
+        "--insert-order",
+    );
+}

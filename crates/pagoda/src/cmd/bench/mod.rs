@@ -128,6 +128,15 @@ pub struct YcsbArgs {
     /// Bytes per field (default: the workload's).
     #[arg(long)]
     field_length: Option<usize>,
+    /// Order of keys in the key space: hashed (YCSB's default, inserts land everywhere) or
+    /// ordered (default: hashed; ordered for update-only, whose 20-byte keys need key numbers
+    /// of at most 16 digits). Give the loader's order to run another workload on its data.
+    #[arg(long)]
+    insert_order: Option<String>,
+    /// Digits of the key number ("user" + this many digits, zero-padded; default: the
+    /// workload's, 16 for update-only's 20-byte keys, else 1).
+    #[arg(long)]
+    zero_padding: Option<usize>,
     #[command(flatten)]
     pub(crate) phase: PhaseArgs,
     #[command(flatten)]
@@ -202,7 +211,8 @@ pub(crate) fn load_and_run_ycsb(
     let driver = driver_config(&a.phase, &a.engine, a.ops, Duration::ZERO)?;
     let ident = json!({ "workload": "ycsb", "records": cfg.record_count,
         "field_count": cfg.field_count, "field_length": cfg.field_length,
-        "table": cfg.table, "insert_order": format!("{:?}", cfg.insert_order) });
+        "table": cfg.table, "insert_order": format!("{:?}", cfg.insert_order),
+        "zero_padding": cfg.zero_padding });
     let mut bench = Bench::open(&a.engine, &a.phase, ident)?;
     if !a.phase.run_only {
         let load = with_bar("load", |p| {
@@ -236,6 +246,12 @@ impl YcsbArgs {
         }
         if let Some(n) = self.field_length {
             cfg.field_length = n;
+        }
+        if let Some(o) = &self.insert_order {
+            cfg.insert_order = o.parse()?;
+        }
+        if let Some(n) = self.zero_padding {
+            cfg.zero_padding = n;
         }
         cfg.validate()?;
         Ok(cfg)
