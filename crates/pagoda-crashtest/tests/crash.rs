@@ -174,11 +174,15 @@ fn sabotage_ack_before_durable_is_caught() {
 
 #[test]
 fn sabotage_skip_wal_rule_is_caught() {
+    // Caught when a cut falls between a page written ahead of the log and the next log sync:
+    // a timing window, so the cycle of the catch varies with the machine's load (1 to 285 in 24
+    // runs on 2 busy cores, and one CI run needed more than 300). The run stops at the catch, so
+    // a high ceiling costs nothing when the checker works.
     sabotaged(
         Sabotage::SkipWalRule,
         TornMode::Atomic,
         CommitMode::Pipelined,
-        300,
+        3000,
     );
 }
 
