@@ -245,6 +245,12 @@ impl CrashTestOptions {
                      (--flash-cache DEVICE, e.g. --flash-cache mem)"
                 )));
             }
+            if s == Sabotage::SalvageTornLog && self.commit != CommitMode::Lazy {
+                return Err(Error::config(format!(
+                    "sabotage {s} is checked with --commit lazy (only lazy commits are \
+                     acknowledged while their log group can still tear)"
+                )));
+            }
             if s == Sabotage::VisibleBeforeDurable && self.commit != CommitMode::Pipelined {
                 return Err(Error::config(format!(
                     "sabotage {s} is checked with --commit pipelined (a sync commit is waited for before anyone can look)"
@@ -402,6 +408,9 @@ pub struct CrashTestReport {
     pub corruption_detected: u64,
     /// Wrong values without a corruption report in torn mode none (a torn page used undetected).
     pub undetected_torn: u64,
+    /// With `--commit lazy`: acknowledged commits lost by the cuts, each time a suffix of the
+    /// commit order (what lazy commit allows; a commit lost in the middle is a lost commit).
+    pub lazy_commits_lost: u64,
     /// The seed.
     pub seed: u64,
     /// Acknowledged commits over all cycles.
@@ -448,6 +457,9 @@ impl CrashTestReport {
             self.cuts_during_recovery,
             self.ddl_operations
         );
+        if self.lazy_commits_lost > 0 {
+            line += &format!(", lazy commits lost as a suffix {}", self.lazy_commits_lost);
+        }
         if let Some(f) = &self.flash {
             line += &format!(
                 ", stale versions served {}, flash rebuilds {}, pages found in flash {}, \

@@ -10,6 +10,8 @@
 //! lost commit (an acknowledged write missing), an uncommitted effect (a write of a transaction
 //! that is not present), or a partial transaction (a present transaction missing a write).
 //! Tables follow the acknowledged creates and drops; unacknowledged DDL may go either way.
+//! With lazy commits an acknowledged transaction may be lost, but only as part of a suffix of
+//! the commit order: one missing while a later-committed one is present is a lost commit.
 
 use crate::workload::{marker_key, uid_of, DdlRec, Status, TxRec, MARKS};
 use pagoda_engine::{Db, Error, Result};
@@ -104,6 +106,8 @@ pub(crate) struct Verdict {
     /// The recovered state (the next cycle's base).
     pub state: Model,
     pub checked: u64,
+    /// Lazy commits lost as a suffix of the commit order (allowed; counted).
+    pub suffix_lost: u64,
 }
 
 impl Verdict {
@@ -245,7 +249,13 @@ fn check_tables(base: &Model, ddl: &[DdlRec], got: &Model, v: &mut Verdict) -> B
 }
 
 /// Checks the recovered database against the base state and the cycle's history.
-pub(crate) fn verify(db: &Db, base: &Model, txns: &[TxRec], ddl: &[DdlRec]) -> Result<Verdict> {
+pub(crate) fn verify(
+    db: &Db,
+    base: &Model,
+    txns: &[TxRec],
+    ddl: &[DdlRec],
+    lazy: bool,
+) -> Result<Verdict> {
     let mut v = Verdict {
         checked: txns.len() as u64 + ddl.len() as u64,
         ..Verdict::default()
@@ -259,6 +269,8 @@ pub(crate) fn verify(db: &Db, base: &Model, txns: &[TxRec], ddl: &[DdlRec]) -> R
     let by_uid: HashMap<u64, &TxRec> = txns.iter().map(|t| (t.uid, t)).collect();
     // Which transactions committed.
     let mut present: BTreeSet<u64> = BTreeSet::new();
+    // Lazy mode: acknowledged transactions missing, as (commit timestamp, uid).
+    let mut missing: Vec<(u64, u64)> = Vec::new();
     for t in txns {
         let mk = marker_key(t.uid);
         let found = marks.get(&mk);
@@ -287,6 +299,7 @@ pub(crate) fn verify(db: &Db, base: &Model, txns: &[TxRec], ddl: &[DdlRec]) -> R
                 }
                 present.insert(t.uid);
             }
+            (None, Status::Acked(cts)) if lazy => missing.push((cts, t.uid)),
             (None, Status::Acked(cts)) => {
                 v.note(
                     FindingKind::LostCommit,
@@ -297,6 +310,29 @@ pub(crate) fn verify(db: &Db, base: &Model, txns: &[TxRec], ddl: &[DdlRec]) -> R
                 );
             }
             (None, _) => {}
+        }
+    }
+    let newest_present = txns
+        .iter()
+        .filter(|t| present.contains(&t.uid))
+        .filter_map(|t| match t.status {
+            Status::Acked(cts) => Some(cts),
+            _ => None,
+        })
+        .max();
+    for (cts, uid) in missing {
+        match newest_present {
+            Some(later) if later > cts => v.note(
+                FindingKind::LostCommit,
+                MARKS,
+                Some(uid),
+                &format!(
+                    "lazy commit at timestamp {cts} kept, as the later one at {later} was \
+                     (a crash may lose only a suffix of the commit order)"
+                ),
+                "its marker row is missing",
+            ),
+            _ => v.suffix_lost += 1,
         }
     }
     // Expected contents: base, then per key the present writer with the largest snapshot.

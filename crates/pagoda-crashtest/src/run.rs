@@ -7,7 +7,8 @@ use crate::{CrashTestOptions, CrashTestReport, Failure, FlashCrashReport};
 use pagoda_device::mem::{MemConfig, MemDevice};
 use pagoda_device::{DeviceRef, SECTOR_SIZE};
 use pagoda_engine::{
-    Db, DbOptions, Error, FlashCacheOptions, FlashCacheStats, FlashStep, RecoveryStep, Result,
+    CommitMode, Db, DbOptions, Error, FlashCacheOptions, FlashCacheStats, FlashStep, RecoveryStep,
+    Result,
 };
 use parking_lot::Mutex;
 use rand::rngs::SmallRng;
@@ -394,7 +395,9 @@ pub fn run(opts: CrashTestOptions) -> Result<CrashTestReport> {
         let flash_findings = audit_flash(&mut report, &db, pending.is_some());
         if let Some(p) = pending.take() {
             report.torn_pages_repaired += db.stats().recovery.torn_pages_repaired;
-            let mut verdict = oracle::verify(&db, &model, &p.txns, &p.ddl)?;
+            let lazy = opts.commit == CommitMode::Lazy;
+            let mut verdict = oracle::verify(&db, &model, &p.txns, &p.ddl, lazy)?;
+            report.lazy_commits_lost += verdict.suffix_lost;
             verdict.findings.extend(flash_findings);
             if let Some(why) = &p.engine_failure {
                 verdict.findings.push(note(

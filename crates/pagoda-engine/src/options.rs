@@ -78,6 +78,12 @@ pub enum CommitMode {
     /// [`DbOptions::max_inflight_commits`] (the caller blocks when the bound is reached).
     /// [`crate::Txn::commit`] in this mode waits for its ticket.
     Pipelined,
+    /// Lazy (no-sync) commit, like RocksDB's `sync=false` or SQLite's `synchronous=NORMAL`:
+    /// [`crate::Txn::commit`] returns as soon as the record is in the log buffer, and the
+    /// commit is visible at once. A flush thread writes and syncs the log at least every
+    /// [`DbOptions::lazy_flush_interval`], so a crash loses at most the commits of that last
+    /// interval: only a suffix of the commit order, never one commit while a later one stays.
+    Lazy,
 }
 
 impl FromStr for CommitMode {
@@ -86,8 +92,9 @@ impl FromStr for CommitMode {
         match s {
             "sync" => Ok(Self::Sync),
             "pipelined" => Ok(Self::Pipelined),
+            "lazy" => Ok(Self::Lazy),
             _ => Err(Error::config(format!(
-                "commit mode '{s}': use sync or pipelined"
+                "commit mode '{s}': use sync, pipelined or lazy"
             ))),
         }
     }
@@ -98,6 +105,7 @@ impl fmt::Display for CommitMode {
         f.write_str(match self {
             Self::Sync => "sync",
             Self::Pipelined => "pipelined",
+            Self::Lazy => "lazy",
         })
     }
 }
@@ -130,6 +138,9 @@ pub struct DbOptions {
     /// Pipelined commits in flight (not yet durable) at most; a pipelined commit beyond it
     /// blocks until one resolves (back-pressure). Default 1024.
     pub max_inflight_commits: usize,
+    /// With [`CommitMode::Lazy`]: the longest a commit waits in the log buffer before the flush
+    /// thread makes it durable (the window of commits a crash may lose). Default 10 ms.
+    pub lazy_flush_interval: Duration,
     /// Log ring size in bytes (default: the whole log device less its 4 KiB header).
     pub log_capacity: Option<u64>,
     /// Pages in the double-write area (also the cleaner batch size). Default 32.
@@ -192,6 +203,7 @@ impl Default for DbOptions {
             torn: TornMode::Doublewrite,
             commit: CommitMode::Sync,
             max_inflight_commits: 1024,
+            lazy_flush_interval: Duration::from_millis(10),
             log_capacity: None,
             dw_pages: 32,
             data_file_bytes: 64 << 30,
@@ -268,6 +280,12 @@ impl DbOptions {
         self
     }
 
+    /// Sets the flush interval of lazy commits.
+    pub fn lazy_flush_interval(mut self, every: Duration) -> Self {
+        self.lazy_flush_interval = every;
+        self
+    }
+
     /// Sets the log ring size.
     pub fn log_capacity(mut self, bytes: u64) -> Self {
         self.log_capacity = Some(bytes);
@@ -337,6 +355,14 @@ impl DbOptions {
         }
         if !(1..=1 << 20).contains(&self.max_inflight_commits) {
             return Err(Error::config("max_inflight_commits must be 1..=1048576"));
+        }
+        if !(Duration::from_micros(100)..=Duration::from_secs(10))
+            .contains(&self.lazy_flush_interval)
+        {
+            return Err(Error::config(format!(
+                "lazy flush interval {:?} is outside 100 µs ..= 10 s",
+                self.lazy_flush_interval
+            )));
         }
         if !(4..=1024).contains(&self.dw_pages) {
             return Err(Error::config("dw_pages must be 4..=1024"));

@@ -110,6 +110,10 @@ pub enum Sabotage {
     /// The log scan ignores group epochs, so a group left in flight by a crash may be read as
     /// the continuation of a later open's log.
     IgnoreLogEpoch,
+    /// Recovery salvages the intact records of a torn log group (and goes on to the groups
+    /// after it) instead of ending the log there, so a commit can survive one before it that
+    /// was lost: with lazy commits, a crash then loses a commit in the middle.
+    SalvageTornLog,
     /// The flash cache reuses a ring segment before the pages it wrote back to the data device
     /// are synced there, so a power cut can lose the only copy of a page.
     FlashUnsyncedWriteback,
@@ -120,7 +124,7 @@ pub enum Sabotage {
 
 impl Sabotage {
     /// Every sabotage.
-    pub const ALL: [Sabotage; 12] = [
+    pub const ALL: [Sabotage; 13] = [
         Self::SkipLogSync,
         Self::SkipDoublewrite,
         Self::AckBeforeDurable,
@@ -131,6 +135,7 @@ impl Sabotage {
         Self::RedoPartialWrites,
         Self::MergeUnmarkedSibling,
         Self::IgnoreLogEpoch,
+        Self::SalvageTornLog,
         Self::FlashUnsyncedWriteback,
         Self::FlashTrustTornSlots,
     ];
@@ -156,6 +161,7 @@ impl Sabotage {
             Self::RedoPartialWrites => "redo-partial-writes",
             Self::MergeUnmarkedSibling => "merge-unmarked-sibling",
             Self::IgnoreLogEpoch => "ignore-log-epoch",
+            Self::SalvageTornLog => "salvage-torn-log",
             Self::FlashUnsyncedWriteback => "flash-unsynced-writeback",
             Self::FlashTrustTornSlots => "flash-trust-torn-slots",
         }

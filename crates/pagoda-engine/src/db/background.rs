@@ -1,11 +1,13 @@
-//! Checkpoints and the background threads: the checkpointer/cleaner and the pipelined-commit
-//! flush thread.
+//! Checkpoints and the background threads: the checkpointer/cleaner, the pipelined-commit
+//! flush thread and the lazy-commit flush thread.
 
 use super::{CheckpointInfo, Db, Inner};
 use crate::error::{Error, Failure, Result};
+use crate::options::CommitMode;
 use crate::pipeline::{Pipeline, Target};
 use crate::probe::{self, Event, Sabotage};
 use pagoda_device::WriteHints;
+use parking_lot::{Condvar, Mutex};
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
@@ -103,10 +105,53 @@ impl Db {
         Ok(())
     }
 
+    /// Starts the flush thread of lazy commit.
+    pub(super) fn start_lazy_flusher(&self) -> Result<()> {
+        let Some(lazy) = self.inner.lazy.clone() else {
+            return Ok(());
+        };
+        let weak: Weak<Inner> = Arc::downgrade(&self.inner);
+        let every = self.inner.opts.lazy_flush_interval;
+        let h = std::thread::Builder::new()
+            .name("pagoda-lazy-flush".into())
+            .spawn(move || {
+                guarded("pagoda-lazy-flush", weak, move |w| {
+                    lazy_flusher(w, lazy, every);
+                });
+            })
+            .map_err(|e| Error::config(format!("cannot start the lazy flush thread: {e}")))?;
+        *self.inner.flusher.lock() = Some(h);
+        Ok(())
+    }
+
+    /// Makes every commit so far durable (with [`CommitMode::Lazy`], commits return before
+    /// that; in the other modes it is so already when they return).
+    pub fn sync_log(&self) -> Result<()> {
+        self.check_writable()?;
+        let end = self.inner.wal.end();
+        self.wait(end)
+    }
+
+    /// A lazy commit whose record leaves this much of the log unsynced wakes the flush thread
+    /// before its interval is up, so the log buffer stays small under a fast stream of commits.
+    pub(super) fn kick_lazy_flusher(&self, end: u64) {
+        if let Some(lazy) = &self.inner.lazy {
+            if end.saturating_sub(self.inner.wal.durable()) >= LAZY_KICK_BYTES {
+                lazy.kick();
+            }
+        }
+    }
+
     /// Stops the flush thread: after draining the queue (`drain`), or at once failing what is
     /// queued.
     pub(super) fn stop_flusher(&self, drain: bool) {
+        if let Some(lazy) = &self.inner.lazy {
+            lazy.stop(drain);
+        }
         let Some(pipe) = &self.inner.pipe else {
+            if let Some(h) = self.inner.flusher.lock().take() {
+                self.join("pagoda-lazy-flush", h);
+            }
             return;
         };
         if drain {
@@ -193,6 +238,70 @@ pub(super) fn flusher(weak: Weak<Inner>, pipe: Arc<Pipeline>) {
         }
     }
     pipe.exit(Failure::new(Error::Closed));
+}
+
+/// Unsynced log after which a lazy commit wakes the flush thread early.
+const LAZY_KICK_BYTES: u64 = 1 << 20;
+
+/// What the lazy-commit flush thread and the committing threads share.
+#[derive(Debug, Default)]
+pub(super) struct LazyFlush {
+    /// (stop, drain on stop, kicked)
+    state: Mutex<(bool, bool, bool)>,
+    cond: Condvar,
+}
+
+impl LazyFlush {
+    pub(super) fn for_mode(mode: CommitMode) -> Option<Arc<Self>> {
+        (mode == CommitMode::Lazy).then(|| Arc::new(Self::default()))
+    }
+
+    fn kick(&self) {
+        let mut st = self.state.lock();
+        if !st.2 {
+            st.2 = true;
+            self.cond.notify_one();
+        }
+    }
+
+    fn stop(&self, drain: bool) {
+        let mut st = self.state.lock();
+        st.0 = true;
+        st.1 = drain;
+        self.cond.notify_all();
+    }
+}
+
+/// The flush thread of lazy commit: every `every` (or when kicked), writes and syncs the log up
+/// to its end. Failing the sync fails the database (later commits are refused): a commit
+/// already returned may then be lost, as a crash would lose it, but never one in the middle.
+fn lazy_flusher(weak: Weak<Inner>, lazy: Arc<LazyFlush>, every: Duration) {
+    loop {
+        let stopping = {
+            let mut st = lazy.state.lock();
+            if !st.0 && !st.2 {
+                lazy.cond.wait_for(&mut st, every);
+            }
+            st.2 = false;
+            match (st.0, st.1) {
+                (true, false) => return,
+                (stop, _) => stop,
+            }
+        };
+        let Some(inner) = weak.upgrade() else { return };
+        let db = Db { inner };
+        if db.failure().is_none() {
+            let end = db.inner.wal.end();
+            if end > db.inner.wal.durable() {
+                if let Err(e) = db.inner.wal.wait_durable(end) {
+                    db.fail(e);
+                }
+            }
+        }
+        if stopping {
+            return;
+        }
+    }
 }
 
 pub(super) fn background(weak: Weak<Inner>) {

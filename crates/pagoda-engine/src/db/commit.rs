@@ -105,7 +105,7 @@ impl Txn {
     /// [`Txn::commit_pipelined`]).
     pub fn commit(self) -> Result<CommitInfo> {
         match self.db.inner.opts.commit {
-            CommitMode::Sync => {
+            CommitMode::Sync | CommitMode::Lazy => {
                 let t0 = Instant::now();
                 let db = self.db.clone();
                 let r = self.finish(None).and_then(|t| t.wait());
@@ -309,6 +309,12 @@ impl Txn {
         };
         cs.next_cts += 1;
         mvcc.committed(cts, end);
+        let lazy = db.inner.opts.commit == CommitMode::Lazy;
+        if lazy {
+            // Committed at once: visible in commit order (under the commit lock), durable with
+            // the log buffer it is in, so a crash keeps a prefix of the commit order.
+            mvcc.advance(end);
+        }
         let sabotage = db.inner.opts.sabotage;
         if probe::is(sabotage, Sabotage::VisibleBeforeDurable) {
             mvcc.advance(u64::MAX);
@@ -329,7 +335,9 @@ impl Txn {
         }
         drop(cs);
         let t_wait = prof.add(Phase::CommitApply, t_apply);
-        if !probe::is(sabotage, Sabotage::AckBeforeDurable) {
+        if lazy {
+            db.kick_lazy_flusher(end);
+        } else if !probe::is(sabotage, Sabotage::AckBeforeDurable) {
             db.wait(end)?;
         }
         prof.add(Phase::WaitDurable, t_wait);

@@ -22,7 +22,7 @@ use crate::format::{decode_log_header, encode_log_header, LogHeader, Superblock,
 use crate::mvcc::Mvcc;
 use crate::options::{CommitMode, DbOptions, TornMode};
 use crate::pipeline::Pipeline;
-use crate::probe::{self, Event, RecoveryStep, Sabotage};
+use crate::probe::{self, Event, RecoveryStep};
 use crate::profile::Phase;
 use crate::settings;
 use crate::stream::Stream;
@@ -67,6 +67,9 @@ struct Inner {
     opts: DbOptions,
     data_stream: u16,
     pipe: Option<Arc<Pipeline>>,
+    /// The lazy-commit flush thread's signals ([`CommitMode::Lazy`] only).
+    lazy: Option<Arc<background::LazyFlush>>,
+    /// The pipelined- or lazy-commit flush thread.
     flusher: Mutex<Option<std::thread::JoinHandle<()>>>,
 }
 
@@ -164,8 +167,13 @@ impl Db {
         }
         let obs = opts.observer.clone();
         probe::emit(&obs, Event::Recovery(RecoveryStep::ScanLog));
-        let epochs = !probe::is(opts.sabotage, Sabotage::IgnoreLogEpoch);
-        let scan = wal::scan_log(&log, sb.log_capacity, sb.db_id, sb.checkpoint_lsn, epochs)?;
+        let scan = wal::scan_log(
+            &log,
+            sb.log_capacity,
+            sb.db_id,
+            sb.checkpoint_lsn,
+            opts.sabotage,
+        )?;
         probe::emit(&obs, Event::Recovery(RecoveryStep::NewEpoch));
         // Groups that were in flight at a crash may sit after the end: this open's groups
         // carry a newer epoch, so the scan never takes one of those for their continuation
@@ -279,6 +287,7 @@ impl Db {
             data_stream: Stream::Data.on(&dcaps),
             pipe: (opts.commit == CommitMode::Pipelined)
                 .then(|| Arc::new(Pipeline::new(opts.max_inflight_commits))),
+            lazy: background::LazyFlush::for_mode(opts.commit),
             flusher: Mutex::new(None),
             opts,
         });
@@ -296,6 +305,7 @@ impl Db {
             db.start_background();
         }
         db.start_flusher()?;
+        db.start_lazy_flusher()?;
         probe::emit(&obs, Event::Opened);
         Ok(db)
     }

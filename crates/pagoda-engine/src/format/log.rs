@@ -295,6 +295,30 @@ pub fn parse_records(
     Ok(out)
 }
 
+/// The records of a damaged group body that pass their own checks, found by trying every byte
+/// offset past a damaged one (a record names its own LSN). Only for the sabotage
+/// `salvage-torn-log`: keeping a record that follows a lost one breaks the log's promise that
+/// recovery keeps a prefix of the commit order.
+pub(crate) fn salvage_records(body: &[u8], first_lsn: u64) -> Vec<(u64, CommitRecord)> {
+    let mut out = Vec::new();
+    let mut pos = 0usize;
+    while pos + RECORD_HEADER <= body.len() {
+        let rest = &body[pos..];
+        let lsn = first_lsn + pos as u64;
+        let len = u32::from_le_bytes([rest[0], rest[1], rest[2], rest[3]]) as usize;
+        let names_itself = rest[8..16] == lsn.to_le_bytes();
+        if names_itself && (RECORD_HEADER..=rest.len()).contains(&len) {
+            if let Ok(mut one) = parse_records(&rest[..len], lsn) {
+                out.append(&mut one);
+                pos += len;
+                continue;
+            }
+        }
+        pos += 1;
+    }
+    out
+}
+
 /// Rounds up to a sector multiple.
 pub fn align_up(x: u64) -> u64 {
     x.div_ceil(SECTOR as u64) * SECTOR as u64

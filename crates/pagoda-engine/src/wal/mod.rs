@@ -159,6 +159,11 @@ impl Wal {
         self.state.lock().durable
     }
 
+    /// The end of the log appended so far: waiting for it makes every appended record durable.
+    pub fn end(&self) -> u64 {
+        self.state.lock().next_lsn
+    }
+
     /// Lets records before `lsn` be overwritten (after a checkpoint made them unnecessary).
     pub fn set_reclaim(&self, lsn: u64) {
         let mut st = self.state.lock();

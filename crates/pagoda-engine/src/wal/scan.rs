@@ -10,7 +10,10 @@
 //! later groups are found by walking sector boundaries to the end of the ring.
 
 use crate::error::{Error, Result};
-use crate::format::{align_up, parse_records, CommitRecord, GroupHeader, GROUP_HEADER, SECTOR};
+use crate::format::{
+    align_up, parse_records, salvage_records, CommitRecord, GroupHeader, GROUP_HEADER, SECTOR,
+};
+use crate::probe::{self, Sabotage};
 use pagoda_device::DeviceRef;
 
 /// Bytes read per request while looking past a damaged group.
@@ -113,17 +116,18 @@ impl Ring<'_> {
 /// group ends the log when it may have been in flight at a crash; damage to a group that a
 /// later group proves durable is [`Error::LogCorruption`] naming its LSN and device offset.
 pub fn scan(dev: &DeviceRef, capacity: u64, db_id: u64, start: u64) -> Result<LogScan> {
-    scan_log(dev, capacity, db_id, start, true)
+    scan_log(dev, capacity, db_id, start, None)
 }
 
-/// [`scan`], with the epoch rule switchable (off only for the sabotage `ignore-log-epoch`).
+/// [`scan`], with a sabotage of its rules (`ignore-log-epoch`, `salvage-torn-log`) if any.
 pub(crate) fn scan_log(
     dev: &DeviceRef,
     capacity: u64,
     db_id: u64,
     start: u64,
-    epochs: bool,
+    sabotage: Option<Sabotage>,
 ) -> Result<LogScan> {
+    let epochs = !probe::is(sabotage, Sabotage::IgnoreLogEpoch);
     let ring = Ring {
         dev,
         capacity,
@@ -149,6 +153,14 @@ pub(crate) fn scan_log(
         if crc32c::crc32c(body) != h.body_crc {
             if let Some(w) = ring.durable_witness(lsn, next, stop)? {
                 return Err(ring.corruption(lsn, "group body fails its checksum", w));
+            }
+            if probe::is(sabotage, Sabotage::SalvageTornLog) {
+                out.records
+                    .extend(salvage_records(body, lsn + GROUP_HEADER as u64));
+                out.groups += 1;
+                epoch = h.epoch;
+                lsn = next;
+                continue;
             }
             out.torn_tail = true;
             break;

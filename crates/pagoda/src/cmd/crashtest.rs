@@ -26,7 +26,9 @@ pub struct CrashtestArgs {
     #[arg(long, default_value_t = 1)]
     seed: u64,
     /// Commit mode: sync | pipelined (each worker keeps 4 commits in flight; only resolved
-    /// tickets count as acknowledged, and a pending commit seen by a reader is a failure).
+    /// tickets count as acknowledged, and a pending commit seen by a reader is a failure) |
+    /// lazy (commits return before they are durable: a cut may lose acknowledged commits, but
+    /// only a suffix of the commit order; one lost while a later one survived is a failure).
     #[arg(long, default_value = "sync")]
     commit: CommitMode,
     /// Emulated device for data and log (each gets its own), e.g. sata-ssd or mem.
@@ -45,7 +47,7 @@ pub struct CrashtestArgs {
     /// Remove one safety step of the engine on purpose (skip-log-sync, skip-doublewrite,
     /// ack-before-durable, skip-wal-rule, skip-checkpoint-flush, non-atomic-pages,
     /// visible-before-durable, redo-partial-writes, merge-unmarked-sibling, ignore-log-epoch;
-    /// with --flash-cache: flash-unsynced-writeback, flash-trust-torn-slots): the crash test
+    /// with --commit lazy: salvage-torn-log; with --flash-cache: flash-unsynced-writeback, flash-trust-torn-slots): the crash test
     /// must then fail, which proves it can (ignore-log-epoch needs a rare alignment of two
     /// crashes; its deterministic proof is in the engine's log tests).
     #[arg(long)]

@@ -67,9 +67,14 @@ pub struct EngineArgs {
     #[arg(long, default_value = "doublewrite")]
     torn: TornMode,
     /// Commit mode: sync | pipelined (the flush thread writes and syncs the log; each client
-    /// thread may have up to --pipeline-depth commits in flight).
+    /// thread may have up to --pipeline-depth commits in flight) | lazy (no sync on commit:
+    /// committed and visible at once, made durable by a flush thread within --lazy-flush; a
+    /// crash may lose that window's commits, only ever a suffix of the commit order).
     #[arg(long, default_value = "sync")]
     commit: CommitMode,
+    /// With --commit lazy: the longest a commit waits before the flush thread syncs it.
+    #[arg(long, default_value = "10ms")]
+    lazy_flush: String,
     /// Commits each client thread may have unresolved at once with --commit pipelined: the
     /// thread hands a commit off and runs its next transaction, but before queuing another
     /// commit waits until fewer than this many are unresolved. 1 keeps one commit in flight per

@@ -7,7 +7,7 @@ use crate::error::{CliError, CliResult};
 use crate::report::write_json;
 use pagoda::store::PagodaStore;
 use pagoda_device::spec::{DeviceKind, DeviceSpec};
-use pagoda_device::units::parse_size;
+use pagoda_device::units::{parse_duration, parse_size};
 use pagoda_engine::{CommitMode, Db, DbOptions};
 use pagoda_workload::RunReport;
 use serde_json::{json, Value};
@@ -154,6 +154,7 @@ impl Bench {
             .buffer_bytes(buffer as usize)
             .torn(e.torn)
             .commit(e.commit)
+            .lazy_flush_interval(parse_duration(&e.lazy_flush)?)
             .background(!e.no_background);
         if let Some(fc) = flash_opts {
             opts = opts.flash_cache(fc);
@@ -190,12 +191,13 @@ impl Bench {
         // What the comparison of commit modes holds equal: a sync thread has one commit in
         // flight; a pipelined one up to its depth (window.rs in pagoda-workload).
         let in_flight = match e.commit {
-            CommitMode::Sync => 1,
+            // A lazy commit returns before it is durable: one call in flight, none waited on.
+            CommitMode::Sync | CommitMode::Lazy => 1,
             CommitMode::Pipelined => e.pipeline_depth.max(1),
         };
         let mut config = json!({
             "dir": e.dir, "data": dd, "log": ld, "buffer_bytes": buffer, "load_buffer_bytes": load_buffer, "background": !e.no_background,
-            "page_size": page_size, "torn": e.torn.to_string(), "commit": e.commit.to_string(), "pipeline_depth": e.pipeline_depth,
+            "page_size": page_size, "torn": e.torn.to_string(), "commit": e.commit.to_string(), "pipeline_depth": e.pipeline_depth, "lazy_flush": e.lazy_flush,
             "commits_in_flight_per_thread": in_flight,
             "seed": e.seed, "threads": p.threads, "load_only": p.load_only, "run_only": p.run_only,
         });
