@@ -12,7 +12,7 @@
 //! pages changed structurally (split, merge, allocation, overflow, meta) are also recorded in
 //! `imaged` and their final images go into the commit record.
 
-use crate::buffer::{Pool, WritePage};
+use crate::buffer::{LeafUndo, Pool, WritePage};
 use crate::error::{Error, Result};
 use crate::format::{internal_entry_len, leaf_entry_len, Node, Val, PAGE_HEADER};
 use std::collections::BTreeSet;
@@ -297,7 +297,9 @@ impl<'a> Apply<'a> {
         let leaf = path[path.len() - 1].0;
         let max = self.payload_max();
         {
-            let mut p = self.pool.write(leaf)?;
+            // Changed in place when it fits: the undo journal then keeps the entry, not a
+            // copy of the page (a split below latches the path with full copies).
+            let mut p = self.pool.write_in_place(leaf)?;
             let Node::Leaf(es) = &mut p.node else {
                 return Err(corrupt_kind(leaf, "leaf"));
             };
@@ -305,6 +307,15 @@ impl<'a> Apply<'a> {
             let old_len = pos.map_or(0, |i| leaf_entry_len(&es[i].0, &es[i].1));
             let size = p.node.payload_len() - old_len + leaf_entry_len(key, &val);
             if size <= max {
+                let undo = match (pos, &p.node) {
+                    (Ok(i), Node::Leaf(es)) => LeafUndo::Restore {
+                        idx: i,
+                        val: es[i].1.clone(),
+                    },
+                    (Err(i), _) => LeafUndo::Remove { idx: i },
+                    _ => return Err(corrupt_kind(leaf, "leaf")),
+                };
+                self.pool.note_leaf_undo(&p, undo);
                 let Node::Leaf(es) = &mut p.node else {
                     return Err(corrupt_kind(leaf, "leaf"));
                 };

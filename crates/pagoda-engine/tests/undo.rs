@@ -123,3 +123,46 @@ fn a_full_pool_mid_commit_fails_only_that_transaction() {
     let db = open(&d, &l);
     assert_holds(&db, &committed);
 }
+
+#[test]
+fn in_place_updates_of_a_failed_commit_are_taken_back() {
+    let d: DeviceRef = Arc::new(MemDevice::with_capacity(64 << 20).unwrap());
+    let l: DeviceRef = Arc::new(MemDevice::with_capacity(16 << 20).unwrap());
+    let open = |d: &DeviceRef, l: &DeviceRef| {
+        Db::open(
+            DbOptions::with_devices(d.clone(), l.clone())
+                .page_size(PAGE)
+                .buffer_bytes(24 * PAGE)
+                .commit_spill_bytes(0)
+                .background(false),
+        )
+        .unwrap()
+    };
+    let db = open(&d, &l);
+    db.create_table("t").unwrap();
+    let mut committed = Vec::new();
+    for i in 0..40u32 {
+        let mut tx = db.begin().unwrap();
+        tx.put("t", &key(i), b"small").unwrap();
+        tx.commit().unwrap();
+        committed.push((key(i), b"small".to_vec()));
+    }
+    // Same-size updates change every leaf in place (no copy of the page is journaled); the
+    // inserts after them split the last of those leaves (a copy taken after its in-place
+    // changes) and then exhaust the pool.
+    let mut tx = db.begin().unwrap();
+    for i in 0..40u32 {
+        tx.put("t", &key(i), b"SMALL").unwrap();
+    }
+    tx.delete("t", &key(3)).unwrap();
+    for i in 40..440u32 {
+        tx.put("t", &key(i), &[b'x'; 900]).unwrap();
+    }
+    let err = tx.commit().unwrap_err();
+    assert!(matches!(err, Error::BufferFull), "got {err}");
+    assert!(db.failure().is_none(), "{:?}", db.failure());
+    assert_holds(&db, &committed);
+    db.close().unwrap();
+    let db = open(&d, &l);
+    assert_holds(&db, &committed);
+}

@@ -35,6 +35,7 @@ mod lru;
 mod torn;
 mod trace;
 mod undo;
+pub(crate) use undo::LeafUndo;
 
 use lru::Lru;
 
@@ -585,6 +586,20 @@ impl Pool {
                 if self.journaling.load(Ordering::Acquire) {
                     self.note_before(pid, pin.idx, guard.as_ref());
                 }
+                latch_order::acquired();
+                return Ok(WritePage { guard, pin });
+            }
+        }
+    }
+
+    /// Latches `pid` for writing without copying it into the undo journal: the caller changes
+    /// one leaf entry in place and records how to take that back ([`Pool::note_leaf_undo`])
+    /// before it does.
+    pub fn write_in_place(&self, pid: u64) -> Result<WritePage<'_>> {
+        loop {
+            let pin = self.pin(pid, None)?;
+            let guard = self.frames[pin.idx as usize].latch.write_arc();
+            if guard.as_ref().is_some_and(|p| p.id == pid) {
                 latch_order::acquired();
                 return Ok(WritePage { guard, pin });
             }
