@@ -62,7 +62,10 @@ mod wal;
 
 pub use btree::{inline_max, MAX_KEY_LEN};
 pub use check::CheckReport;
-pub use db::{BufferStats, CheckpointInfo, Db, DbStats, FlashCacheStats, RecoveryStats, Scan, Txn};
+pub use db::{
+    preallocate_log_file, BufferStats, CheckpointInfo, Db, DbStats, FlashCacheStats, RecoveryStats,
+    Scan, Txn,
+};
 pub use error::{Error, Failure, Result};
 pub use options::{CommitMode, DbOptions, FlashCacheOptions, FlashPages, FlashPolicy, TornMode};
 pub use pipeline::{CommitInfo, CommitTicket, DurableCallback};

@@ -44,7 +44,7 @@ pub(crate) fn devices(opts: &DbOptions, read_only: bool) -> Result<(DeviceRef, D
         Ok(spec.open()?)
     };
     if !read_only && !log.exists() {
-        preallocate(&log, opts.log_file_bytes + SECTOR as u64)?;
+        preallocate_log_file(&log, opts.log_file_bytes + SECTOR as u64)?;
     }
     let d = open(&data, opts.data_file_bytes)?;
     let l = open(&log, opts.log_file_bytes + SECTOR as u64)?;
@@ -52,8 +52,9 @@ pub(crate) fn devices(opts: &DbOptions, read_only: bool) -> Result<(DeviceRef, D
 }
 
 /// Writes a new log file full of zeros, so that log writes never allocate blocks (an fsync
-/// after an allocating write also commits file-system metadata: several times slower).
-pub(super) fn preallocate(path: &std::path::Path, bytes: u64) -> Result<()> {
+/// after an allocating write also commits file-system metadata: several times slower). For
+/// callers that open a `file:` log device themselves; [`DbOptions::in_dir`] does it already.
+pub fn preallocate_log_file(path: &std::path::Path, bytes: u64) -> Result<()> {
     use std::io::Write;
     let io = |e| Error::Device(pagoda_device::DeviceError::io(path, e));
     let tmp = path.with_extension("pagoda.tmp");

@@ -11,6 +11,7 @@ mod stats;
 mod txn;
 
 pub(crate) use devices::devices;
+pub use devices::preallocate_log_file;
 pub use scan::Scan;
 pub use stats::{BufferStats, CheckpointInfo, DbStats, FlashCacheStats, RecoveryStats};
 pub use txn::Txn;
