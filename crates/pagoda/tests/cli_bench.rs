@@ -273,3 +273,48 @@ fn one_load_serves_every_ycsb_workload() {
         "--insert-order",
     );
 }
+
+#[test]
+fn a_new_file_log_is_written_out_not_sparse() {
+    use std::os::unix::fs::MetadataExt;
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("log");
+    let data_spec = format!("file:{}", dir.path().join("data").display());
+    let log_spec = format!("file:{}", log.display());
+    let run = |more: &[&str]| {
+        let mut args = vec![
+            "bench",
+            "ycsb",
+            "--workload",
+            "update-only",
+            "--records",
+            "200",
+            "--ops",
+            "200",
+            "--data",
+            &data_spec,
+            "--log",
+            &log_spec,
+        ];
+        args.extend_from_slice(more);
+        ok(&pagoda(&args))
+    };
+    run(&[]);
+    let m = std::fs::metadata(&log).unwrap();
+    // Every block allocated up front: log appends never allocate (and so never make an
+    // fdatasync commit file-system metadata).
+    assert!(
+        m.len() > 1 << 20 && m.len() < 1 << 30,
+        "log size {}",
+        m.len()
+    );
+    assert!(
+        m.blocks() * 512 >= m.len(),
+        "{} of {} bytes allocated",
+        m.blocks() * 512,
+        m.len()
+    );
+    // Opening it again keeps its size.
+    run(&["--run-only"]);
+    assert_eq!(std::fs::metadata(&log).unwrap().len(), m.len());
+}
