@@ -330,16 +330,18 @@ impl<'a> Apply<'a> {
                 return Ok(old);
             }
         }
-        // Split: latch the whole path top-down, then restructure copies of its nodes and
-        // write them back only once every new page is in place, so that a failure (no free
-        // page, a full buffer) leaves every node as it was.
+        // Split: latch the whole path top-down, then restructure copies of the nodes that
+        // change (the leaf, and each parent a split reaches) and put them in place only once
+        // every new page is, so that a failure (no free page, a full buffer) leaves every node
+        // as it was. Only the displaced nodes go to the undo journal: no page is copied twice.
         let mut pages = Vec::with_capacity(path.len());
         for (pid, _) in &path {
-            pages.push(self.pool.write(*pid)?);
+            pages.push(self.pool.write_in_place(*pid)?);
         }
-        let mut nodes: Vec<Node> = pages.iter().map(|p| p.node.clone()).collect();
-        let last = nodes.len() - 1;
-        let Node::Leaf(es) = &mut nodes[last] else {
+        let last = path.len() - 1;
+        let mut nodes: Vec<Option<Node>> = vec![None; path.len()];
+        let mut leaf_node = pages[last].node.clone();
+        let Node::Leaf(es) = &mut leaf_node else {
             return Err(corrupt_kind(leaf, "leaf"));
         };
         let old = match es.binary_search_by(|(k, _)| k.as_slice().cmp(key)) {
@@ -349,24 +351,49 @@ impl<'a> Apply<'a> {
                 None
             }
         };
-        // A dry run counts the new pages; the real run uses the reserved ids.
-        let mut need = 0;
-        split_path(&mut nodes.clone(), &path, max, || {
-            need += 1;
-            0
-        })?;
-        let mut ids = self.reserve(need)?.into_iter();
-        let (new, top) = split_path(&mut nodes, &path, max, || ids.next().unwrap_or(0))?;
-        if ids.next().is_some() || new.iter().any(|(pid, _)| *pid == 0) {
-            return Err(Error::Internal(format!(
-                "split of page {leaf}: the dry run and the run needed different page counts"
-            )));
+        nodes[last] = Some(leaf_node);
+        // New pages get placeholder ids (counted), then the real ids once reserved.
+        let mut need = 0u64;
+        let (mut new, top) = split_path(
+            &mut nodes,
+            &|level| pages[level].node.clone(),
+            &path,
+            max,
+            || {
+                need += 1;
+                PLACEHOLDER + need - 1
+            },
+        )?;
+        let ids = self.reserve(need as usize)?;
+        let real = |id: u64| {
+            if id >= PLACEHOLDER {
+                ids[(id - PLACEHOLDER) as usize]
+            } else {
+                id
+            }
+        };
+        for node in nodes
+            .iter_mut()
+            .flatten()
+            .chain(new.iter_mut().map(|(_, n)| n))
+        {
+            if let Node::Internal { children, .. } = node {
+                for c in children.iter_mut() {
+                    *c = real(*c);
+                }
+            }
         }
         for (pid, node) in new {
-            self.place(pid, node)?;
+            self.place(real(pid), node)?;
         }
-        for (page, node) in pages.iter_mut().zip(nodes).skip(top) {
-            page.node = node;
+        for (level, page) in pages.iter_mut().enumerate().skip(top) {
+            let Some(node) = nodes[level].take() else {
+                return Err(Error::Internal(format!(
+                    "split of page {leaf}: level {level} changed but was not copied"
+                )));
+            };
+            let displaced = std::mem::replace(&mut page.node, node);
+            self.pool.note_displaced(page, displaced);
             self.mark(page, true);
         }
         Ok(old)
@@ -564,21 +591,31 @@ impl<'a> Apply<'a> {
     }
 }
 
-/// Splits the over-full nodes of a root-to-leaf path (`nodes`, changed in place) bottom-up;
-/// `next_id` names each new page. Returns the new pages and the highest level changed.
+/// Page ids handed out for new pages before they are reserved (far above any real page).
+const PLACEHOLDER: u64 = 1 << 62;
+
+/// Splits the over-full nodes of a root-to-leaf path bottom-up. `nodes` holds copies of the
+/// levels changed so far (the leaf at least); a parent is copied with `copy` when a split
+/// reaches it. `next_id` names each new page. Returns the new pages and the highest level
+/// changed.
 fn split_path(
-    nodes: &mut [Node],
+    nodes: &mut [Option<Node>],
+    copy: &dyn Fn(usize) -> Node,
     path: &[(u64, usize)],
     max: usize,
     mut next_id: impl FnMut() -> u64,
 ) -> Result<(Vec<(u64, Node)>, usize)> {
     let mut new = Vec::new();
     let mut level = nodes.len() - 1;
-    while nodes[level].payload_len() > max {
-        let (sep, right) = split_node(&mut nodes[level]);
+    loop {
+        let node = nodes[level].get_or_insert_with(|| copy(level));
+        if node.payload_len() <= max {
+            break;
+        }
+        let (sep, right) = split_node(node);
         if level == 0 {
             // Root split: the root keeps its page id, its contents move to two children.
-            let left = std::mem::replace(&mut nodes[0], Node::Leaf(Vec::new()));
+            let left = std::mem::replace(node, Node::Leaf(Vec::new()));
             if left.payload_len() > max || right.payload_len() > max {
                 return Err(Error::Internal(format!(
                     "a child of root {} over-full after a root split",
@@ -586,7 +623,7 @@ fn split_path(
                 )));
             }
             let (l, r) = (next_id(), next_id());
-            nodes[0] = Node::Internal {
+            *node = Node::Internal {
                 keys: vec![sep],
                 children: vec![l, r],
             };
@@ -597,7 +634,8 @@ fn split_path(
         let r = next_id();
         new.push((r, right));
         let ci = path[level - 1].1;
-        let Node::Internal { keys, children } = &mut nodes[level - 1] else {
+        let parent = nodes[level - 1].get_or_insert_with(|| copy(level - 1));
+        let Node::Internal { keys, children } = parent else {
             return Err(corrupt_kind(path[level - 1].0, "internal"));
         };
         keys.insert(ci, sep);

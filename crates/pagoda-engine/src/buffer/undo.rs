@@ -72,6 +72,30 @@ impl Pool {
         j.leaf.clear();
     }
 
+    /// Records `displaced`, the node `w` held before the running commit replaced it (no copy:
+    /// the caller hands over what it took out of the page).
+    pub(crate) fn note_displaced(&self, w: &WritePage<'_>, displaced: Node) {
+        if !self.journaling.load(Ordering::Acquire) {
+            return;
+        }
+        let mut j = self.journal.lock();
+        if !j.active || j.before.contains_key(&w.id) {
+            return;
+        }
+        let st = self.frames[w.pin.idx as usize].state.lock();
+        let b = Before::Page {
+            page: Page {
+                id: w.id,
+                lsn: w.lsn,
+                node: displaced,
+            },
+            dirty: st.dirty,
+            rec_lsn: st.rec_lsn,
+        };
+        drop(st);
+        j.before.insert(w.id, b);
+    }
+
     /// Records how to take back an in-place change of a leaf entry that the caller is about to
     /// make on `w` (latched with [`Pool::write_in_place`]).
     pub(crate) fn note_leaf_undo(&self, w: &WritePage<'_>, op: LeafUndo) {
@@ -150,11 +174,22 @@ impl Pool {
                     )));
                 };
                 for op in log.ops.into_iter().rev() {
-                    match op {
-                        LeafUndo::Restore { idx, val } => es[idx].1 = val,
-                        LeafUndo::Remove { idx } => {
-                            es.remove(idx);
+                    let ok = match op {
+                        LeafUndo::Restore { idx, val } => {
+                            es.get_mut(idx).map(|e| e.1 = val).is_some()
                         }
+                        LeafUndo::Remove { idx } => {
+                            idx < es.len() && {
+                                es.remove(idx);
+                                true
+                            }
+                        }
+                    };
+                    if !ok {
+                        return Err(crate::error::Error::Internal(format!(
+                            "undo of page {pid}: an in-place change names an entry the leaf \
+                             does not have"
+                        )));
                     }
                 }
             }
