@@ -1,5 +1,7 @@
 //! The file-system core over emulated devices, no FUSE: operations, reopen, streams, errors.
 
+#![allow(clippy::unwrap_used)] // tests fail loudly on purpose
+
 use pagoda_device::spec::DeviceSpec;
 use pagoda_device::DeviceRef;
 use pagoda_fs::{Fs, FsError, FsOptions, Kind, SetAttr, StreamRules, ROOT};

@@ -5,6 +5,8 @@
 //! The cut lands either between operations or right after a random device write (inside a
 //! write, a truncate, or a commit: a torn metadata slot must fall back to the older one).
 
+#![allow(clippy::unwrap_used)] // tests fail loudly on purpose
+
 use pagoda_device::spec::DeviceSpec;
 use pagoda_device::DeviceRef;
 use pagoda_fs::{Fs, FsError, FsOptions, Kind, SetAttr, ROOT};
