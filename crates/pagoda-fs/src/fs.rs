@@ -89,6 +89,7 @@ pub struct Fs {
     /// Why the file system stopped (power cut, device error): every call then fails.
     pub(crate) down: Option<String>,
     pub(crate) cut_after: Option<(u64, u64)>,
+    pub(crate) last_cut: Option<PowerCutReport>,
     pub(crate) stats: FsStats,
 }
 
@@ -221,6 +222,7 @@ impl Fs {
             rules: opts.rules,
             down: None,
             cut_after: None,
+            last_cut: None,
             stats: FsStats::default(),
         };
         fs.refresh_streams();
@@ -262,7 +264,13 @@ impl Fs {
         })?;
         let report = pc.power_cut(seed)?;
         self.down = Some(why.to_string());
+        self.last_cut = Some(report.clone());
         Ok(report)
+    }
+
+    /// What the last power cut did.
+    pub fn last_power_cut(&self) -> Option<&PowerCutReport> {
+        self.last_cut.as_ref()
     }
 
     pub(crate) fn check_up(&self) -> Result<()> {
