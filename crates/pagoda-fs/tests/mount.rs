@@ -72,14 +72,20 @@ fn mount_write_fsync_cut_remount() {
     ib.sync_all().unwrap();
     drop(ib);
     // Directories are synced through fsync of the directory.
-    std::fs::File::open(mnt.join("db")).unwrap().sync_all().unwrap();
+    std::fs::File::open(mnt.join("db"))
+        .unwrap()
+        .sync_all()
+        .unwrap();
     let stats = std::fs::read_to_string(mnt.join(".pagoda/stats")).unwrap();
     assert!(stats.contains("host_write_pages"), "{stats}");
     assert_eq!(dev.stats().streams[1].host_write_pages, 512);
     // Written after the last fsync: may be lost.
     std::fs::write(mnt.join("late"), vec![9u8; 50_000]).unwrap();
     std::fs::write(mnt.join(".pagoda/control"), b"power-cut").unwrap();
-    assert!(std::fs::read(mnt.join("db/t2")).is_err(), "down after the cut");
+    assert!(
+        std::fs::read(mnt.join("db/t2")).is_err(),
+        "down after the cut"
+    );
     drop(session);
 
     let fs = Arc::new(Mutex::new(Fs::open(dev, opts).unwrap()));
@@ -89,6 +95,9 @@ fn mount_write_fsync_cut_remount() {
     assert_eq!(std::fs::read(mnt.join("db/t2")).unwrap(), synced);
     assert!(!mnt.join("db/t1").exists());
     assert!(!mnt.join("gone").exists());
-    assert_eq!(std::fs::read(mnt.join("ibdata1")).unwrap(), vec![5u8; 4 << 20]);
+    assert_eq!(
+        std::fs::read(mnt.join("ibdata1")).unwrap(),
+        vec![5u8; 4 << 20]
+    );
     drop(session);
 }

@@ -93,7 +93,6 @@ pub fn run(a: &MountArgs) -> CliResult<()> {
             "--power-cut-after 0: give the number of device writes after which to cut (≥ 1)".into(),
         ));
     }
-    serve::check_fuse()?;
     let spec = DeviceSpec::parse(&a.device)?;
     let raw = spec.open()?;
     let caps = raw.caps();
@@ -148,6 +147,7 @@ pub fn run(a: &MountArgs) -> CliResult<()> {
         free.blocks * 4 / 1024,
         stream_names(&rules)
     );
+    serve::check_fuse()?;
     let fs = Arc::new(Mutex::new(fs));
     let start = Instant::now();
     let device = dev.describe();
