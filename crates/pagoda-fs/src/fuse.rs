@@ -1,8 +1,9 @@
 //! The FUSE adapter: serves an [`Fs`] through the kernel (crate `fuser`, pure-Rust mount).
 //!
 //! Besides the files, a hidden control directory `/.pagoda` (not listed, reachable by name)
-//! holds `stats` (read: the counters, rendered by the mount's callback) and `control` (write
-//! `power-cut [SEED]` to cut the device's power, `sync` to commit).
+//! holds `stats` and `stats.json` (read: the counters, rendered by the mount's callback) and
+//! `control` (write `power-cut [SEED]` to cut the device's power, `sync` to commit,
+//! `reset-stats` to zero the device's counters, e.g. after a benchmark's load phase).
 
 use crate::error::FsError;
 use crate::fs::{Attr, Fs, SetAttr, ROOT};
@@ -22,11 +23,12 @@ const TTL: Duration = Duration::from_secs(1);
 const CTL_DIR: u64 = u64::MAX - 1;
 const CTL_STATS: u64 = u64::MAX - 2;
 const CTL_CMD: u64 = u64::MAX - 3;
+const CTL_JSON: u64 = u64::MAX - 4;
 /// Name of the control directory in the root.
 pub const CONTROL_DIR: &str = ".pagoda";
 
-/// Renders the counters for `/.pagoda/stats`.
-pub type StatsFn = Arc<dyn Fn(&Fs) -> String + Send + Sync>;
+/// Renders the counters for `/.pagoda/stats` (`false`: text) and `stats.json` (`true`).
+pub type StatsFn = Arc<dyn Fn(&Fs, bool) -> String + Send + Sync>;
 
 /// A mounted [`Fs`]. The file system is shared so the mount's owner can read counters,
 /// sync and cut power while the kernel serves requests.
@@ -78,8 +80,13 @@ impl PagodaFuse {
                 Ok(())
             }
             Some("sync") => self.fs().sync(),
+            Some("reset-stats") => {
+                self.fs().device().reset_stats();
+                Ok(())
+            }
             _ => Err(FsError::Invalid(format!(
-                "unknown control command {text:?}: write 'power-cut [SEED]' or 'sync'"
+                "unknown control command {text:?}: write 'power-cut [SEED]', 'sync' or \
+                 'reset-stats'"
             ))),
         }
     }
@@ -180,6 +187,7 @@ impl Filesystem for PagodaFuse {
             (ROOT, b".pagoda") => Some(CTL_DIR),
             (CTL_DIR, b"stats") => Some(CTL_STATS),
             (CTL_DIR, b"control") => Some(CTL_CMD),
+            (CTL_DIR, b"stats.json") => Some(CTL_JSON),
             (CTL_DIR, _) => return reply.error(libc::ENOENT),
             _ => None,
         };
@@ -193,7 +201,7 @@ impl Filesystem for PagodaFuse {
     }
 
     fn getattr(&mut self, _req: &Request<'_>, ino: u64, _fh: Option<u64>, reply: ReplyAttr) {
-        if ino >= CTL_CMD {
+        if ino >= CTL_JSON {
             return reply.attr(&Duration::ZERO, &control_attr(ino));
         }
         match self.fs().getattr(ino) {
@@ -220,7 +228,7 @@ impl Filesystem for PagodaFuse {
         _flags: Option<u32>,
         reply: ReplyAttr,
     ) {
-        if ino >= CTL_CMD {
+        if ino >= CTL_JSON {
             // `echo power-cut > control` truncates first.
             return reply.attr(&Duration::ZERO, &control_attr(ino));
         }
@@ -372,13 +380,13 @@ impl Filesystem for PagodaFuse {
     }
 
     fn open(&mut self, _req: &Request<'_>, ino: u64, _flags: i32, reply: ReplyOpen) {
-        if ino == CTL_STATS || ino == CTL_CMD {
+        if ino >= CTL_JSON && ino != CTL_DIR {
             let fh = self.next_fh;
             self.next_fh += 1;
-            if ino == CTL_STATS {
+            if ino != CTL_CMD {
                 let text = {
                     let fs = self.fs();
-                    (self.stats)(&fs)
+                    (self.stats)(&fs, ino == CTL_JSON)
                 };
                 self.handles.insert(fh, text.into_bytes());
             }
@@ -402,7 +410,7 @@ impl Filesystem for PagodaFuse {
         _lock: Option<u64>,
         reply: ReplyData,
     ) {
-        if ino == CTL_STATS {
+        if ino == CTL_STATS || ino == CTL_JSON {
             let text = self.handles.get(&fh).map_or(&[][..], Vec::as_slice);
             let start = (offset.max(0) as usize).min(text.len());
             let end = (start + size as usize).min(text.len());
@@ -449,7 +457,7 @@ impl Filesystem for PagodaFuse {
         _flush: bool,
         reply: ReplyEmpty,
     ) {
-        if ino >= CTL_CMD {
+        if ino >= CTL_JSON {
             self.handles.remove(&fh);
         } else {
             self.fs().release(ino);
@@ -458,7 +466,7 @@ impl Filesystem for PagodaFuse {
     }
 
     fn fsync(&mut self, _req: &Request<'_>, ino: u64, _fh: u64, _ds: bool, reply: ReplyEmpty) {
-        if ino >= CTL_CMD {
+        if ino >= CTL_JSON {
             return reply.ok();
         }
         match self.fs().fsync(ino) {
@@ -480,6 +488,7 @@ impl Filesystem for PagodaFuse {
                 ROOT,
                 vec![
                     (CTL_STATS, Kind::File, "stats".to_string()),
+                    (CTL_JSON, Kind::File, "stats.json".to_string()),
                     (CTL_CMD, Kind::File, "control".to_string()),
                 ],
             )
@@ -505,7 +514,7 @@ impl Filesystem for PagodaFuse {
     }
 
     fn fsyncdir(&mut self, _req: &Request<'_>, ino: u64, _fh: u64, _ds: bool, reply: ReplyEmpty) {
-        if ino >= CTL_CMD {
+        if ino >= CTL_JSON {
             return reply.ok();
         }
         match self.fs().fsync(ino) {

@@ -28,7 +28,7 @@ fn fuse_unavailable() -> Option<String> {
 }
 
 fn mount(dir: &Path, fs: Arc<Mutex<Fs>>) -> Option<fuser::BackgroundSession> {
-    let stats: StatsFn = Arc::new(|fs: &Fs| format!("{:?}\n", fs.device().stats()));
+    let stats: StatsFn = Arc::new(|fs: &Fs, _json: bool| format!("{:?}\n", fs.device().stats()));
     let opts = [fuser::MountOption::FSName("pagoda-test".into())];
     match fuser::spawn_mount2(PagodaFuse::new(fs, stats, 3), dir, &opts) {
         Ok(s) => Some(s),

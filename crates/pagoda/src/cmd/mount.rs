@@ -154,7 +154,14 @@ pub fn run(a: &MountArgs) -> CliResult<()> {
     let render: pagoda_fs::fuse::StatsFn = {
         let names = rules.names();
         let device = device.clone();
-        Arc::new(move |fs: &Fs| render_text(&report(fs, &device, &names, start)))
+        Arc::new(move |fs: &Fs, json: bool| {
+            let r = report(fs, &device, &names, start);
+            if json {
+                serde_json::to_string_pretty(&r).unwrap_or_default()
+            } else {
+                render_text(&r)
+            }
+        })
     };
     serve::serve(&a.mountpoint, fs.clone(), render, a.seed)?;
 

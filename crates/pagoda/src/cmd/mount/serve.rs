@@ -108,7 +108,7 @@ pub(super) fn serve(
             libc::SIGUSR1 => {
                 let text = {
                     let fs = fs.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-                    stats(&fs)
+                    stats(&fs, false)
                 };
                 println!("{text}");
             }
