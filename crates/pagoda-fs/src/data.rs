@@ -279,6 +279,36 @@ impl Fs {
         Ok(())
     }
 
+    /// After a power cut, a file's last block may hold bytes past the committed size (written
+    /// later, never committed); zero them so they cannot reappear when the file grows.
+    pub(crate) fn zero_tails(&mut self) -> Result<()> {
+        let tails: Vec<(u64, u64, usize, u64)> = self
+            .inodes
+            .iter()
+            .filter(|(_, i)| i.kind == Kind::File && !i.size.is_multiple_of(S))
+            .filter_map(|(&ino, i)| {
+                let b = i.size / S;
+                let p = *i.blocks.get(b as usize)?;
+                (p != 0).then_some((ino, p, (i.size % S) as usize, b))
+            })
+            .collect();
+        let mut wrote = false;
+        let mut buf = vec![0u8; SECTOR];
+        for (ino, p, keep, b) in tails {
+            self.dev.read(p, &mut buf)?;
+            if buf[keep..].iter().any(|&x| x != 0) {
+                buf[keep..].fill(0);
+                let st = stream_at(self.inode(ino)?.streams.as_deref(), b * S);
+                self.dev_write(p, &buf, st)?;
+                wrote = true;
+            }
+        }
+        if wrote {
+            self.dev_flush()?;
+        }
+        Ok(())
+    }
+
     fn punch_hole(&mut self, ino: u64, offset: u64, end: u64) -> Result<()> {
         let size = self.inode(ino)?.size;
         let end = end.min(size);

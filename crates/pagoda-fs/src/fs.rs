@@ -151,7 +151,9 @@ impl Fs {
         let (gen, payload) =
             best.ok_or_else(|| FsError::Corrupt("neither metadata slot is intact".into()))?;
         let (next_ino, inodes) = layout::decode_meta(&payload)?;
-        Self::assemble(dev, sb, gen, next_ino, inodes, opts)
+        let mut fs = Self::assemble(dev, sb, gen, next_ino, inodes, opts)?;
+        fs.zero_tails()?;
+        Ok(fs)
     }
 
     /// Opens the file system on `dev`, or formats it when the device holds none. Returns

@@ -137,3 +137,28 @@ fn stream_rules_tag_the_double_write_range() {
     assert!(s.streams[0].host_write_pages >= 512);
     assert!(s.flushes >= 2);
 }
+
+#[test]
+fn bytes_past_the_committed_size_do_not_reappear_after_a_cut() {
+    let d = dev("mem,capacity=8MiB");
+    let mut fs = Fs::format(d.clone(), FsOptions::default()).unwrap();
+    let f = fs
+        .create(ROOT, "f", Kind::File, 0o644, (0, 0), b"")
+        .unwrap();
+    fs.write(f.ino, 0, &[1u8; 5000]).unwrap();
+    fs.fsync(f.ino).unwrap();
+    // Past the committed size, in the same block; durable on the device, never committed.
+    fs.write(f.ino, 5000, &[2u8; 3000]).unwrap();
+    d.flush().unwrap();
+    fs.power_cut(1, "test").unwrap();
+    let mut fs = Fs::open(d, FsOptions::default()).unwrap();
+    assert_eq!(fs.getattr(f.ino).unwrap().size, 5000);
+    let grow = SetAttr {
+        size: Some(8192),
+        ..SetAttr::default()
+    };
+    fs.setattr(f.ino, &grow).unwrap();
+    let r = fs.read(f.ino, 0, 8192).unwrap();
+    assert_eq!(&r[..5000], &[1u8; 5000][..]);
+    assert!(r[5000..].iter().all(|&b| b == 0));
+}
