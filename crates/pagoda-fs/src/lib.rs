@@ -16,6 +16,7 @@ mod error;
 mod fs;
 pub mod fuse;
 mod layout;
+mod namespace;
 pub mod streams;
 
 pub use error::{FsError, Result};

@@ -30,8 +30,8 @@ pub struct MountArgs {
     /// The device the files live on, e.g. `sata-ssd,capacity=2GiB,streams=2,precondition=1`.
     #[arg(long)]
     pub device: String,
-    /// Keep the device's contents in this image file between runs (loaded if it exists,
-    /// written at unmount and after a power cut).
+    /// Keep the device's contents in this image file between runs: loaded if it exists,
+    /// written when the mount ends (after a power cut: what survived the cut).
     #[arg(long)]
     pub backing: Option<PathBuf>,
     /// Tag the writes to a file's byte range with a named stream, e.g.
