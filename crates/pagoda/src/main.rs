@@ -32,6 +32,9 @@ enum Command {
     /// Advice from one run: `advise buffer` sizes the buffer pool (miss-ratio curve, TPS per device).
     #[command(subcommand)]
     Advise(cmd::advise::AdviseCommand),
+    /// Serve a FUSE file system whose data lives on an emulated device (run a real database
+    /// on the emulated SSD; FTL counters on SIGUSR1, MOUNT/.pagoda/stats and at unmount).
+    Mount(cmd::mount::MountArgs),
     /// Verify a database's pages and log offline.
     Inspect {
         /// The database directory.
@@ -51,6 +54,7 @@ fn main() -> ExitCode {
         Command::Reproduce(c) => cmd::reproduce::run(c),
         Command::Inspect { path } => cmd::inspect::run(&path),
         Command::Advise(c) => cmd::advise::run(c),
+        Command::Mount(a) => cmd::mount::run(&a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

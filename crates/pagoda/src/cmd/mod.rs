@@ -4,5 +4,6 @@ pub mod advise;
 pub mod bench;
 pub mod crashtest;
 pub mod inspect;
+pub mod mount;
 pub mod reproduce;
 pub mod ssd;

@@ -193,6 +193,12 @@ fn replay_cmd(a: &ReplayArgs) -> CliResult<()> {
 
 /// Prints DEVICE_STATS as a table: totals, then one row per stream.
 fn print_stats(s: &DeviceStats) {
+    print!("{}", stats_tables(s));
+}
+
+/// DEVICE_STATS as text tables: totals, then one row per stream (also `pagoda mount`).
+pub(crate) fn stats_tables(s: &DeviceStats) -> String {
+    let mut out = String::new();
     let mut t = Table::new(&["counter", "value"]);
     t.row(&["host read pages (4 KiB)", &thousands(s.host_read_pages)]);
     t.row(&["host write pages (4 KiB)", &thousands(s.host_write_pages)]);
@@ -208,7 +214,7 @@ fn print_stats(s: &DeviceStats) {
             &format!("{}/{:.1}/{}", e.min, e.mean, e.max),
         ]);
     }
-    print!("{}", t.render());
+    out.push_str(&t.render());
     if s.streams.len() > 1 {
         let mut t = Table::new(&["stream", "host write pages", "gc runs", "copybacks"]);
         for st in &s.streams {
@@ -219,6 +225,7 @@ fn print_stats(s: &DeviceStats) {
                 thousands(st.copybacks),
             ]);
         }
-        print!("{}", t.render());
+        out.push_str(&t.render());
     }
+    out
 }
