@@ -35,7 +35,7 @@ impl Xfs {
         if !cfg!(target_os = "linux") {
             return Err("not Linux".into());
         }
-        if !ok(Command::new("id").arg("-u")).is_some_and(|o| o.trim() == "0") {
+        if ok(Command::new("id").arg("-u")).is_none_or(|o| o.trim() != "0") {
             return Err("not root (losetup and mount need it)".into());
         }
         if !Path::new("/dev/loop-control").exists() {
