@@ -29,6 +29,7 @@ fn file_bench(direct: bool) {
         direct,
         capacity_bytes: Some(256 << 20),
         streams: 1,
+        atomic: None,
     };
     let dev = match FileDevice::open(&dir.path().join("bench"), opts) {
         Ok(d) => d,

@@ -33,6 +33,21 @@ pub enum DeviceError {
     /// An atomic write the device cannot honour (misaligned, too large, or no atomic support).
     #[error("atomic write rejected: {0}")]
     AtomicRejected(String),
+    /// Atomic writes of `unit` bytes asked of a file (`atomic=SIZE`, or the engine's
+    /// `--torn atomic`) whose file system does not offer them; `reported` is what statx said.
+    #[error(
+        "no {size} atomic writes: {reported}. Atomic writes of files need a file \
+         system that offers them: XFS formatted with reflink (mkfs.xfs -m reflink=1) on Linux \
+         >= 6.16 offers them in software (copy-on-write), from one block up to a maximum the mount \
+         option max_atomic_write=SIZE raises; scripts/xfs-atomic.sh builds one on a loop device. \
+         Or use torn-write protection doublewrite",
+        size = crate::units::format_size(*.unit as u64)
+    )]
+    NoAtomicWrites {
+        path: PathBuf,
+        unit: usize,
+        reported: String,
+    },
     /// A stream id beyond the device's stream count.
     #[error("stream {stream} does not exist: the device has {streams} stream(s); set streams=N")]
     BadStream { stream: u16, streams: u16 },

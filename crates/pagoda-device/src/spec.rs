@@ -16,7 +16,7 @@ use std::sync::Arc;
 pub const PRESETS: [&str; 4] = ["sata-ssd", "nvme-ssd", "hdd-15k", "raid0-8x-hdd-15k"];
 
 /// Keys a `file:` device takes.
-const FILE_KEYS: [&str; 3] = ["direct", "capacity", "streams"];
+const FILE_KEYS: [&str; 4] = ["direct", "capacity", "streams", "atomic"];
 
 /// What kind of device a spec names.
 #[derive(Clone, Debug, PartialEq, Eq)]

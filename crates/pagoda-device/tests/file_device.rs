@@ -175,7 +175,7 @@ fn direct_mode_roundtrip_with_bounce_buffer() {
     let opts = FileOptions {
         direct: true,
         capacity_bytes: Some(1 << 20),
-        streams: 1,
+        ..FileOptions::default()
     };
     let d = match FileDevice::open(&path, opts) {
         Ok(d) => d,
@@ -225,4 +225,48 @@ fn many_threads_at_once() {
     let s = d.stats();
     assert_eq!(s.host_write_requests, 128);
     assert_eq!(s.host_write_pages, 256);
+}
+
+/// `atomic=SIZE` on a file system without atomic writes (the temp dir is ext4, overlayfs or
+/// tmpfs on most machines) is refused with what statx reported and where to get them.
+#[test]
+fn atomic_unit_is_refused_with_what_statx_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("atomic");
+    let opts = FileOptions {
+        capacity_bytes: Some(1 << 20),
+        atomic: Some(16 * 1024),
+        ..FileOptions::default()
+    };
+    match FileDevice::open(&path, opts) {
+        Ok(d) => {
+            // A temp dir on XFS with reflink: the unit is the one asked, and it works.
+            assert_eq!(d.caps().atomic_write_unit, Some(16 * 1024));
+            assert!(d.is_direct(), "atomic= turns O_DIRECT on");
+            let page = pattern(5, 4);
+            d.write(4, &page, WriteHints::atomic(0)).unwrap();
+            println!("the temp dir offers 16 KiB atomic writes: {}", d.describe());
+        }
+        Err(e @ DeviceError::NoAtomicWrites { .. }) => {
+            let msg = e.to_string();
+            println!("{msg}");
+            assert!(
+                msg.contains("statx") || msg.contains("O_DIRECT"),
+                "says what the kernel reported: {msg}"
+            );
+            assert!(msg.contains(&path.display().to_string()), "{msg}");
+            assert!(
+                msg.contains("scripts/xfs-atomic.sh"),
+                "names the fix: {msg}"
+            );
+            assert!(msg.contains("reflink"), "names the fix: {msg}");
+        }
+        Err(e) => panic!("unexpected error: {e}"),
+    }
+    for bad in ["12KiB", "2048"] {
+        let mut o = FileOptions::default();
+        o.set("atomic", bad).unwrap();
+        let e = FileDevice::open(&dir.path().join("bad"), o).unwrap_err();
+        assert!(matches!(e, DeviceError::Config(_)), "{bad}: {e}");
+    }
 }

@@ -2,7 +2,7 @@
 
 use crate::error::{Error, Result};
 use crate::format::SECTOR;
-use crate::options::DbOptions;
+use crate::options::{DbOptions, TornMode};
 use pagoda_device::spec::{DeviceKind, DeviceSpec};
 use pagoda_device::DeviceRef;
 
@@ -26,7 +26,10 @@ pub(crate) fn devices(opts: &DbOptions, read_only: bool) -> Result<(DeviceRef, D
             dir.display()
         )));
     }
-    let open = |path: &std::path::Path, default: u64| -> Result<DeviceRef> {
+    // `--torn atomic` on files: the data file asks the kernel for atomic writes of one page
+    // (RWF_ATOMIC, O_DIRECT); the open says what statx reported when the file system has none.
+    let atomic = (opts.torn == TornMode::Atomic && !read_only).then_some(opts.page_size);
+    let open = |path: &std::path::Path, default: u64, atomic: Option<usize>| -> Result<DeviceRef> {
         let existing = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
         let cap = if read_only {
             existing
@@ -41,13 +44,18 @@ pub(crate) fn devices(opts: &DbOptions, read_only: bool) -> Result<(DeviceRef, D
         .with("direct", 0)
         .with("capacity", cap / SECTOR as u64 * SECTOR as u64)
         .with("streams", 4);
+        let spec = match atomic {
+            Some(unit) => spec.with("atomic", unit),
+            None => spec,
+        };
         Ok(spec.open()?)
     };
+    // The data file first: when it is refused (no atomic writes there), no log was written.
+    let d = open(&data, opts.data_file_bytes, atomic)?;
     if !read_only && !log.exists() {
         preallocate_log_file(&log, opts.log_file_bytes + SECTOR as u64)?;
     }
-    let d = open(&data, opts.data_file_bytes)?;
-    let l = open(&log, opts.log_file_bytes + SECTOR as u64)?;
+    let l = open(&log, opts.log_file_bytes + SECTOR as u64, None)?;
     Ok((d, l))
 }
 

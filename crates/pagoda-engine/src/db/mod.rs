@@ -143,14 +143,17 @@ impl Db {
                 Some(u) => {
                     return Err(Error::config(format!(
                         "torn mode atomic needs an atomic write unit equal to the page size ({page_size} bytes), \
-                         but the data device's unit is {u} bytes; use --page-size {u} or --torn doublewrite"
+                         but the data device's unit is {u} bytes ({}); use --page-size {u}, a file: device \
+                         with atomic={page_size}, or --torn doublewrite",
+                        data.describe()
                     )))
                 }
                 None => {
-                    return Err(Error::config(
+                    return Err(Error::config(format!(
                         "torn mode atomic needs a device with atomic writes; this data device has none \
-                         (use --torn doublewrite)",
-                    ))
+                         ({}; a file: device takes atomic={page_size}) (use --torn doublewrite)",
+                        data.describe()
+                    )))
                 }
             }
         }

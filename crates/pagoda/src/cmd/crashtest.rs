@@ -82,10 +82,18 @@ pub struct CrashtestArgs {
 
 /// Whether the device `spec` names can have its power cut (refused before anything is created).
 fn refuse_without_power_cut(flag: &str, text: &str, spec: &DeviceSpec) -> CliResult<()> {
-    let can_cut = !matches!(spec.kind, DeviceKind::File(_)) && spec.open()?.caps().power_cut;
+    let file = matches!(spec.kind, DeviceKind::File(_));
+    let can_cut = !file && spec.open()?.caps().power_cut;
     if !can_cut {
+        // A real file cannot lose power on its own; the script kills a writer on one instead.
+        let real = if file {
+            " (for real files, `scripts/xfs-atomic.sh kill` SIGKILLs a --torn atomic writer on XFS \
+             and checks the reopened database)"
+        } else {
+            ""
+        };
         return Err(CliError::Usage(format!(
-            "{flag} {text} cannot emulate a power cut; use an emulated SSD (sata-ssd, nvme-ssd) or mem"
+            "{flag} {text} cannot emulate a power cut; use an emulated SSD (sata-ssd, nvme-ssd) or mem{real}"
         )));
     }
     Ok(())

@@ -8,7 +8,7 @@ use crate::report::write_json;
 use pagoda::store::PagodaStore;
 use pagoda_device::spec::{DeviceKind, DeviceSpec};
 use pagoda_device::units::{parse_duration, parse_size};
-use pagoda_engine::{CommitMode, Db, DbOptions};
+use pagoda_engine::{CommitMode, Db, DbOptions, TornMode};
 use pagoda_workload::RunReport;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
@@ -131,6 +131,9 @@ impl Bench {
         };
         // The cache device first: a device string it refuses leaves no data or log file behind.
         let flash_opts = flash.as_ref().map(FlashPlan::open).transpose()?;
+        // `--torn atomic` on a file: the data file asks for atomic writes of one page (the
+        // engine's own files under --dir do the same in the engine).
+        let data = data.map(|d| atomic_pages(d, e.torn, page_size));
         let opts = match (&data, &log) {
             (None, None) => DbOptions::in_dir(&dir),
             (Some(d), l) => {
@@ -144,8 +147,12 @@ impl Bench {
                 DbOptions::with_devices(d.open()?, open_log(&log)?)
             }
             (None, Some(l)) => DbOptions::with_devices(
-                DeviceSpec::parse(&format!("file:{}", dir.join("data.pagoda").display()))?
-                    .open()?,
+                atomic_pages(
+                    DeviceSpec::parse(&format!("file:{}", dir.join("data.pagoda").display()))?,
+                    e.torn,
+                    page_size,
+                )
+                .open()?,
                 open_log(l)?,
             ),
         };
@@ -393,4 +400,16 @@ fn open_log(spec: &DeviceSpec) -> CliResult<pagoda_device::DeviceRef> {
 fn is_block_device(path: &Path) -> bool {
     use std::os::unix::fs::FileTypeExt;
     std::fs::metadata(path).is_ok_and(|m| m.file_type().is_block_device())
+}
+
+/// With `--torn atomic`, a `file:` data device that names no atomic unit gets `atomic=PAGE`:
+/// the file device then writes each page with RWF_ATOMIC (O_DIRECT), or its open says what
+/// statx reported and where to get a file system that offers atomic writes.
+fn atomic_pages(spec: DeviceSpec, torn: TornMode, page_size: u64) -> DeviceSpec {
+    let names_unit = spec.options.iter().any(|(k, _)| k == "atomic");
+    if torn == TornMode::Atomic && matches!(spec.kind, DeviceKind::File(_)) && !names_unit {
+        spec.with("atomic", page_size)
+    } else {
+        spec
+    }
 }

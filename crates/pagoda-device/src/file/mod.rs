@@ -21,6 +21,14 @@
 //!   atomic-write unit for the file (`STATX_WRITE_ATOMIC`) *and* the device is opened with
 //!   O_DIRECT (the kernel only honours `RWF_ATOMIC` on direct I/O). Otherwise
 //!   `atomic_write_unit` is `None`: never claimed without the kernel's guarantee.
+//!   `atomic=SIZE` asks for atomic writes of exactly SIZE (the engine's page): it turns O_DIRECT
+//!   on, and the open fails with [`DeviceError::NoAtomicWrites`] (what statx reported, how to
+//!   get a file system that offers them) unless statx's range covers SIZE. On XFS with reflink
+//!   (Linux ≥ 6.16) these writes are copy-on-write remaps done by the file system: untorn
+//!   without hardware support, at the cost of allocation and log work per write.
+//!   Without `atomic=`, a direct file reports statx's largest unit.
+//! * **O_DIRECT alignment.** Offsets are whole 4 KiB sectors; the open refuses a file whose
+//!   `STATX_DIOALIGN` asks for more than 4 KiB (memory or offset), which no bounce buffer fixes.
 //! * **Streams** are a placement hint only: ids below `streams` are accepted and counted.
 
 use crate::error::{DeviceError, Result};
@@ -33,7 +41,10 @@ use std::io::{Seek, SeekFrom};
 use std::os::unix::fs::{FileExt, FileTypeExt, OpenOptionsExt};
 use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
+
+mod sys;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+pub use sys::{atomic_report, fs_name, AtomicReport};
 
 /// Logical size of a regular file opened without a capacity: 64 GiB (sparse, costs nothing).
 pub const DEFAULT_FILE_CAPACITY: u64 = 64 << 30;
@@ -51,6 +62,9 @@ pub struct FileOptions {
     pub capacity_bytes: Option<u64>,
     /// Number of write streams accepted (hint only), 1..=64.
     pub streams: u16,
+    /// Atomic writes of exactly this many bytes (`atomic=SIZE`; implies O_DIRECT). The open
+    /// fails unless statx reports a range covering it. `None`: see the module docs.
+    pub atomic: Option<usize>,
 }
 
 impl Default for FileOptions {
@@ -59,13 +73,14 @@ impl Default for FileOptions {
             direct: false,
             capacity_bytes: None,
             streams: 1,
+            atomic: None,
         }
     }
 }
 
 impl FileOptions {
     /// Applies one `key=value` option of a device spec: `direct=0|1`, `capacity=SIZE`,
-    /// `streams=N`.
+    /// `streams=N`, `atomic=SIZE` (0: none asked).
     pub fn set(&mut self, key: &str, value: &str) -> Result<()> {
         match key {
             "direct" => {
@@ -85,9 +100,14 @@ impl FileOptions {
                     DeviceError::config(format!("streams={value}: expected a number 1..=64"))
                 })?;
             }
+            "atomic" => {
+                let size = crate::units::parse_size(value)?;
+                self.atomic = (size != 0).then_some(size as usize);
+            }
             _ => {
                 return Err(DeviceError::config(format!(
-                    "file devices do not take key '{key}'; they take direct, capacity, streams"
+                    "file devices do not take key '{key}'; they take direct, capacity, streams, \
+                     atomic"
                 )))
             }
         }
@@ -165,24 +185,63 @@ impl FileDevice {
                 )));
             }
         }
+        if let Some(unit) = opts.atomic {
+            if !unit.is_power_of_two() || unit < SECTOR_SIZE {
+                return Err(DeviceError::config(format!(
+                    "atomic={unit} for {}: the kernel's atomic writes are a power of two of at \
+                     least 4 KiB; give e.g. atomic=16KiB",
+                    path.display()
+                )));
+            }
+        }
+        // RWF_ATOMIC is honoured on direct I/O only.
+        let direct = opts.direct || opts.atomic.is_some();
         let mut oo = OpenOptions::new();
         oo.read(true).write(true);
         if !block_device {
             oo.create(true);
         }
-        if opts.direct {
+        if direct {
             oo.custom_flags(libc::O_DIRECT);
         }
         let mut file = match oo.open(path) {
             Ok(f) => f,
-            Err(e) if opts.direct && e.raw_os_error() == Some(libc::EINVAL) => {
-                return Err(DeviceError::config(format!(
-                    "the filesystem holding {} refuses O_DIRECT (tmpfs does): put the file on \
-                     ext4/xfs or drop direct=1",
-                    path.display()
-                )))
+            Err(e) if direct && e.raw_os_error() == Some(libc::EINVAL) => {
+                let fs = sys::fs_name_at(path);
+                return Err(match opts.atomic {
+                    Some(unit) => DeviceError::NoAtomicWrites {
+                        path: path.to_path_buf(),
+                        unit,
+                        reported: format!(
+                            "the file system holding {} ({fs}) refuses O_DIRECT, which \
+                             RWF_ATOMIC needs",
+                            path.display()
+                        ),
+                    },
+                    None => DeviceError::config(format!(
+                        "the filesystem holding {} ({fs}) refuses O_DIRECT: put the file on \
+                         ext4/xfs or drop direct=1",
+                        path.display()
+                    )),
+                });
             }
             Err(e) => return Err(DeviceError::io(path, e)),
+        };
+        let checked = if direct {
+            check_dio_alignment(path, &file).and_then(|()| atomic_unit(path, &file, opts.atomic))
+        } else {
+            Ok((None, 0))
+        };
+        let (atomic_write_unit, atomic_min) = match checked {
+            Ok(unit) => unit,
+            Err(e) => {
+                // A refused open leaves nothing behind: a file it created goes again.
+                if existing.is_none() {
+                    drop(file);
+                    let _ = std::fs::remove_file(path);
+                }
+                return Err(e);
+            }
         };
         let capacity = if block_device {
             let size = file
@@ -217,16 +276,6 @@ impl FileDevice {
                 path.display()
             )));
         }
-        let (atomic_write_unit, atomic_min) = if opts.direct {
-            match atomic_write_limits(&file) {
-                Some((min, max)) if max >= SECTOR_SIZE && max.is_power_of_two() => {
-                    (Some(max), min.max(SECTOR_SIZE))
-                }
-                _ => (None, 0),
-            }
-        } else {
-            (None, 0)
-        };
         let caps = Capabilities {
             sector_size: SECTOR_SIZE,
             capacity_sectors: capacity / SECTOR_SIZE as u64,
@@ -238,7 +287,7 @@ impl FileDevice {
             file,
             path: path.to_path_buf(),
             caps,
-            direct: opts.direct,
+            direct,
             block_device,
             atomic_min,
             counters: Counters::new(opts.streams),
@@ -391,39 +440,38 @@ impl Aligned {
     }
 }
 
-/// `statx(2)` on an open file with `mask`, through the raw system call (so it works whatever
-/// the C library's version). `None` when the call fails.
-fn statx_fd(file: &File, mask: u32) -> Option<libc::statx> {
-    // SAFETY: `statx` is plain old data; all-zero is a valid value.
-    let mut stx: libc::statx = unsafe { std::mem::zeroed() };
-    let empty = c"";
-    // SAFETY: the fd is open for the duration of the call, the path is a valid NUL-terminated
-    // empty string used with AT_EMPTY_PATH, and `stx` is a writable `struct statx`.
-    let rc = unsafe {
-        libc::syscall(
-            libc::SYS_statx,
-            file.as_raw_fd(),
-            empty.as_ptr(),
-            libc::AT_EMPTY_PATH,
-            mask,
-            &mut stx as *mut libc::statx,
-        )
-    };
-    (rc == 0).then_some(stx)
+/// `(atomic_write_unit, smallest atomic write)` of a file opened with O_DIRECT: the unit asked
+/// (`atomic=SIZE`) when statx's range covers it, else a refusal saying what statx reported;
+/// with none asked, statx's largest unit when it reports one.
+fn atomic_unit(path: &Path, file: &File, asked: Option<usize>) -> Result<(Option<usize>, usize)> {
+    Ok(match asked {
+        Some(unit) => {
+            let min = sys::check_atomic_unit(path, file, unit)?;
+            (Some(unit), min.max(SECTOR_SIZE))
+        }
+        None => match sys::atomic_report(file) {
+            AtomicReport::Range { min, max, .. } if max >= SECTOR_SIZE && max.is_power_of_two() => {
+                (Some(max), min.max(SECTOR_SIZE))
+            }
+            _ => (None, 0),
+        },
+    })
 }
 
-/// `(unit_min, unit_max)` of atomic writes from `statx(STATX_WRITE_ATOMIC)`, or `None` when the
-/// kernel, libc or filesystem does not report one.
-fn atomic_write_limits(file: &File) -> Option<(usize, usize)> {
-    let stx = statx_fd(file, libc::STATX_WRITE_ATOMIC)?;
-    if stx.stx_mask & libc::STATX_WRITE_ATOMIC == 0 {
-        return None;
+/// Refuses a file whose direct I/O needs more alignment than the 4 KiB sectors and the 4 KiB
+/// bounce buffers give (a disk with 8 KiB logical blocks, say): every request would fail.
+fn check_dio_alignment(path: &Path, file: &File) -> Result<()> {
+    match sys::dio_alignment(file) {
+        Some((mem, offset)) if mem > DIRECT_ALIGN || offset > SECTOR_SIZE => {
+            Err(DeviceError::config(format!(
+                "O_DIRECT on {} needs buffers aligned to {mem} bytes and offsets to {offset} \
+                 bytes (statx), more than the 4 KiB this device uses; drop direct=1 (and \
+                 atomic=), or use a file system with at most 4 KiB blocks",
+                path.display()
+            )))
+        }
+        _ => Ok(()),
     }
-    let (min, max) = (
-        stx.stx_atomic_write_unit_min as usize,
-        stx.stx_atomic_write_unit_max as usize,
-    );
-    (min > 0 && max >= min).then_some((min, max))
 }
 
 impl BlockDevice for FileDevice {
@@ -567,25 +615,5 @@ impl BlockDevice for FileDevice {
                 "regular file"
             }
         )
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    #![allow(clippy::unwrap_used)]
-    use super::*;
-
-    #[test]
-    fn statx_syscall_is_called_correctly() {
-        let dir = tempfile::tempdir().unwrap();
-        let f = File::create(dir.path().join("s")).unwrap();
-        f.set_len(12345).unwrap();
-        let stx = statx_fd(&f, libc::STATX_SIZE).expect("statx works on Linux ≥ 4.11");
-        assert!(stx.stx_mask & libc::STATX_SIZE != 0);
-        assert_eq!(stx.stx_size, 12345);
-        // Whatever the filesystem, the answer is well-formed.
-        if let Some((min, max)) = atomic_write_limits(&f) {
-            assert!(min <= max);
-        }
     }
 }
