@@ -258,3 +258,28 @@ fn bad_engine_flags_fail_with_one_line() {
         "no 0 threads",
     );
 }
+
+#[test]
+fn tpcc_on_a_peer_passes_its_consistency_check() {
+    let out = ok(&pagoda(&[
+        "bench",
+        "tpcc",
+        "--engine",
+        "lmdb",
+        "--items",
+        "500",
+        "--customers",
+        "30",
+        "--threads",
+        "2",
+        "--duration",
+        "1s",
+        "--warmup",
+        "0s",
+        "--check",
+    ]));
+    assert!(out.contains("TpmC"), "{out}");
+    for c in 1..=4 {
+        assert!(out.contains(&format!("condition {c} [OK]")), "{out}");
+    }
+}
