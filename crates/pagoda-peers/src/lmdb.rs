@@ -117,10 +117,12 @@ impl LmdbStore {
 
 impl Store for LmdbStore {
     fn create_table(&self, name: &str) -> Result<(), StoreError> {
-        let mut tables = self.tables.write();
-        if tables.contains_key(name) {
+        if self.tables.read().contains_key(name) {
             return Ok(());
         }
+        // The table map is not locked while waiting for LMDB's writer lock: a writer that
+        // looks a table up meanwhile would wait for us while we wait for it. Two threads
+        // creating the same table both get its handle (the second opens what the first made).
         let wtxn = self.env.write_txn().map_err(err)?;
         let db = self
             .env
@@ -130,7 +132,7 @@ impl Store for LmdbStore {
             })
             .map_err(err)?
             .unwrap_commit();
-        tables.insert(name.to_string(), db);
+        self.tables.write().insert(name.to_string(), db);
         Ok(())
     }
 

@@ -85,14 +85,15 @@ impl RedbStore {
 
 impl Store for RedbStore {
     fn create_table(&self, name: &str) -> Result<(), StoreError> {
-        let mut tables = self.tables.write();
-        if tables.contains(name) {
+        if self.tables.read().contains(name) {
             return Ok(());
         }
+        // Not under the table set's lock: a writer that looks a table up meanwhile would wait
+        // for us while we wait for its write transaction. Creating twice is harmless.
         let w = self.begin_write()?;
         w.open_table(Def::new(name)).map_err(err)?;
         w.commit().map_err(err)?;
-        tables.insert(name.to_string());
+        self.tables.write().insert(name.to_string());
         Ok(())
     }
 

@@ -293,3 +293,52 @@ fn unknown_engine_names_the_choices() {
         assert!(e.to_string().contains("--features rocksdb"), "{e}");
     }
 }
+
+/// A table created while another thread's writer is open, and that writer then using a
+/// table: both finish (no lock-order deadlock between the engine's writer lock and the
+/// store's own table map).
+#[test]
+fn creating_a_table_beside_an_open_writer_does_not_deadlock() {
+    use std::sync::{mpsc, Arc};
+    use std::time::Duration;
+    for kind in built() {
+        let dir = tempfile::tempdir().unwrap();
+        let s: Arc<dyn Store> = Arc::from(store(kind, dir.path()));
+        s.create_table("t").unwrap();
+        let (began, wait_began) = mpsc::channel();
+        let (done, all_done) = mpsc::channel();
+        let writer = {
+            let (s, done) = (Arc::clone(&s), done.clone());
+            std::thread::spawn(move || {
+                let mut t = s.begin().unwrap();
+                began.send(()).unwrap();
+                // Give the creator time to start waiting for the writer lock.
+                std::thread::sleep(Duration::from_millis(200));
+                t.put("t", b"k", b"v").unwrap();
+                t.commit().unwrap();
+                done.send("writer").unwrap();
+            })
+        };
+        wait_began.recv().unwrap();
+        let creator = {
+            let s = Arc::clone(&s);
+            std::thread::spawn(move || {
+                s.create_table("u").unwrap();
+                done.send("creator").unwrap();
+            })
+        };
+        for _ in 0..2 {
+            all_done
+                .recv_timeout(Duration::from_secs(20))
+                .unwrap_or_else(|_| panic!("{kind}: deadlock between create_table and a writer"));
+        }
+        writer.join().unwrap();
+        creator.join().unwrap();
+        let mut r = s.begin_read().unwrap();
+        assert_eq!(r.get("t", b"k").unwrap(), Some(b"v".to_vec()), "{kind}");
+        assert!(
+            r.scan("u", b"", None, 1, false).unwrap().is_empty(),
+            "{kind}"
+        );
+    }
+}
