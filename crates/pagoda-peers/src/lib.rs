@@ -119,14 +119,13 @@ impl PeerDurability {
 /// How to open a peer.
 #[derive(Debug, Clone)]
 pub struct PeerOptions {
-    /// The engine's page/block cache in bytes (`--buffer`). SQLite's cache is per connection:
-    /// each of its `threads` connections gets `cache_bytes / threads`. LMDB has no cache of its
-    /// own (it reads through the OS page cache), so this is only reported.
+    /// The engine's page/block cache in bytes (`--buffer`). SQLite's cache is per connection
+    /// (as SQLite is configured in practice: `cache_size` is a connection's setting), so its
+    /// pool of one connection per client thread may hold up to that many times this. LMDB has
+    /// no cache of its own (it reads through the OS page cache), so this is only reported.
     pub cache_bytes: u64,
     /// Commit durability.
     pub durability: PeerDurability,
-    /// Client threads that will use the store at once (sizes SQLite's pool and caches).
-    pub threads: usize,
     /// LMDB's map size: the largest the database may grow (the file is sparse).
     pub lmdb_map_bytes: u64,
 }
@@ -136,7 +135,6 @@ impl Default for PeerOptions {
         PeerOptions {
             cache_bytes: 64 << 20,
             durability: PeerDurability::Sync,
-            threads: 1,
             lmdb_map_bytes: 64 << 30,
         }
     }

@@ -2,7 +2,7 @@
 //! keyed by a BLOB (SQLite compares BLOBs with memcmp, the store's key order).
 //!
 //! Settings: `journal_mode=WAL`, `synchronous=FULL` (sync) or `NORMAL` (lazy), `cache_size`
-//! of `cache_bytes / threads` per connection, `busy_timeout` 5 s. Connections live in a pool
+//! of `cache_bytes` per connection, `busy_timeout` 5 s. Connections live in a pool
 //! (a connection is not `Sync`); a transaction takes one and gives it back. Writers start with
 //! `BEGIN IMMEDIATE` (they take the write lock up front, so a transaction never fails half
 //! way); readers with `BEGIN DEFERRED` (a WAL snapshot). `SQLITE_BUSY` after the timeout is a
@@ -44,7 +44,6 @@ fn ident(table: &str) -> String {
 
 impl SqliteStore {
     pub(crate) fn open(path: &Path, opts: &PeerOptions) -> Result<Self, String> {
-        let threads = opts.threads.max(1) as u64;
         let store = SqliteStore {
             path: path.to_path_buf(),
             pool: Mutex::new(Vec::new()),
@@ -53,7 +52,7 @@ impl SqliteStore {
                 PeerDurability::Lazy => "NORMAL",
             },
             cache_bytes: opts.cache_bytes,
-            cache_kib_per_connection: (opts.cache_bytes / threads / 1024).max(1),
+            cache_kib_per_connection: (opts.cache_bytes / 1024).max(1),
             connections: Mutex::new(0),
             counters: Counters::default(),
         };

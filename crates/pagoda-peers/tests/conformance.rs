@@ -15,7 +15,6 @@ fn built() -> Vec<PeerKind> {
 fn opts() -> PeerOptions {
     PeerOptions {
         cache_bytes: 4 << 20,
-        threads: 2,
         lmdb_map_bytes: 1 << 30,
         ..PeerOptions::default()
     }

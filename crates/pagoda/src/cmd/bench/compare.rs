@@ -234,9 +234,7 @@ fn open(engine: EngineChoice, dir: &Path, buffer: u64, a: &CompareArgs) -> CliRe
             Open::Pagoda(PagodaStore::new(Db::open(opts)?, describe))
         }
         EngineChoice::Peer(kind) => {
-            // SQLite sizes its pool's caches by the most threads any cell runs.
-            let threads = a.threads.iter().copied().chain([a.read_threads]).max();
-            let opts = peer::options(buffer, threads.unwrap_or(1), &a.lmdb_map_size)?;
+            let opts = peer::options(buffer, &a.lmdb_map_size)?;
             Open::Peer(
                 pagoda_peers::open(kind, dir, &opts).map_err(|e| CliError::Other(e.to_string()))?,
             )

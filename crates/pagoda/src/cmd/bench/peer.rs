@@ -86,11 +86,10 @@ fn durability(e: &EngineArgs, kind: PeerKind) -> CliResult<PeerDurability> {
 }
 
 /// The peer options the flags ask for.
-pub(crate) fn options(cache_bytes: u64, threads: usize, map: &str) -> CliResult<PeerOptions> {
+pub(crate) fn options(cache_bytes: u64, map: &str) -> CliResult<PeerOptions> {
     Ok(PeerOptions {
         cache_bytes,
         durability: PeerDurability::Sync,
-        threads,
         lmdb_map_bytes: parse_size(map)?,
     })
 }
@@ -110,7 +109,7 @@ struct PeerBench {
 impl PeerBench {
     fn open(e: &EngineArgs, p: &PhaseArgs, kind: PeerKind, ident: Value) -> CliResult<Self> {
         refuse_pagoda_flags(e, kind)?;
-        let mut opts = options(parse_size(&e.buffer)?, p.threads, &e.lmdb_map_size)?;
+        let mut opts = options(parse_size(&e.buffer)?, &e.lmdb_map_size)?;
         opts.durability = durability(e, kind)?;
         if !kind.is_built() {
             return Err(CliError::Other(
