@@ -243,7 +243,14 @@ impl StoreTxn for RocksTxn<'_> {
             .txn
             .take()
             .ok_or_else(|| other("rocksdb", "transaction already finished"))?;
-        match t.commit().map_err(err) {
+        // A reader has nothing to write: ending it by a commit would still go through the
+        // write path (and sync the WAL), so it is discarded instead.
+        let r = if self.read_only {
+            t.rollback()
+        } else {
+            t.commit()
+        };
+        match r.map_err(err) {
             Ok(()) => {
                 self.store.counters.commit();
                 Ok(())

@@ -283,3 +283,35 @@ fn tpcc_on_a_peer_passes_its_consistency_check() {
         assert!(out.contains(&format!("condition {c} [OK]")), "{out}");
     }
 }
+
+/// RocksDB is a cargo feature: with it, ycsb runs on it; without it, asking for it says how
+/// to turn it on.
+#[test]
+fn rocksdb_runs_when_built_in_and_says_how_otherwise() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("r.json");
+    let args = [
+        "bench",
+        "ycsb",
+        "--engine",
+        "rocksdb",
+        "--records",
+        "300",
+        "--ops",
+        "400",
+        "--threads",
+        "2",
+        "--json",
+        json.to_str().unwrap(),
+    ];
+    if cfg!(feature = "rocksdb") {
+        ok(&pagoda(&args));
+        let v = read_json(&json);
+        assert_eq!(v["ops"], 400);
+        assert_eq!(v["engine"]["engine"], "rocksdb");
+        assert_eq!(v["engine"]["sync"], true);
+    } else {
+        fails_with(&pagoda(&args), "--features rocksdb");
+        assert!(!json.exists());
+    }
+}
