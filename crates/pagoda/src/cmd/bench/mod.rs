@@ -1,7 +1,9 @@
 //! `pagoda bench ycsb | tpcc | linkbench`: a workload on the engine, on any device, with live
 //! progress, a result table, the workload's own report format and `--json`.
 
+mod compare;
 mod flash;
+mod peer;
 mod session;
 mod summary;
 
@@ -17,6 +19,7 @@ use pagoda_workload::{
     DriverConfig, RunLimit, RunReport,
 };
 use parking_lot::Mutex;
+use peer::EngineChoice;
 use serde_json::json;
 pub(crate) use session::Bench;
 use std::path::PathBuf;
@@ -31,11 +34,21 @@ pub enum BenchCommand {
     Tpcc(Box<TpccArgs>),
     /// LinkBench (default mix, seed 001's write-heavy mix, or a mix file).
     Linkbench(Box<LinkbenchArgs>),
+    /// pagoda against its peers (SQLite, LMDB, redb, RocksDB): the same YCSB cells on each,
+    /// one after another; a table, compare.json, compare.csv and compare.svg.
+    Compare(Box<compare::CompareArgs>),
 }
 
 /// Engine and device options shared by every workload (CLI.md).
 #[derive(Debug, Args)]
 pub struct EngineArgs {
+    /// Engine: pagoda | sqlite | lmdb | redb | rocksdb (rocksdb needs the `rocksdb` cargo
+    /// feature). A peer runs on real files in --dir; --buffer is its cache.
+    #[arg(long, default_value = "pagoda", value_parser = peer::parse_engine)]
+    pub(crate) engine: EngineChoice,
+    /// LMDB's map size: the most its database may grow to (a sparse file; --engine lmdb).
+    #[arg(long, default_value = "64GiB")]
+    pub(crate) lmdb_map_size: String,
     /// Where real files go when devices are not named (default: a temporary directory,
     /// removed at the end). Needed for --load-only / --run-only.
     #[arg(long)]
@@ -194,10 +207,14 @@ pub fn run(cmd: BenchCommand) -> CliResult<()> {
         BenchCommand::Ycsb(a) => bench_ycsb(&a),
         BenchCommand::Tpcc(a) => bench_tpcc(&a),
         BenchCommand::Linkbench(a) => bench_linkbench(&a),
+        BenchCommand::Compare(a) => compare::run(&a),
     }
 }
 
 fn bench_ycsb(a: &YcsbArgs) -> CliResult<()> {
+    if let EngineChoice::Peer(kind) = a.engine.engine {
+        return peer::bench_ycsb(a, kind);
+    }
     let (bench, report) = load_and_run_ycsb(a, |_| Ok(()))?;
     if let Some(r) = &report {
         print!("{}", render_ycsb(r));
@@ -212,6 +229,12 @@ pub(crate) fn load_and_run_ycsb(
     a: &YcsbArgs,
     before_run: impl FnOnce(&pagoda_engine::Db) -> CliResult<()>,
 ) -> CliResult<(Bench, Option<RunReport>)> {
+    if a.engine.engine != EngineChoice::Pagoda {
+        return Err(CliError::Usage(format!(
+            "this command measures pagoda's engine; --engine {} is for `bench` workloads",
+            a.engine.engine.name()
+        )));
+    }
     let cfg = a.config()?;
     let driver = driver_config(&a.phase, &a.engine, a.ops, Duration::ZERO)?;
     let ident = json!({ "workload": "ycsb", "records": cfg.record_count,
@@ -286,6 +309,9 @@ fn bench_tpcc(a: &TpccArgs) -> CliResult<()> {
         None,
         rampup,
     )?;
+    if let EngineChoice::Peer(kind) = a.engine.engine {
+        return peer::bench_tpcc(a, kind, &cfg, &driver);
+    }
     let ident = json!({ "workload": "tpcc", "warehouses": a.warehouses,
         "scale": format!("{:?}", cfg.scale) });
     let mut bench = Bench::open(&a.engine, &a.phase, ident)?;
@@ -323,6 +349,9 @@ fn bench_linkbench(a: &LinkbenchArgs) -> CliResult<()> {
     let cfg = linkbench::LinkbenchConfig::new(a.nodes, mix);
     cfg.validate()?;
     let driver = driver_config(&a.phase, &a.engine, a.requests, Duration::ZERO)?;
+    if let EngineChoice::Peer(kind) = a.engine.engine {
+        return peer::bench_linkbench(a, kind, &cfg, &driver);
+    }
     let ident = json!({ "workload": "linkbench", "nodes": a.nodes });
     let mut bench = Bench::open(&a.engine, &a.phase, ident)?;
     if !a.phase.run_only {

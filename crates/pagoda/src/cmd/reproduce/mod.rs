@@ -8,7 +8,7 @@ mod cell;
 mod dwb_ftl;
 mod face;
 mod pipelined;
-mod plot;
+pub(crate) mod plot;
 mod report;
 
 use crate::error::{CliError, CliResult};

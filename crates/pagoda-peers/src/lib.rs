@@ -1,0 +1,239 @@
+//! Peer engines behind [`pagoda_workload::Store`], so that `pagoda bench` runs the same
+//! workloads, through the same driver, on pagoda and on the engines it is compared with.
+//!
+//! One module per engine:
+//! - `sqlite`: SQLite (rusqlite, bundled), WAL, one `WITHOUT ROWID` table per store table, a
+//!   pool of connections (one per client thread), `BEGIN IMMEDIATE` for writers.
+//! - `lmdb`: LMDB (heed), one named database per table, one writer at a time.
+//! - `redb`: redb, one table per store table, one writer at a time.
+//! - `rocksdb` (cargo feature `rocksdb`): an optimistic-transaction RocksDB, a column family
+//!   per table, WAL synced per commit.
+//!
+//! Every peer runs on real files under a directory ([`PeerKind::path`]), commits durably by
+//! default ([`PeerDurability::Sync`]), reports its settings in `stats_json()` and has no
+//! device counters (it runs on the host's file system, not on an emulated device).
+
+#![cfg_attr(test, allow(clippy::unwrap_used))]
+
+mod lmdb;
+mod redb;
+#[cfg(feature = "rocksdb")]
+mod rocksdb;
+mod sqlite;
+
+use pagoda_workload::Store;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// The peer engines.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum PeerKind {
+    /// SQLite in WAL mode.
+    Sqlite,
+    /// LMDB.
+    Lmdb,
+    /// redb.
+    Redb,
+    /// RocksDB (needs the `rocksdb` cargo feature).
+    Rocksdb,
+}
+
+impl PeerKind {
+    /// Every peer, in the order reports list them.
+    pub const ALL: [PeerKind; 4] = [
+        PeerKind::Sqlite,
+        PeerKind::Lmdb,
+        PeerKind::Redb,
+        PeerKind::Rocksdb,
+    ];
+
+    /// The name `--engine` takes.
+    pub fn name(self) -> &'static str {
+        match self {
+            PeerKind::Sqlite => "sqlite",
+            PeerKind::Lmdb => "lmdb",
+            PeerKind::Redb => "redb",
+            PeerKind::Rocksdb => "rocksdb",
+        }
+    }
+
+    /// Where this peer keeps its database under `dir` (a file for SQLite and redb, a
+    /// directory for LMDB and RocksDB). Its existence tells whether anything was created.
+    pub fn path(self, dir: &Path) -> PathBuf {
+        dir.join(match self {
+            PeerKind::Sqlite => "sqlite.db",
+            PeerKind::Lmdb => "lmdb",
+            PeerKind::Redb => "redb.redb",
+            PeerKind::Rocksdb => "rocksdb",
+        })
+    }
+
+    /// Whether this binary was built with the engine (RocksDB is a cargo feature).
+    pub fn is_built(self) -> bool {
+        self != PeerKind::Rocksdb || cfg!(feature = "rocksdb")
+    }
+}
+
+impl fmt::Display for PeerKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for PeerKind {
+    type Err = PeerError;
+    fn from_str(s: &str) -> Result<Self, PeerError> {
+        PeerKind::ALL
+            .into_iter()
+            .find(|k| k.name() == s)
+            .ok_or_else(|| PeerError::UnknownEngine(s.to_string()))
+    }
+}
+
+/// How durable a peer's commit is. Only `Sync` is offered by the CLI today; `Lazy` is the
+/// mapping a later `--commit lazy` takes (each engine's own no-sync mode).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum PeerDurability {
+    /// A commit returns once it is on stable storage: SQLite `synchronous=FULL`, LMDB's
+    /// default sync, redb `Durability::Immediate`, RocksDB `WriteOptions::sync`.
+    #[default]
+    Sync,
+    /// A commit returns once it is in the OS's hands: SQLite `synchronous=NORMAL` (WAL: synced
+    /// at checkpoints), LMDB `NO_SYNC`, redb `Durability::None`, RocksDB WAL without sync. A
+    /// crash of the machine may lose recent commits.
+    Lazy,
+}
+
+impl PeerDurability {
+    /// `sync` or `lazy`.
+    pub fn name(self) -> &'static str {
+        match self {
+            PeerDurability::Sync => "sync",
+            PeerDurability::Lazy => "lazy",
+        }
+    }
+}
+
+/// How to open a peer.
+#[derive(Debug, Clone)]
+pub struct PeerOptions {
+    /// The engine's page/block cache in bytes (`--buffer`). SQLite's cache is per connection
+    /// (as SQLite is configured in practice: `cache_size` is a connection's setting), so its
+    /// pool of one connection per client thread may hold up to that many times this. LMDB has
+    /// no cache of its own (it reads through the OS page cache), so this is only reported.
+    pub cache_bytes: u64,
+    /// Commit durability.
+    pub durability: PeerDurability,
+    /// LMDB's map size: the largest the database may grow (the file is sparse).
+    pub lmdb_map_bytes: u64,
+}
+
+impl Default for PeerOptions {
+    fn default() -> Self {
+        PeerOptions {
+            cache_bytes: 64 << 20,
+            durability: PeerDurability::Sync,
+            lmdb_map_bytes: 64 << 30,
+        }
+    }
+}
+
+/// Why a peer could not be opened or used.
+#[derive(Debug, thiserror::Error)]
+pub enum PeerError {
+    /// `--engine` named no engine.
+    #[error("unknown engine `{0}`; choose pagoda, sqlite, lmdb, redb or rocksdb")]
+    UnknownEngine(String),
+    /// RocksDB was asked for in a binary built without it.
+    #[error(
+        "this pagoda was built without RocksDB; rebuild with the `rocksdb` feature: \
+         `cargo run --release -p pagoda --features rocksdb -- ...`"
+    )]
+    NotBuilt,
+    /// The engine refused to open or set up its database.
+    #[error("{engine}: cannot open {path}: {detail}; check the directory is writable, or use an empty --dir")]
+    Open {
+        /// The engine.
+        engine: PeerKind,
+        /// Its database path.
+        path: PathBuf,
+        /// The engine's message.
+        detail: String,
+    },
+}
+
+/// Opens (creating when absent) the peer's database under `dir`.
+pub fn open(kind: PeerKind, dir: &Path, opts: &PeerOptions) -> Result<Box<dyn Store>, PeerError> {
+    let path = kind.path(dir);
+    let fail = |detail: String| PeerError::Open {
+        engine: kind,
+        path: path.clone(),
+        detail,
+    };
+    std::fs::create_dir_all(dir).map_err(|e| fail(e.to_string()))?;
+    Ok(match kind {
+        PeerKind::Sqlite => Box::new(sqlite::SqliteStore::open(&path, opts).map_err(fail)?),
+        PeerKind::Lmdb => Box::new(lmdb::LmdbStore::open(&path, opts).map_err(fail)?),
+        PeerKind::Redb => Box::new(redb::RedbStore::open(&path, opts).map_err(fail)?),
+        #[cfg(feature = "rocksdb")]
+        PeerKind::Rocksdb => Box::new(rocksdb::RocksStore::open(&path, opts).map_err(fail)?),
+        #[cfg(not(feature = "rocksdb"))]
+        PeerKind::Rocksdb => return Err(PeerError::NotBuilt),
+    })
+}
+
+/// Transaction outcomes every peer counts for its `stats_json()`.
+#[derive(Debug, Default)]
+pub(crate) struct Counters {
+    commits: AtomicU64,
+    rollbacks: AtomicU64,
+    conflicts: AtomicU64,
+}
+
+impl Counters {
+    pub(crate) fn commit(&self) {
+        self.commits.fetch_add(1, Ordering::Relaxed);
+    }
+    pub(crate) fn rollback(&self) {
+        self.rollbacks.fetch_add(1, Ordering::Relaxed);
+    }
+    pub(crate) fn conflict(&self) {
+        self.conflicts.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Adds the counters to a stats object.
+    pub(crate) fn add_to(&self, mut v: serde_json::Value) -> serde_json::Value {
+        if let Some(o) = v.as_object_mut() {
+            for (k, c) in [
+                ("commits", &self.commits),
+                ("rollbacks", &self.rollbacks),
+                ("conflicts", &self.conflicts),
+            ] {
+                o.insert(k.to_string(), c.load(Ordering::Relaxed).into());
+            }
+        }
+        v
+    }
+}
+
+/// A store error for an engine failure that retrying cannot fix.
+pub(crate) fn other(engine: &str, e: impl fmt::Display) -> pagoda_workload::StoreError {
+    pagoda_workload::StoreError::Other(format!("{engine}: {e}"))
+}
+
+/// The error of a write in a read-only transaction (as `MemStore` reports it).
+pub(crate) fn read_only() -> pagoda_workload::StoreError {
+    pagoda_workload::StoreError::Other(
+        "write in a read-only transaction; start it with begin()".to_string(),
+    )
+}
+
+/// The pairs of a scan that reads an ordered iterator (already bounded below and above).
+pub(crate) fn take_rows<E>(
+    it: impl Iterator<Item = Result<(Vec<u8>, Vec<u8>), E>>,
+    limit: usize,
+) -> Result<pagoda_workload::store::Rows, E> {
+    it.take(limit).collect()
+}

@@ -1,0 +1,307 @@
+//! SQLite (bundled, via rusqlite) as a store: one `WITHOUT ROWID` table per store table,
+//! keyed by a BLOB (SQLite compares BLOBs with memcmp, the store's key order).
+//!
+//! Settings: `journal_mode=WAL`, `synchronous=FULL` (sync) or `NORMAL` (lazy), `cache_size`
+//! of `cache_bytes` per connection, `busy_timeout` 5 s. Connections live in a pool
+//! (a connection is not `Sync`); a transaction takes one and gives it back. Writers start with
+//! `BEGIN IMMEDIATE` (they take the write lock up front, so a transaction never fails half
+//! way); readers with `BEGIN DEFERRED` (a WAL snapshot). `SQLITE_BUSY` after the timeout is a
+//! conflict, which the driver retries.
+
+use crate::{other, read_only, take_rows, Counters, PeerDurability, PeerOptions};
+use pagoda_workload::store::Rows;
+use pagoda_workload::{Store, StoreError, StoreTxn};
+use parking_lot::Mutex;
+use rusqlite::{params, Connection, ErrorCode, OpenFlags};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// A SQLite database with a pool of connections.
+#[derive(Debug)]
+pub(crate) struct SqliteStore {
+    path: PathBuf,
+    pool: Mutex<Vec<Connection>>,
+    synchronous: &'static str,
+    cache_bytes: u64,
+    cache_kib_per_connection: u64,
+    connections: Mutex<usize>,
+    counters: Counters,
+}
+
+fn err(e: rusqlite::Error) -> StoreError {
+    match e.sqlite_error_code() {
+        Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked) => StoreError::Conflict,
+        _ => other("sqlite", e),
+    }
+}
+
+/// The SQL name of a store table: quoted, so any table name is a valid identifier.
+fn ident(table: &str) -> String {
+    format!("\"t_{}\"", table.replace('"', "\"\""))
+}
+
+impl SqliteStore {
+    pub(crate) fn open(path: &Path, opts: &PeerOptions) -> Result<Self, String> {
+        let store = SqliteStore {
+            path: path.to_path_buf(),
+            pool: Mutex::new(Vec::new()),
+            synchronous: match opts.durability {
+                PeerDurability::Sync => "FULL",
+                PeerDurability::Lazy => "NORMAL",
+            },
+            cache_bytes: opts.cache_bytes,
+            cache_kib_per_connection: (opts.cache_bytes / 1024).max(1),
+            connections: Mutex::new(0),
+            counters: Counters::default(),
+        };
+        // One connection now: sets WAL (persistent in the file) and fails early on a bad path.
+        let c = store.connect().map_err(|e| e.to_string())?;
+        store.pool.lock().push(c);
+        Ok(store)
+    }
+
+    fn connect(&self) -> Result<Connection, StoreError> {
+        let c = self.configure(Connection::open_with_flags(
+            &self.path,
+            OpenFlags::SQLITE_OPEN_READ_WRITE
+                | OpenFlags::SQLITE_OPEN_CREATE
+                | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        ))?;
+        *self.connections.lock() += 1;
+        Ok(c)
+    }
+
+    fn configure(&self, c: Result<Connection, rusqlite::Error>) -> Result<Connection, StoreError> {
+        let c = c.map_err(err)?;
+        c.busy_timeout(BUSY_TIMEOUT).map_err(err)?;
+        let mode: String = c
+            .query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))
+            .map_err(err)?;
+        if !mode.eq_ignore_ascii_case("wal") {
+            return Err(other("sqlite", format!("journal_mode is {mode}, not wal")));
+        }
+        c.execute_batch(&format!(
+            "PRAGMA synchronous={}; PRAGMA cache_size=-{};",
+            self.synchronous, self.cache_kib_per_connection
+        ))
+        .map_err(err)?;
+        // TPC-C touches 9 tables with 4 statements each.
+        c.set_prepared_statement_cache_capacity(64);
+        Ok(c)
+    }
+
+    fn take(&self) -> Result<Connection, StoreError> {
+        if let Some(c) = self.pool.lock().pop() {
+            return Ok(c);
+        }
+        self.connect()
+    }
+
+    fn begin_txn(&self, read_only: bool) -> Result<Box<dyn StoreTxn + '_>, StoreError> {
+        let conn = self.take()?;
+        let sql = if read_only {
+            "BEGIN DEFERRED"
+        } else {
+            "BEGIN IMMEDIATE"
+        };
+        if let Err(e) = conn.execute_batch(sql) {
+            self.pool.lock().push(conn);
+            let e = err(e);
+            if e.is_retryable() {
+                self.counters.conflict();
+            }
+            return Err(e);
+        }
+        Ok(Box::new(SqliteTxn {
+            store: self,
+            conn: Some(conn),
+            read_only,
+        }))
+    }
+}
+
+impl Store for SqliteStore {
+    fn create_table(&self, name: &str) -> Result<(), StoreError> {
+        let conn = self.take()?;
+        let r = conn.execute_batch(&format!(
+            "CREATE TABLE IF NOT EXISTS {} (k BLOB PRIMARY KEY, v BLOB) WITHOUT ROWID",
+            ident(name)
+        ));
+        self.pool.lock().push(conn);
+        r.map_err(err)
+    }
+
+    fn begin(&self) -> Result<Box<dyn StoreTxn + '_>, StoreError> {
+        self.begin_txn(false)
+    }
+
+    fn begin_read(&self) -> Result<Box<dyn StoreTxn + '_>, StoreError> {
+        self.begin_txn(true)
+    }
+
+    fn stats_json(&self) -> serde_json::Value {
+        self.counters.add_to(serde_json::json!({
+            "engine": "sqlite",
+            "version": rusqlite::version(),
+            "path": self.path,
+            "journal_mode": "wal",
+            "synchronous": self.synchronous,
+            "cache_bytes": self.cache_bytes,
+            "cache_bytes_per_connection": self.cache_kib_per_connection * 1024,
+            "connections": *self.connections.lock(),
+            "busy_timeout_ms": BUSY_TIMEOUT.as_millis() as u64,
+            "write_txn": "BEGIN IMMEDIATE",
+            "read_txn": "BEGIN DEFERRED",
+        }))
+    }
+
+    fn describe(&self) -> String {
+        format!(
+            "sqlite {} ({}, journal_mode=wal, synchronous={}, cache {} KiB per connection)",
+            rusqlite::version(),
+            self.path.display(),
+            self.synchronous,
+            self.cache_kib_per_connection
+        )
+    }
+}
+
+/// A transaction on a pooled connection; dropping it rolls back and returns the connection.
+struct SqliteTxn<'a> {
+    store: &'a SqliteStore,
+    conn: Option<Connection>,
+    read_only: bool,
+}
+
+impl SqliteTxn<'_> {
+    fn conn(&self) -> Result<&Connection, StoreError> {
+        self.conn
+            .as_ref()
+            .ok_or_else(|| other("sqlite", "transaction already finished"))
+    }
+
+    fn writable(&self) -> Result<&Connection, StoreError> {
+        if self.read_only {
+            return Err(read_only());
+        }
+        self.conn()
+    }
+
+    /// Ends the transaction with `sql` and gives the connection back; a connection whose
+    /// transaction could not end is dropped instead (it would poison the next user).
+    fn finish(&mut self, sql: &str) -> Result<(), rusqlite::Error> {
+        let Some(conn) = self.conn.take() else {
+            return Ok(());
+        };
+        let r = conn.execute_batch(sql);
+        if r.is_err() && !conn.is_autocommit() {
+            let _ = conn.execute_batch("ROLLBACK");
+        }
+        if conn.is_autocommit() {
+            self.store.pool.lock().push(conn);
+        } else {
+            *self.store.connections.lock() -= 1;
+        }
+        r
+    }
+}
+
+impl Drop for SqliteTxn<'_> {
+    fn drop(&mut self) {
+        if self.conn.is_some() {
+            let _ = self.finish("ROLLBACK");
+            self.store.counters.rollback();
+        }
+    }
+}
+
+impl StoreTxn for SqliteTxn<'_> {
+    fn get(&mut self, table: &str, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
+        let c = self.conn()?;
+        let mut st = c
+            .prepare_cached(&format!("SELECT v FROM {} WHERE k = ?1", ident(table)))
+            .map_err(err)?;
+        let mut rows = st.query(params![key]).map_err(err)?;
+        match rows.next().map_err(err)? {
+            Some(r) => Ok(Some(r.get(0).map_err(err)?)),
+            None => Ok(None),
+        }
+    }
+
+    fn put(&mut self, table: &str, key: &[u8], value: &[u8]) -> Result<(), StoreError> {
+        let c = self.writable()?;
+        let mut st = c
+            .prepare_cached(&format!(
+                "INSERT INTO {} (k, v) VALUES (?1, ?2) ON CONFLICT(k) DO UPDATE SET v = excluded.v",
+                ident(table)
+            ))
+            .map_err(err)?;
+        st.execute(params![key, value]).map_err(err)?;
+        Ok(())
+    }
+
+    fn delete(&mut self, table: &str, key: &[u8]) -> Result<bool, StoreError> {
+        let c = self.writable()?;
+        let mut st = c
+            .prepare_cached(&format!("DELETE FROM {} WHERE k = ?1", ident(table)))
+            .map_err(err)?;
+        Ok(st.execute(params![key]).map_err(err)? > 0)
+    }
+
+    fn scan(
+        &mut self,
+        table: &str,
+        start: &[u8],
+        end: Option<&[u8]>,
+        limit: usize,
+        reverse: bool,
+    ) -> Result<Rows, StoreError> {
+        if end.is_some_and(|e| e <= start) || limit == 0 {
+            return Ok(Vec::new());
+        }
+        let c = self.conn()?;
+        let order = if reverse { "DESC" } else { "ASC" };
+        let upper = if end.is_some() { "AND k < ?3" } else { "" };
+        let mut st = c
+            .prepare_cached(&format!(
+                "SELECT k, v FROM {} WHERE k >= ?1 {upper} ORDER BY k {order} LIMIT ?2",
+                ident(table)
+            ))
+            .map_err(err)?;
+        // SQLite's LIMIT is a signed 64-bit integer.
+        let lim = i64::try_from(limit).unwrap_or(i64::MAX);
+        let map = |r: &rusqlite::Row<'_>| Ok((r.get(0)?, r.get(1)?));
+        let rows = match end {
+            Some(e) => take_rows(
+                st.query_map(params![start, lim, e], map).map_err(err)?,
+                limit,
+            ),
+            None => take_rows(st.query_map(params![start, lim], map).map_err(err)?, limit),
+        };
+        rows.map_err(err)
+    }
+
+    fn commit(mut self: Box<Self>) -> Result<(), StoreError> {
+        match self.finish("COMMIT") {
+            Ok(()) => {
+                self.store.counters.commit();
+                Ok(())
+            }
+            Err(e) => {
+                let e = err(e);
+                if e.is_retryable() {
+                    self.store.counters.conflict();
+                }
+                self.store.counters.rollback();
+                Err(e)
+            }
+        }
+    }
+
+    fn rollback(mut self: Box<Self>) -> Result<(), StoreError> {
+        self.store.counters.rollback();
+        self.finish("ROLLBACK").map_err(err)
+    }
+}

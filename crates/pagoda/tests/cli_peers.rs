@@ -1,0 +1,317 @@
+//! End-to-end tests of `pagoda bench --engine PEER` and `pagoda bench compare`: tiny runs (so
+//! they cannot rot, and stay cheap) and the refusals a user meets before any work starts.
+#![allow(clippy::unwrap_used)] // test helpers: a failure should panic with the cause
+
+mod common;
+
+use common::{fails_with, pagoda};
+use serde_json::Value;
+use std::process::Output;
+
+fn ok(o: &Output) -> String {
+    assert!(
+        o.status.success(),
+        "stdout: {}\nstderr: {}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn read_json(path: &std::path::Path) -> Value {
+    serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
+}
+
+#[test]
+fn ycsb_runs_on_each_peer_with_pagodas_json_keys() {
+    let dir = tempfile::tempdir().unwrap();
+    // The keys of pagoda's bench JSON, from a run on the engine.
+    let pagoda_json = dir.path().join("pagoda.json");
+    let base = [
+        "bench",
+        "ycsb",
+        "--records",
+        "300",
+        "--ops",
+        "400",
+        "--threads",
+        "2",
+    ];
+    ok(&pagoda(
+        &[
+            &base[..],
+            &[
+                "--data",
+                "mem",
+                "--log",
+                "mem",
+                "--json",
+                pagoda_json.to_str().unwrap(),
+            ],
+        ]
+        .concat(),
+    ));
+    let want: Vec<String> = read_json(&pagoda_json)
+        .as_object()
+        .unwrap()
+        .keys()
+        .cloned()
+        .collect();
+    for (engine, setting, value) in [
+        ("sqlite", "synchronous", "FULL"),
+        ("lmdb", "sync", "default (fsync at commit)"),
+        ("redb", "durability", "Immediate"),
+    ] {
+        let json = dir.path().join(format!("{engine}.json"));
+        let db = dir.path().join(engine);
+        let out = ok(&pagoda(
+            &[
+                &base[..],
+                &[
+                    "--engine",
+                    engine,
+                    "--dir",
+                    db.to_str().unwrap(),
+                    "--json",
+                    json.to_str().unwrap(),
+                ],
+            ]
+            .concat(),
+        ));
+        assert!(
+            out.contains("[OVERALL], Throughput(ops/sec)"),
+            "{engine}: {out}"
+        );
+        let v = read_json(&json);
+        let keys: Vec<String> = v.as_object().unwrap().keys().cloned().collect();
+        assert_eq!(keys, want, "{engine}: the same keys as pagoda's JSON");
+        assert_eq!(v["ops"], 400, "{engine}");
+        assert_eq!(v["errors"], 0, "{engine}: {}", v["first_error"]);
+        assert_eq!(v["engine"]["engine"], engine, "{engine}: {}", v["engine"]);
+        assert_eq!(v["engine"][setting], value, "{engine}: {}", v["engine"]);
+        // Updates commit: half the 400 operations of workload A, plus the load.
+        assert!(v["engine"]["commits"].as_u64().unwrap() >= 150, "{engine}");
+        // No device counters are invented for a peer.
+        assert!(v["devices"].is_null(), "{engine}: {}", v["devices"]);
+        assert_eq!(v["config"]["engine"], engine);
+        assert_eq!(v["config"]["durability"], "sync");
+        assert!(db
+            .join(match engine {
+                "sqlite" => "sqlite.db",
+                "lmdb" => "lmdb",
+                _ => "redb.redb",
+            })
+            .exists());
+    }
+}
+
+#[test]
+fn peers_load_once_and_run_on_the_load() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap();
+    let base = [
+        "bench",
+        "ycsb",
+        "--engine",
+        "redb",
+        "--records",
+        "400",
+        "--dir",
+        d,
+    ];
+    ok(&pagoda(&[&base[..], &["--load-only"]].concat()));
+    let json = dir.path().join("c.json");
+    ok(&pagoda(
+        &[
+            &base[..],
+            &["--workload", "c", "--ops", "300", "--run-only"],
+            &["--json", json.to_str().unwrap()],
+        ]
+        .concat(),
+    ));
+    let v = read_json(&json);
+    let read = v["operations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|o| o["name"] == "READ")
+        .unwrap()
+        .clone();
+    assert_eq!(read["count"], 300, "{read}");
+    assert_eq!(read["not_found"], 0, "every key read must exist: {read}");
+    fails_with(
+        &pagoda(&[&base[..], &["--load-only"]].concat()),
+        "already holds",
+    );
+    fails_with(
+        &pagoda(&[
+            "bench",
+            "ycsb",
+            "--engine",
+            "redb",
+            "--records",
+            "9",
+            "--dir",
+            d,
+            "--run-only",
+        ]),
+        "was loaded with",
+    );
+    // Another engine finds nothing to run on in this directory, and creates nothing.
+    fails_with(
+        &pagoda(&[
+            "bench",
+            "ycsb",
+            "--engine",
+            "sqlite",
+            "--records",
+            "400",
+            "--dir",
+            d,
+            "--run-only",
+        ]),
+        "no loaded benchmark database",
+    );
+    assert!(!dir.path().join("sqlite.db").exists());
+}
+
+#[test]
+fn compare_writes_table_json_csv_and_svg() {
+    let dir = tempfile::tempdir().unwrap();
+    let out_dir = dir.path().join("out");
+    let out = ok(&pagoda(&[
+        "bench",
+        "compare",
+        "--engines",
+        "pagoda,sqlite,lmdb",
+        "--threads",
+        "1,2",
+        "--records",
+        "500",
+        "--duration",
+        "200ms",
+        "--warmup",
+        "0s",
+        "--out",
+        out_dir.to_str().unwrap(),
+    ]));
+    for row in ["load", "update 1t", "update 2t", "read 2t", "ycsb-a 2t"] {
+        let line = out
+            .lines()
+            .find(|l| l.starts_with(row))
+            .unwrap_or_else(|| panic!("{row}: {out}"));
+        assert!(line.trim_end().ends_with('x'), "ratio column: {line}");
+    }
+    assert!(
+        out.contains("pagoda/best peer") && out.contains("lmdb"),
+        "{out}"
+    );
+    let v = read_json(&out_dir.join("compare.json"));
+    let cells = v["cells"].as_array().unwrap();
+    assert_eq!(cells.len(), 3 * 5, "{v}");
+    for c in cells {
+        assert!(c["ops_per_s"].as_f64().unwrap() > 0.0, "{c}");
+        assert_eq!(c["errors"], 0, "{c}");
+    }
+    assert!(v["pagoda_over_best_peer"]["update 1t"].as_f64().unwrap() > 0.0);
+    assert_eq!(v["engines"]["sqlite"]["stats"]["synchronous"], "FULL");
+    let csv = std::fs::read_to_string(out_dir.join("compare.csv")).unwrap();
+    assert_eq!(csv.lines().count(), 1 + 15, "{csv}");
+    assert!(csv.starts_with("engine,phase,threads,ops_per_s"), "{csv}");
+    let svg = std::fs::read_to_string(out_dir.join("compare.svg")).unwrap();
+    assert!(svg.contains("<svg") && svg.contains("sqlite") && svg.contains("update 2t"));
+    // The databases are removed once measured.
+    assert!(!out_dir.join("db-sqlite").exists());
+}
+
+#[test]
+fn bad_engine_flags_fail_with_one_line() {
+    fails_with(
+        &pagoda(&["bench", "ycsb", "--engine", "postgres"]),
+        "unknown engine `postgres`",
+    );
+    for (flag, value) in [
+        ("--torn", "atomic"),
+        ("--data", "sata-ssd"),
+        ("--flash-cache", "mem"),
+        ("--page-size", "4KiB"),
+    ] {
+        fails_with(
+            &pagoda(&["bench", "ycsb", "--engine", "sqlite", flag, value]),
+            &format!("{flag} configures pagoda"),
+        );
+    }
+    fails_with(
+        &pagoda(&["bench", "ycsb", "--engine", "lmdb", "--commit", "pipelined"]),
+        "--commit pipelined",
+    );
+    fails_with(
+        &pagoda(&["bench", "ycsb", "--engine", "redb", "--run-only"]),
+        "--dir",
+    );
+    fails_with(
+        &pagoda(&["bench", "compare", "--engines", "pagoda,oracle"]),
+        "unknown engine `oracle`",
+    );
+    fails_with(
+        &pagoda(&["bench", "compare", "--threads", "0"]),
+        "no 0 threads",
+    );
+}
+
+#[test]
+fn tpcc_on_a_peer_passes_its_consistency_check() {
+    let out = ok(&pagoda(&[
+        "bench",
+        "tpcc",
+        "--engine",
+        "lmdb",
+        "--items",
+        "500",
+        "--customers",
+        "30",
+        "--threads",
+        "2",
+        "--duration",
+        "1s",
+        "--warmup",
+        "0s",
+        "--check",
+    ]));
+    assert!(out.contains("TpmC"), "{out}");
+    for c in 1..=4 {
+        assert!(out.contains(&format!("condition {c} [OK]")), "{out}");
+    }
+}
+
+/// RocksDB is a cargo feature: with it, ycsb runs on it; without it, asking for it says how
+/// to turn it on.
+#[test]
+fn rocksdb_runs_when_built_in_and_says_how_otherwise() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("r.json");
+    let args = [
+        "bench",
+        "ycsb",
+        "--engine",
+        "rocksdb",
+        "--records",
+        "300",
+        "--ops",
+        "400",
+        "--threads",
+        "2",
+        "--json",
+        json.to_str().unwrap(),
+    ];
+    if cfg!(feature = "rocksdb") {
+        ok(&pagoda(&args));
+        let v = read_json(&json);
+        assert_eq!(v["ops"], 400);
+        assert_eq!(v["engine"]["engine"], "rocksdb");
+        assert_eq!(v["engine"]["sync"], true);
+    } else {
+        fails_with(&pagoda(&args), "--features rocksdb");
+        assert!(!json.exists());
+    }
+}
