@@ -195,7 +195,14 @@ fn compare_writes_table_json_csv_and_svg() {
         "--out",
         out_dir.to_str().unwrap(),
     ]));
-    for row in ["load", "update 1t", "update 2t", "read 2t", "ycsb-a 2t"] {
+    for row in [
+        "load",
+        "update 1t",
+        "update 2t",
+        "read 2t",
+        "ycsb-a 2t",
+        "no-sync update 1t",
+    ] {
         let line = out
             .lines()
             .find(|l| l.starts_with(row))
@@ -208,15 +215,27 @@ fn compare_writes_table_json_csv_and_svg() {
     );
     let v = read_json(&out_dir.join("compare.json"));
     let cells = v["cells"].as_array().unwrap();
-    assert_eq!(cells.len(), 3 * 5, "{v}");
+    assert_eq!(cells.len(), 3 * 6, "{v}");
     for c in cells {
         assert!(c["ops_per_s"].as_f64().unwrap() > 0.0, "{c}");
         assert_eq!(c["errors"], 0, "{c}");
     }
     assert!(v["pagoda_over_best_peer"]["update 1t"].as_f64().unwrap() > 0.0);
     assert_eq!(v["engines"]["sqlite"]["stats"]["synchronous"], "FULL");
+    // The no-sync phase reopens each engine in its no-sync mode.
+    assert_eq!(
+        v["engines"]["sqlite"]["stats_no_sync"]["synchronous"],
+        "NORMAL"
+    );
+    assert!(
+        v["engines"]["pagoda"]["describe_no_sync"]
+            .as_str()
+            .unwrap()
+            .contains("commit=lazy"),
+        "{v}"
+    );
     let csv = std::fs::read_to_string(out_dir.join("compare.csv")).unwrap();
-    assert_eq!(csv.lines().count(), 1 + 15, "{csv}");
+    assert_eq!(csv.lines().count(), 1 + 18, "{csv}");
     assert!(csv.starts_with("engine,phase,threads,ops_per_s"), "{csv}");
     let svg = std::fs::read_to_string(out_dir.join("compare.svg")).unwrap();
     assert!(svg.contains("<svg") && svg.contains("sqlite") && svg.contains("update 2t"));

@@ -82,21 +82,47 @@ struct Cell {
     errors: u64,
 }
 
-/// The phases in order: (label, workload, threads); `None` workload is the load.
-fn phases(a: &CompareArgs) -> Vec<(String, Option<YcsbWorkload>, usize)> {
-    let mut p = vec![("load".to_string(), None, a.read_threads)];
+/// One column of the matrix.
+struct PhaseSpec {
+    label: String,
+    /// `None`: the load.
+    workload: Option<YcsbWorkload>,
+    threads: usize,
+    /// Run with each engine's no-sync commit (pagoda `--commit lazy`, SQLite
+    /// `synchronous=NORMAL`, LMDB `NO_SYNC`, redb `Durability::None`, RocksDB `sync=false`).
+    lazy: bool,
+}
+
+/// The phases in order; the no-sync phase comes last (the engine is reopened for it).
+fn phases(a: &CompareArgs) -> Vec<PhaseSpec> {
+    let spec = |label: String, workload, threads, lazy| PhaseSpec {
+        label,
+        workload,
+        threads,
+        lazy,
+    };
+    let r = a.read_threads;
+    let mut p = vec![spec("load".to_string(), None, r, false)];
     for &t in &a.threads {
-        p.push((format!("update {t}t"), Some(YcsbWorkload::UpdateOnly), t));
+        p.push(spec(
+            format!("update {t}t"),
+            Some(YcsbWorkload::UpdateOnly),
+            t,
+            false,
+        ));
     }
-    p.push((
-        format!("read {}t", a.read_threads),
-        Some(YcsbWorkload::C),
-        a.read_threads,
-    ));
-    p.push((
-        format!("ycsb-a {}t", a.read_threads),
+    p.push(spec(format!("read {r}t"), Some(YcsbWorkload::C), r, false));
+    p.push(spec(
+        format!("ycsb-a {r}t"),
         Some(YcsbWorkload::A),
-        a.read_threads,
+        r,
+        false,
+    ));
+    p.push(spec(
+        "no-sync update 1t".to_string(),
+        Some(YcsbWorkload::UpdateOnly),
+        1,
+        true,
     ));
     p
 }
@@ -146,12 +172,25 @@ pub(super) fn run(a: &CompareArgs) -> CliResult<()> {
     let mut engines = serde_json::Map::new();
     for (ei, &engine) in a.engines.iter().enumerate() {
         let dir = peer::fresh_dir(&a.out, engine.name())?;
-        let store = open(engine, &dir, buffer, a)?;
+        let mut store = open(engine, &dir, buffer, a, false)?;
+        let mut lazy = false;
         engines.insert(
             engine.name().to_string(),
             json!({ "describe": store.as_store().describe() }),
         );
-        for (pi, (label, workload, threads)) in phases.iter().enumerate() {
+        for (pi, ph) in phases.iter().enumerate() {
+            let (label, workload, threads) = (&ph.label, &ph.workload, &ph.threads);
+            if ph.lazy != lazy {
+                if let Some(v) = engines.get_mut(engine.name()) {
+                    v["stats"] = store.as_store().stats_json();
+                }
+                store.close()?;
+                store = open(engine, &dir, buffer, a, ph.lazy)?;
+                lazy = ph.lazy;
+                if let Some(v) = engines.get_mut(engine.name()) {
+                    v["describe_no_sync"] = json!(store.as_store().describe());
+                }
+            }
             let done = (ei * phases.len() + pi) as u64;
             let name = format!("{} {label}", engine.name());
             bar.lock().set_with_message(done, name.clone());
@@ -176,7 +215,7 @@ pub(super) fn run(a: &CompareArgs) -> CliResult<()> {
             });
         }
         if let Some(v) = engines.get_mut(engine.name()) {
-            v["stats"] = store.as_store().stats_json();
+            v[if lazy { "stats_no_sync" } else { "stats" }] = store.as_store().stats_json();
         }
         store.close()?;
         if !a.keep {
@@ -184,7 +223,7 @@ pub(super) fn run(a: &CompareArgs) -> CliResult<()> {
         }
     }
     bar.into_inner().finish();
-    let labels: Vec<String> = phases.iter().map(|p| p.0.clone()).collect();
+    let labels: Vec<String> = phases.iter().map(|p| p.label.clone()).collect();
     let names: Vec<&str> = a.engines.iter().map(|e| e.name()).collect();
     let table = render(&cells, &labels, &names);
     print!("{table}");
@@ -216,25 +255,39 @@ impl Open {
     }
 }
 
-fn open(engine: EngineChoice, dir: &Path, buffer: u64, a: &CompareArgs) -> CliResult<Open> {
+fn open(
+    engine: EngineChoice,
+    dir: &Path,
+    buffer: u64,
+    a: &CompareArgs,
+    lazy: bool,
+) -> CliResult<Open> {
     Ok(match engine {
         // pagoda as `bench` runs it by default: files in the directory, 16 KiB pages,
-        // double-write protection, synchronous commits, the background thread.
+        // double-write protection, synchronous (or lazy) commits, the background thread.
         EngineChoice::Pagoda => {
+            let commit = if lazy {
+                CommitMode::Lazy
+            } else {
+                CommitMode::Sync
+            };
             let opts = DbOptions::in_dir(dir)
                 .page_size(16 << 10)
                 .buffer_bytes(usize::try_from(buffer).unwrap_or(usize::MAX))
                 .torn(TornMode::Doublewrite)
-                .commit(CommitMode::Sync)
+                .commit(commit)
                 .background(true);
             let describe = format!(
-                "pagoda(dir={}, buffer={buffer}, page=16KiB, torn=doublewrite, commit=Sync)",
+                "pagoda(dir={}, buffer={buffer}, page=16KiB, torn=doublewrite, commit={commit})",
                 dir.display()
             );
             Open::Pagoda(PagodaStore::new(Db::open(opts)?, describe))
         }
         EngineChoice::Peer(kind) => {
-            let opts = peer::options(buffer, &a.lmdb_map_size)?;
+            let mut opts = peer::options(buffer, &a.lmdb_map_size)?;
+            if lazy {
+                opts.durability = pagoda_peers::PeerDurability::Lazy;
+            }
             Open::Peer(
                 pagoda_peers::open(kind, dir, &opts).map_err(|e| CliError::Other(e.to_string()))?,
             )
