@@ -77,6 +77,15 @@ pub fn depth(pool: &Pool, root: u64) -> Result<usize> {
     }
 }
 
+/// [`load_value`] of an owned value: an inline value is moved out, not copied again (a point
+/// read already copied it out of the leaf).
+pub fn into_value(pool: &Pool, val: Val) -> Result<Vec<u8>> {
+    match val {
+        Val::Inline(v) => Ok(v),
+        other => load_value(pool, &other),
+    }
+}
+
 /// Reads a value (following overflow pages).
 pub fn load_value(pool: &Pool, val: &Val) -> Result<Vec<u8>> {
     match val {

@@ -188,7 +188,7 @@ impl Txn {
                     }
                     v
                 }
-                (None, Some(val)) => Some(Arc::from(btree::load_value(pool, &val)?)),
+                (None, Some(val)) => Some(Arc::from(btree::into_value(pool, val)?)),
                 (None, None) => None,
             };
             out.push((root, prev));

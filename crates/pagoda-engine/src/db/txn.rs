@@ -69,7 +69,7 @@ impl Txn {
         }
         let pool = &self.db.inner.pool;
         let tree = btree::get(pool, t.root, key)
-            .and_then(|v| v.map(|v| btree::load_value(pool, &v)).transpose());
+            .and_then(|v| v.map(|v| btree::into_value(pool, v)).transpose());
         match self.db.inner.mvcc.read(&wk, self.snapshot) {
             Resolved::Value(v) => Ok(v.map(|b| b.to_vec())),
             Resolved::Tree => {
