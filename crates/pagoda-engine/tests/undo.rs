@@ -81,22 +81,23 @@ fn a_full_device_mid_commit_fails_only_that_transaction() {
     assert_holds(&db, &committed);
 }
 
+/// A 24-page pool and no spill room: the pool alone must hold a commit's pages.
+fn open_tight(d: &DeviceRef, l: &DeviceRef) -> Db {
+    Db::open(
+        DbOptions::with_devices(d.clone(), l.clone())
+            .page_size(PAGE)
+            .buffer_bytes(24 * PAGE)
+            .commit_spill_bytes(0)
+            .background(false),
+    )
+    .unwrap()
+}
+
 #[test]
 fn a_full_pool_mid_commit_fails_only_that_transaction() {
     let d: DeviceRef = Arc::new(MemDevice::with_capacity(64 << 20).unwrap());
     let l: DeviceRef = Arc::new(MemDevice::with_capacity(16 << 20).unwrap());
-    // No spill room: the pool alone must hold the commit's pages.
-    let open = |d: &DeviceRef, l: &DeviceRef| {
-        Db::open(
-            DbOptions::with_devices(d.clone(), l.clone())
-                .page_size(PAGE)
-                .buffer_bytes(24 * PAGE)
-                .commit_spill_bytes(0)
-                .background(false),
-        )
-        .unwrap()
-    };
-    let db = open(&d, &l);
+    let db = open_tight(&d, &l);
     db.create_table("t").unwrap();
     let mut committed = Vec::new();
     for i in 0..40u32 {
@@ -120,7 +121,7 @@ fn a_full_pool_mid_commit_fails_only_that_transaction() {
     committed[0].1 = b"after".to_vec();
     assert_holds(&db, &committed);
     db.close().unwrap();
-    let db = open(&d, &l);
+    let db = open_tight(&d, &l);
     assert_holds(&db, &committed);
 }
 
@@ -128,17 +129,7 @@ fn a_full_pool_mid_commit_fails_only_that_transaction() {
 fn in_place_updates_of_a_failed_commit_are_taken_back() {
     let d: DeviceRef = Arc::new(MemDevice::with_capacity(64 << 20).unwrap());
     let l: DeviceRef = Arc::new(MemDevice::with_capacity(16 << 20).unwrap());
-    let open = |d: &DeviceRef, l: &DeviceRef| {
-        Db::open(
-            DbOptions::with_devices(d.clone(), l.clone())
-                .page_size(PAGE)
-                .buffer_bytes(24 * PAGE)
-                .commit_spill_bytes(0)
-                .background(false),
-        )
-        .unwrap()
-    };
-    let db = open(&d, &l);
+    let db = open_tight(&d, &l);
     db.create_table("t").unwrap();
     let mut committed = Vec::new();
     for i in 0..40u32 {
@@ -163,6 +154,6 @@ fn in_place_updates_of_a_failed_commit_are_taken_back() {
     assert!(db.failure().is_none(), "{:?}", db.failure());
     assert_holds(&db, &committed);
     db.close().unwrap();
-    let db = open(&d, &l);
+    let db = open_tight(&d, &l);
     assert_holds(&db, &committed);
 }
