@@ -363,16 +363,11 @@ impl<'a> Apply<'a> {
         nodes[last] = Some(leaf_node);
         // New pages get placeholder ids (counted), then the real ids once reserved.
         let mut need = 0u64;
-        let (mut new, top) = split_path(
-            &mut nodes,
-            &|level| pages[level].node.clone(),
-            &path,
-            max,
-            || {
+        let (mut new, top, sep_in_place) =
+            split_path(&mut nodes, &|level| &pages[level].node, &path, max, || {
                 need += 1;
                 PLACEHOLDER + need - 1
-            },
-        )?;
+            })?;
         let ids = self.reserve(need as usize)?;
         let real = |id: u64| {
             if id >= PLACEHOLDER {
@@ -396,13 +391,33 @@ impl<'a> Apply<'a> {
             self.place(real(pid), node)?;
         }
         for (level, page) in pages.iter_mut().enumerate().skip(top) {
-            let Some(node) = nodes[level].take() else {
-                return Err(Error::Internal(format!(
-                    "split of page {leaf}: level {level} changed but was not copied"
-                )));
-            };
-            let displaced = std::mem::replace(&mut page.node, node);
-            self.pool.note_displaced(page, displaced);
+            match (nodes[level].take(), &sep_in_place) {
+                (Some(node), _) => {
+                    let displaced = std::mem::replace(&mut page.node, node);
+                    self.pool.note_displaced(page, displaced);
+                }
+                (None, Some((l, ci, sep, r))) if *l == level => {
+                    // The parent had room: the separator goes in place, journaled as such.
+                    let Node::Internal { keys, .. } = &page.node else {
+                        return Err(corrupt_kind(page.id, "internal"));
+                    };
+                    if *ci > keys.len() {
+                        return Err(corrupt_kind(page.id, "internal"));
+                    }
+                    self.pool
+                        .note_leaf_undo(page, LeafUndo::RemoveSeparator { idx: *ci });
+                    let Node::Internal { keys, children } = &mut page.node else {
+                        return Err(corrupt_kind(page.id, "internal"));
+                    };
+                    keys.insert(*ci, sep.clone());
+                    children.insert(ci + 1, real(*r));
+                }
+                _ => {
+                    return Err(Error::Internal(format!(
+                        "split of page {leaf}: level {level} changed but was not copied"
+                    )))
+                }
+            }
             self.mark(page, true);
         }
         Ok(old)
@@ -603,21 +618,25 @@ impl<'a> Apply<'a> {
 /// Page ids handed out for new pages before they are reserved (far above any real page).
 const PLACEHOLDER: u64 = 1 << 62;
 
+/// A separator to insert into an internal node in place: (level, index, key, new child).
+type SepInPlace = (usize, usize, Vec<u8>, u64);
+
 /// Splits the over-full nodes of a root-to-leaf path bottom-up. `nodes` holds copies of the
-/// levels changed so far (the leaf at least); a parent is copied with `copy` when a split
-/// reaches it. `next_id` names each new page. Returns the new pages and the highest level
-/// changed.
-fn split_path(
+/// levels changed so far (the leaf at least); `orig` gives the nodes as they are in the pool.
+/// A parent that has room for the new separator is not copied: the separator is returned, to
+/// be inserted in place. A parent that must split too is copied. `next_id` names each new
+/// page. Returns the new pages, the highest level changed, and that separator, if any.
+fn split_path<'p>(
     nodes: &mut [Option<Node>],
-    copy: &dyn Fn(usize) -> Node,
+    orig: &dyn Fn(usize) -> &'p Node,
     path: &[(u64, usize)],
     max: usize,
     mut next_id: impl FnMut() -> u64,
-) -> Result<(Vec<(u64, Node)>, usize)> {
+) -> Result<(Vec<(u64, Node)>, usize, Option<SepInPlace>)> {
     let mut new = Vec::new();
     let mut level = nodes.len() - 1;
     loop {
-        let node = nodes[level].get_or_insert_with(|| copy(level));
+        let node = nodes[level].get_or_insert_with(|| orig(level).clone());
         if node.payload_len() <= max {
             break;
         }
@@ -643,7 +662,13 @@ fn split_path(
         let r = next_id();
         new.push((r, right));
         let ci = path[level - 1].1;
-        let parent = nodes[level - 1].get_or_insert_with(|| copy(level - 1));
+        if nodes[level - 1].is_none() {
+            let parent = orig(level - 1);
+            if parent.payload_len() + internal_entry_len(&sep) <= max {
+                return Ok((new, level - 1, Some((level - 1, ci, sep, r))));
+            }
+        }
+        let parent = nodes[level - 1].get_or_insert_with(|| orig(level - 1).clone());
         let Node::Internal { keys, children } = parent else {
             return Err(corrupt_kind(path[level - 1].0, "internal"));
         };
@@ -651,7 +676,7 @@ fn split_path(
         children.insert(ci + 1, r);
         level -= 1;
     }
-    Ok((new, level))
+    Ok((new, level, None))
 }
 
 /// Splits an over-full node in two halves of about equal size; returns the separator and the

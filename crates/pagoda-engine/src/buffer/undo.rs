@@ -23,15 +23,18 @@ pub(super) enum Before {
     Absent,
 }
 
-/// How to take back one in-place change of a leaf entry: far cheaper than a copy of the whole
-/// page (a leaf of 1 KB values is a dozen allocations and 16 KB to copy), and the common case
-/// of a commit that updates or inserts a few keys without a split.
+/// How to take back one in-place change of a node entry: far cheaper than a copy of the whole
+/// page (a leaf of 1 KB values is a dozen allocations and 16 KB to copy, an internal node
+/// hundreds), and the common case of a commit that updates or inserts a few keys, or of a
+/// split whose parent has room for the new separator.
 #[derive(Debug)]
 pub(crate) enum LeafUndo {
-    /// Entry `idx` held `val` before.
+    /// Leaf entry `idx` held `val` before.
     Restore { idx: usize, val: Val },
-    /// Entry `idx` was inserted.
+    /// Leaf entry `idx` was inserted.
     Remove { idx: usize },
+    /// Internal separator `idx` and the child after it (`idx + 1`) were inserted.
+    RemoveSeparator { idx: usize },
 }
 
 /// In-place leaf changes of a page the running commit had not copied before them, with the
@@ -168,26 +171,10 @@ impl Pool {
             if let Some(log) = leaf.remove(&pid) {
                 // Changed in place before any copy: undo those changes last-first.
                 (dirty, rec_lsn) = (log.dirty, log.rec_lsn);
-                let Node::Leaf(es) = &mut w.node else {
-                    return Err(crate::error::Error::Internal(format!(
-                        "undo of page {pid}: in-place leaf changes on a page that is no leaf"
-                    )));
-                };
                 for op in log.ops.into_iter().rev() {
-                    let ok = match op {
-                        LeafUndo::Restore { idx, val } => {
-                            es.get_mut(idx).map(|e| e.1 = val).is_some()
-                        }
-                        LeafUndo::Remove { idx } => {
-                            idx < es.len() && {
-                                es.remove(idx);
-                                true
-                            }
-                        }
-                    };
-                    if !ok {
+                    if !undo_entry(&mut w.node, op) {
                         return Err(crate::error::Error::Internal(format!(
-                            "undo of page {pid}: an in-place change names an entry the leaf \
+                            "undo of page {pid}: an in-place change names an entry the node \
                              does not have"
                         )));
                     }
@@ -201,5 +188,26 @@ impl Pool {
             st.version += 1;
         }
         Ok(())
+    }
+}
+
+/// Takes back one in-place change; false if the node does not have the entry it names.
+fn undo_entry(node: &mut Node, op: LeafUndo) -> bool {
+    match (node, op) {
+        (Node::Leaf(es), LeafUndo::Restore { idx, val }) => {
+            es.get_mut(idx).map(|e| e.1 = val).is_some()
+        }
+        (Node::Leaf(es), LeafUndo::Remove { idx }) if idx < es.len() => {
+            es.remove(idx);
+            true
+        }
+        (Node::Internal { keys, children }, LeafUndo::RemoveSeparator { idx })
+            if idx < keys.len() && idx + 1 < children.len() =>
+        {
+            keys.remove(idx);
+            children.remove(idx + 1);
+            true
+        }
+        _ => false,
     }
 }
