@@ -621,6 +621,9 @@ const PLACEHOLDER: u64 = 1 << 62;
 /// A separator to insert into an internal node in place: (level, index, key, new child).
 type SepInPlace = (usize, usize, Vec<u8>, u64);
 
+/// What [`split_path`] did: the new pages, the highest level changed, a separator for in place.
+type Split = (Vec<(u64, Node)>, usize, Option<SepInPlace>);
+
 /// Splits the over-full nodes of a root-to-leaf path bottom-up. `nodes` holds copies of the
 /// levels changed so far (the leaf at least); `orig` gives the nodes as they are in the pool.
 /// A parent that has room for the new separator is not copied: the separator is returned, to
@@ -632,7 +635,7 @@ fn split_path<'p>(
     path: &[(u64, usize)],
     max: usize,
     mut next_id: impl FnMut() -> u64,
-) -> Result<(Vec<(u64, Node)>, usize, Option<SepInPlace>)> {
+) -> Result<Split> {
     let mut new = Vec::new();
     let mut level = nodes.len() - 1;
     loop {
