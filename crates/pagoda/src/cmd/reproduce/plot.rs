@@ -188,7 +188,8 @@ pub(crate) fn bar_chart(path: &Path, c: &BarChart) -> CliResult<()> {
         .iter()
         .flat_map(|(_, v)| v.iter().copied())
         .fold(0.0f64, f64::max);
-    let (_, y1) = padded(0.0, y_max, true, 0.3);
+    // Room above the tallest bar for the legend, one line per series.
+    let (_, y1) = padded(0.0, y_max, true, 0.1 + 0.12 * n_ser as f64);
     let root = SVGBackend::new(path, SIZE).into_drawing_area();
     root.fill(&WHITE).map_err(|e| plot_err(path, e))?;
     let mut chart = ChartBuilder::on(&root)
