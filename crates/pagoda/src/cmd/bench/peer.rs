@@ -212,28 +212,18 @@ impl PeerBench {
         let stats = self.store.stats_json();
         eprintln!("engine: {stats}");
         if let Some(c) = &self.cpu {
-            println!(
-                "cpu: utilisation {:.1}% (user {:.2} s + sys {:.2} s over {:.2} s wall x {} cores)",
-                100.0 * c.utilisation,
-                c.user_s,
-                c.sys_s,
-                c.wall_s,
-                c.cores
-            );
+            println!("{}", super::summary::cpu_line(c));
         }
         if let (Some(path), Some(r)) = (&self.json, &report) {
-            let mut v = serde_json::to_value(r)
-                .map_err(|e| CliError::Other(format!("cannot encode the report: {e}")))?;
-            if let Some(obj) = v.as_object_mut() {
-                let mut config = self.config.clone();
-                if let (Some(c), Some(w)) = (config.as_object_mut(), r.config.as_object()) {
-                    c.extend(w.iter().map(|(k, val)| (k.clone(), val.clone())));
-                }
-                obj.insert("config".to_string(), config);
-                obj.insert("devices".to_string(), Value::Null);
-                obj.insert("profile".to_string(), Value::Null);
-                obj.insert("cpu".to_string(), json!(self.cpu));
-            }
+            let v = super::summary::report_json(
+                r,
+                &self.config,
+                vec![
+                    ("devices", Value::Null),
+                    ("profile", Value::Null),
+                    ("cpu", json!(self.cpu)),
+                ],
+            )?;
             write_json(path, &v)?;
             eprintln!("wrote {}", path.display());
         }

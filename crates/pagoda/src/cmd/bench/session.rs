@@ -329,36 +329,18 @@ impl Bench {
             print!("{}", stats.profile.render());
         }
         if let Some(c) = &self.cpu {
-            println!(
-                "cpu: utilisation {:.1}% (user {:.2} s + sys {:.2} s over {:.2} s wall x {} cores)",
-                100.0 * c.utilisation,
-                c.user_s,
-                c.sys_s,
-                c.wall_s,
-                c.cores
-            );
+            println!("{}", summary::cpu_line(c));
         }
         if let (Some(path), Some(r)) = (&self.json, &report) {
-            let mut v = serde_json::to_value(r)
-                .map_err(|e| CliError::Other(format!("cannot encode the report: {e}")))?;
-            if let Some(obj) = v.as_object_mut() {
-                let mut config = self.config.clone();
-                if let (Some(c), Some(w)) = (config.as_object_mut(), r.config.as_object()) {
-                    for (k, val) in w {
-                        c.insert(k.clone(), val.clone());
-                    }
-                }
-                obj.insert("config".to_string(), config);
-                let mut devices = json!({ "data": data, "log": log });
-                if let (Some(d), Some(f)) = (devices.as_object_mut(), &flash_dev) {
-                    d.insert("flash_cache".to_string(), json!(f));
-                }
-                obj.insert("devices".to_string(), devices);
-                obj.insert("profile".to_string(), json!(stats.profile));
-                if let Some(c) = &self.cpu {
-                    obj.insert("cpu".to_string(), json!(c));
-                }
+            let mut devices = json!({ "data": data, "log": log });
+            if let (Some(d), Some(f)) = (devices.as_object_mut(), &flash_dev) {
+                d.insert("flash_cache".to_string(), json!(f));
             }
+            let mut keys = vec![("devices", devices), ("profile", json!(stats.profile))];
+            if let Some(c) = &self.cpu {
+                keys.push(("cpu", json!(c)));
+            }
+            let v = summary::report_json(r, &self.config, keys)?;
             write_json(path, &v)?;
             eprintln!("wrote {}", path.display());
         }

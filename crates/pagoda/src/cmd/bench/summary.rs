@@ -1,11 +1,49 @@
 //! The engine part of a benchmark's result: open time, the DRAM buffer, and the flash cache
-//! when one is configured, as a two-column table on stdout.
+//! when one is configured, as a two-column table on stdout; the CPU line and the result JSON
+//! that pagoda's and a peer's benchmark share.
 
+use crate::error::{CliError, CliResult};
 use crate::report::thousands;
 use pagoda_device::units::format_size;
 use pagoda_device::DeviceStats;
-use pagoda_engine::{DbStats, FlashCacheStats};
+use pagoda_engine::{CpuUsage, DbStats, FlashCacheStats};
+use pagoda_workload::RunReport;
+use serde_json::Value;
 use std::fmt::Write as _;
+
+/// The CPU line under a benchmark's result.
+pub(super) fn cpu_line(c: &CpuUsage) -> String {
+    format!(
+        "cpu: utilisation {:.1}% (user {:.2} s + sys {:.2} s over {:.2} s wall x {} cores)",
+        100.0 * c.utilisation,
+        c.user_s,
+        c.sys_s,
+        c.wall_s,
+        c.cores
+    )
+}
+
+/// The result JSON: the run report, with the session's configuration merged into its `config`
+/// (the workload's keys win) and the engine-specific `keys` set.
+pub(super) fn report_json(
+    report: &RunReport,
+    session_config: &Value,
+    keys: Vec<(&str, Value)>,
+) -> CliResult<Value> {
+    let mut v = serde_json::to_value(report)
+        .map_err(|e| CliError::Other(format!("cannot encode the report: {e}")))?;
+    if let Some(obj) = v.as_object_mut() {
+        let mut config = session_config.clone();
+        if let (Some(c), Some(w)) = (config.as_object_mut(), report.config.as_object()) {
+            c.extend(w.iter().map(|(k, val)| (k.clone(), val.clone())));
+        }
+        obj.insert("config".to_string(), config);
+        for (k, val) in keys {
+            obj.insert(k.to_string(), val);
+        }
+    }
+    Ok(v)
+}
 
 /// Renders the engine table.
 pub(super) fn render(stats: &DbStats, flash_device: Option<&DeviceStats>) -> String {
