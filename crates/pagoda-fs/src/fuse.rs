@@ -170,6 +170,28 @@ fn control_attr(ino: u64) -> FileAttr {
     }
 }
 
+impl PagodaFuse {
+    /// Creates an empty file or directory and replies with its entry (mknod, mkdir).
+    fn make(
+        &mut self,
+        req: &Request<'_>,
+        parent: u64,
+        name: &OsStr,
+        kind: Kind,
+        mode: u32,
+        reply: ReplyEntry,
+    ) {
+        let r = name_str(name).and_then(|n| {
+            self.fs()
+                .create(parent, n, kind, mode, (req.uid(), req.gid()), b"")
+        });
+        match r {
+            Ok(a) => reply.entry(&TTL, &file_attr(&a), 0),
+            Err(e) => reply.error(e.errno()),
+        }
+    }
+}
+
 fn name_str(name: &OsStr) -> Result<&str, FsError> {
     std::str::from_utf8(name.as_bytes())
         .map_err(|_| FsError::BadName(name.to_string_lossy().into_owned()))
@@ -267,20 +289,7 @@ impl Filesystem for PagodaFuse {
             // Sockets, FIFOs and devices need no storage: keep them on a real file system.
             return reply.error(libc::EPERM);
         }
-        let r = name_str(name).and_then(|n| {
-            self.fs().create(
-                parent,
-                n,
-                Kind::File,
-                mode & !umask,
-                (req.uid(), req.gid()),
-                b"",
-            )
-        });
-        match r {
-            Ok(a) => reply.entry(&TTL, &file_attr(&a), 0),
-            Err(e) => reply.error(e.errno()),
-        }
+        self.make(req, parent, name, Kind::File, mode & !umask, reply);
     }
 
     fn mkdir(
@@ -292,20 +301,7 @@ impl Filesystem for PagodaFuse {
         umask: u32,
         reply: ReplyEntry,
     ) {
-        let r = name_str(name).and_then(|n| {
-            self.fs().create(
-                parent,
-                n,
-                Kind::Dir,
-                mode & !umask,
-                (req.uid(), req.gid()),
-                b"",
-            )
-        });
-        match r {
-            Ok(a) => reply.entry(&TTL, &file_attr(&a), 0),
-            Err(e) => reply.error(e.errno()),
-        }
+        self.make(req, parent, name, Kind::Dir, mode & !umask, reply);
     }
 
     fn unlink(&mut self, _req: &Request<'_>, parent: u64, name: &OsStr, reply: ReplyEmpty) {
