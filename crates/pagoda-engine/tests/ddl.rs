@@ -8,7 +8,7 @@ mod common;
 use common::GatedSync;
 use pagoda_device::DeviceRef;
 use pagoda_engine::{Db, DbOptions, Error};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -25,10 +25,9 @@ fn open(d: &DeviceRef, l: &DeviceRef) -> Db {
 #[test]
 fn a_drop_is_visible_only_once_durable() {
     let d: DeviceRef = Arc::new(MemDevice::with_capacity(64 << 20).unwrap());
-    let gate = Arc::new(GatedSync {
-        dev: Arc::new(MemDevice::with_capacity(8 << 20).unwrap()),
-        held: AtomicBool::new(false),
-    });
+    let gate = Arc::new(GatedSync::new(Arc::new(
+        MemDevice::with_capacity(8 << 20).unwrap(),
+    )));
     let l: DeviceRef = gate.clone();
     let db = open(&d, &l);
     db.create_table("t").unwrap();
@@ -132,4 +131,59 @@ fn a_scan_of_a_dropped_table_never_returns_rows_of_the_table_that_reused_its_pag
         Err(Error::NoSuchTable(_))
     ));
     db.close().unwrap();
+}
+
+/// A commit that passed the writable check and then waited for the commit lock behind a drop
+/// whose log sync failed must not apply: the drop freed the table's pages (overflow chains
+/// too) in memory, and applying an overwrite there frees those pages a second time. The
+/// database has failed, so the commit fails too. (Found by the crash test: "page N freed
+/// twice" in a commit after a power cut.)
+#[test]
+fn a_commit_queued_behind_a_failed_drop_applies_nothing() {
+    let d: DeviceRef = Arc::new(MemDevice::with_capacity(64 << 20).unwrap());
+    let gate = Arc::new(GatedSync::new(Arc::new(
+        MemDevice::with_capacity(8 << 20).unwrap(),
+    )));
+    let l: DeviceRef = gate.clone();
+    let db = open(&d, &l);
+    db.create_table("t").unwrap();
+    // An overflow value (longer than a quarter of a 4 KiB page): its pages are freed by the
+    // drop and again by an overwrite.
+    let big = vec![b'v'; 3000];
+    let mut tx = db.begin().unwrap();
+    tx.put("t", b"row", &big).unwrap();
+    tx.commit().unwrap();
+
+    gate.held.store(true, Ordering::Release);
+    let dropper = {
+        let db = db.clone();
+        std::thread::spawn(move || db.drop_table("t"))
+    };
+    std::thread::sleep(Duration::from_millis(100));
+    assert!(!dropper.is_finished(), "the drop returned before its sync");
+    // The table is still visible, so this transaction writes it; its commit then waits for the
+    // commit lock the drop holds through its sync.
+    // An inline value: the overwrite allocates nothing, so it reaches the freed leaf and
+    // frees the old value's pages.
+    let writer = {
+        let db = db.clone();
+        std::thread::spawn(move || {
+            let mut tx = db.begin()?;
+            tx.put("t", b"row", b"small")?;
+            tx.commit()
+        })
+    };
+    std::thread::sleep(Duration::from_millis(300));
+    gate.fail.store(true, Ordering::Release);
+    gate.held.store(false, Ordering::Release);
+    assert!(matches!(dropper.join().unwrap(), Err(Error::Failed(_))));
+    match writer.join() {
+        Ok(Err(Error::Failed(_))) => {}
+        Ok(other) => panic!("expected the queued commit to fail with the database, got {other:?}"),
+        Err(p) => panic!(
+            "the queued commit panicked: {:?}",
+            p.downcast_ref::<String>()
+        ),
+    }
+    db.abandon();
 }

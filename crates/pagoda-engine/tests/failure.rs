@@ -8,7 +8,7 @@ use common::GatedSync;
 use pagoda_device::mem::MemDevice;
 use pagoda_device::DeviceRef;
 use pagoda_engine::{CommitMode, Db, DbOptions, Error, Event};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -87,10 +87,7 @@ fn a_panic_in_the_background_thread_fails_the_database() {
 fn a_panic_on_the_flush_thread_fails_pending_commits_and_the_database() {
     let (d, l) = devs();
     // Syncs held until the callback is registered: it must run on the flush thread.
-    let gate = Arc::new(GatedSync {
-        dev: l,
-        held: AtomicBool::new(false),
-    });
+    let gate = Arc::new(GatedSync::new(l));
     let l: DeviceRef = gate.clone();
     let db = Db::open(opts(&d, &l).background(false).commit(CommitMode::Pipelined)).unwrap();
     db.create_table("t").unwrap();

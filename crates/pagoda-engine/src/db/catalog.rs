@@ -76,8 +76,7 @@ impl Db {
         }
         self.ensure_log_space(4 * self.inner.pool.page_size() as u64)?;
         self.check_writable()?;
-        crate::buffer::latch_order::assert_no_latch("the commit lock");
-        let cs = self.inner.commit.lock();
+        let cs = self.lock_writable()?;
         if self.inner.catalog.read().contains_key(name)
             || !self.inner.creating.lock().insert(name.to_string())
         {
@@ -125,8 +124,7 @@ impl Db {
     pub fn drop_table(&self, name: &str) -> Result<()> {
         self.ensure_log_space(4 * self.inner.pool.page_size() as u64)?;
         self.check_writable()?;
-        crate::buffer::latch_order::assert_no_latch("the commit lock");
-        let cs = self.inner.commit.lock();
+        let cs = self.lock_writable()?;
         let t = self.table(name)?;
         self.inner.pool.begin_undo();
         let res = (|| {

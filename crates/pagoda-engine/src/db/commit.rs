@@ -35,6 +35,16 @@ impl Db {
         self.inner.commit.lock()
     }
 
+    /// The commit lock, for a change: refused once the database has failed. A committer that
+    /// passed [`Db::check_writable`] may have waited here behind the change that failed it (a
+    /// drop whose sync failed has freed its table's pages in memory, and the table is still
+    /// visible), so the check is repeated under the lock: a failed database applies nothing.
+    pub(super) fn lock_writable(&self) -> Result<parking_lot::MutexGuard<'_, CommitState>> {
+        let cs = self.lock_commit();
+        self.check_writable()?;
+        Ok(cs)
+    }
+
     /// Appends the commit record of an applied change and stamps its pages. Caller holds the
     /// commit lock. Returns the record's end LSN.
     pub(super) fn log_and_stamp(&self, ap: &Apply<'_>, ops: Vec<RedoOp>, cts: u64) -> Result<u64> {
@@ -219,7 +229,7 @@ impl Txn {
         let t_lock = Instant::now();
         let mut cs = loop {
             db.ensure_log_space(estimate)?;
-            let cs = db.lock_commit();
+            let cs = db.lock_writable()?;
             let cap = db.inner.wal.capacity();
             if db.inner.wal.used() + estimate <= cap / 8 * 7 {
                 break cs;

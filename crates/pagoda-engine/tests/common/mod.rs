@@ -6,11 +6,24 @@ use pagoda_engine::format::Superblock;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-/// A log device whose syncs wait while `held` is set (a slow sync we can stretch).
+/// A log device whose syncs wait while `held` is set (a slow sync we can stretch), and fail
+/// once `fail` is set (a device lost under a waiting commit).
 #[derive(Debug)]
 pub struct GatedSync {
     pub dev: DeviceRef,
     pub held: AtomicBool,
+    pub fail: AtomicBool,
+}
+
+impl GatedSync {
+    /// A gate on `dev`, open and working.
+    pub fn new(dev: DeviceRef) -> Self {
+        Self {
+            dev,
+            held: AtomicBool::new(false),
+            fail: AtomicBool::new(false),
+        }
+    }
 }
 
 impl BlockDevice for GatedSync {
@@ -26,6 +39,11 @@ impl BlockDevice for GatedSync {
     fn flush(&self) -> pagoda_device::Result<()> {
         while self.held.load(Ordering::Acquire) {
             std::thread::sleep(Duration::from_millis(1));
+        }
+        if self.fail.load(Ordering::Acquire) {
+            return Err(pagoda_device::DeviceError::Unsupported(
+                "the gated log device was told to fail its syncs".into(),
+            ));
         }
         self.dev.flush()
     }
