@@ -148,3 +148,54 @@ fn merge_keeps_the_absorbed_sibling_unwritable_until_stamped() {
         run(torn);
     }
 }
+
+/// Regression (found by reading the undo journal): a commit that replaces the node of a page
+/// that was not resident (a freed page becoming a free-list trunk, the head trunk allocated)
+/// and then fails must leave that page reading as its durable copy. Before the fix the
+/// rollback kept the commit's node, marked clean, so a page that was live again after the
+/// rollback was served with the wrong contents.
+#[test]
+fn a_rollback_gives_a_page_that_was_not_resident_its_durable_copy_back() {
+    let (pool, _data) = setup(TornMode::Atomic);
+    let mut p = 0;
+    commit(&pool, 100, |ap| {
+        p = ap
+            .alloc(Node::Overflow {
+                next: 0,
+                data: vec![7; 100],
+            })
+            .unwrap();
+    });
+    pool.flush_dirty(None).unwrap();
+    // More written pages than the pool has frames: `p` is evicted.
+    for round in 0..8u64 {
+        commit(&pool, 200 + round, |ap| {
+            for _ in 0..10 {
+                ap.alloc(Node::Overflow {
+                    next: 0,
+                    data: vec![1; 10],
+                })
+                .unwrap();
+            }
+        });
+        pool.flush_dirty(None).unwrap();
+    }
+    assert!(!pool.is_resident(p), "page {p} is still in the pool");
+    pool.begin_undo();
+    pool.install(Page {
+        id: p,
+        lsn: 0,
+        node: Node::Trunk {
+            next: 0,
+            free: Vec::new(),
+        },
+    })
+    .unwrap()
+    .modified();
+    pool.rollback_undo().unwrap();
+    let node = pool.read(p).unwrap().node.clone();
+    match node {
+        Node::Overflow { data, .. } => assert_eq!(data, vec![7; 100]),
+        n => panic!("page {p} reads as {n:?} after the rollback, not its durable copy"),
+    }
+}

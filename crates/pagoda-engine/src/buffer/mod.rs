@@ -365,6 +365,12 @@ impl Pool {
         self.flash.as_ref().map(flash::FlashCache::device)
     }
 
+    /// Whether `pid` is in the pool (tests).
+    #[cfg(test)]
+    pub(crate) fn is_resident(&self, pid: u64) -> bool {
+        self.shard(pid).read().contains_key(&pid)
+    }
+
     /// Number of dirty frames.
     pub fn dirty_frames(&self) -> usize {
         self.frames.iter().filter(|f| f.state.lock().dirty).count()

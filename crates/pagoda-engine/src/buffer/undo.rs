@@ -6,7 +6,7 @@
 
 use super::{Pool, WritePage, UNSET};
 use crate::error::Result;
-use crate::format::{Node, Page, Val};
+use crate::format::{decode_page, is_zero, Node, Page, Val};
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 
@@ -141,8 +141,8 @@ impl Pool {
         j.before.insert(pid, b);
     }
 
-    /// Puts every page the commit changed back as it was. A page the commit allocated stays
-    /// resident but clean (it is free again, and never written).
+    /// Puts every page the commit changed back as it was; a page that was not resident gets
+    /// its durable copy back, clean.
     pub fn rollback_undo(&self) -> Result<()> {
         self.journaling.store(false, Ordering::Release);
         let (before, mut leaf) = {
@@ -166,7 +166,22 @@ impl Pool {
                     *w = page;
                     (dirty, rec_lsn)
                 }
-                Some(Before::Absent) | None => (false, UNSET),
+                Some(Before::Absent) => {
+                    // Not resident before the commit, so its durable copy was its content: put
+                    // that back. Kept as the commit left it, a page that was live again after
+                    // the rollback (one the commit turned into a free-list trunk, or the head
+                    // trunk it allocated) would be served with the wrong node, as clean.
+                    // A page never written (zeros, or garbage in a free page) stays as it is:
+                    // it is free again, and nothing reads it.
+                    let b = self.read_page(pid)?;
+                    if !is_zero(&b) {
+                        if let Ok(p) = decode_page(&b, pid) {
+                            *w = p;
+                        }
+                    }
+                    (false, UNSET)
+                }
+                None => (false, UNSET),
             };
             if let Some(log) = leaf.remove(&pid) {
                 // Changed in place before any copy: undo those changes last-first.
