@@ -5,7 +5,7 @@
 
 use super::cell::{Cell, CellResult, Scale};
 use super::plot::{bar_chart, BarChart};
-use super::report::{find, fmt_num, ratio, Ctx, Headline, Section};
+use super::report::{find, fmt_num, median, ratio, Ctx, Headline, Section};
 use crate::error::CliResult;
 use serde_json::json;
 use std::fmt::Write as _;
@@ -230,10 +230,6 @@ pub(super) fn section(ctx: &Ctx, results: &[&CellResult]) -> CliResult<Section> 
         )?;
         let _ = writeln!(body, "\n![tpmC per mode]({link})");
     }
-    let median = |v: &mut Vec<f64>| {
-        v.sort_by(f64::total_cmp);
-        (!v.is_empty()).then(|| v[v.len() / 2])
-    };
     // Measured facts for the verdicts: how much the buffer holds, and what the double-write
     // buffer adds to the data device's writes.
     let tpcc: Vec<&&CellResult> = results

@@ -6,7 +6,7 @@
 
 use super::cell::{Cell, CellResult, Scale};
 use super::plot::{line_chart, LineChart, Series};
-use super::report::{find, fmt_frac, fmt_num, Ctx, Headline, Section, Verdict};
+use super::report::{find, fmt_frac, fmt_num, median, Ctx, Headline, Section, Verdict};
 use crate::error::CliResult;
 use serde_json::{json, Value};
 use std::fmt::Write as _;
@@ -463,8 +463,7 @@ fn headlines(pts: &[Vec<Point>], preds: &[Vec<(f64, f64)>], mrc: &[(f64, f64)]) 
                 .filter_map(|p| Some(((interpolate(pr, p.mib)? - p.tps?) / p.tps?).abs()))
         })
         .collect();
-    rel.sort_by(f64::total_cmp);
-    let med = (!rel.is_empty()).then(|| rel[rel.len() / 2]);
+    let med = median(&mut rel);
     out.push(Headline {
         what: "TPS predicted from one run vs measured (median abs. error)".to_string(),
         seed: "beyond the seed; target ≤ 30 %".to_string(),

@@ -296,6 +296,13 @@ mod tests {
     }
 
     #[test]
+    fn median_of_an_even_count_is_the_mean_of_the_middle_two() {
+        assert_eq!(report::median(&mut [1.5, 1.0]), Some(1.25));
+        assert_eq!(report::median(&mut [3.0, 1.0, 2.0]), Some(2.0));
+        assert_eq!(report::median(&mut []), None);
+    }
+
+    #[test]
     fn quick_scale_fits_fifteen_minutes() {
         let total: u64 = ALL
             .iter()
