@@ -36,7 +36,24 @@ pub fn inline_max(page_size: usize) -> usize {
 }
 
 fn child_index(keys: &[Vec<u8>], key: &[u8]) -> usize {
-    keys.partition_point(|s| s.as_slice() <= key)
+    keys.partition_point(|s| key_cmp(s, key).is_le())
+}
+
+/// Key order (bytewise, as `[u8]::cmp`), eight bytes at a time: a descent compares the key with
+/// about ten separators per level, and short keys (16 bytes in the peers' workload) compare
+/// faster as big-endian words than through a `memcmp` call.
+#[inline]
+pub(crate) fn key_cmp(a: &[u8], b: &[u8]) -> std::cmp::Ordering {
+    let word = |c: &[u8]| u64::from_be_bytes(c.try_into().unwrap_or([0; 8]));
+    let mut done = 0;
+    for (x, y) in a.chunks_exact(8).zip(b.chunks_exact(8)) {
+        let (x, y) = (word(x), word(y));
+        if x != y {
+            return x.cmp(&y);
+        }
+        done += 8;
+    }
+    a[done..].cmp(&b[done..])
 }
 
 fn corrupt_kind(pid: u64, want: &str) -> Error {
@@ -51,7 +68,7 @@ pub fn get(pool: &Pool, root: u64, key: &[u8]) -> Result<Option<Val>> {
             Node::Internal { keys, children } => children[child_index(keys, key)],
             Node::Leaf(es) => {
                 return Ok(es
-                    .binary_search_by(|(k, _)| k.as_slice().cmp(key))
+                    .binary_search_by(|(k, _)| key_cmp(k, key))
                     .ok()
                     .map(|i| es[i].1.clone()))
             }
@@ -312,7 +329,7 @@ impl<'a> Apply<'a> {
             let Node::Leaf(es) = &mut p.node else {
                 return Err(corrupt_kind(leaf, "leaf"));
             };
-            let pos = es.binary_search_by(|(k, _)| k.as_slice().cmp(key));
+            let pos = es.binary_search_by(|(k, _)| key_cmp(k, key));
             let old_len = pos.map_or(0, |i| leaf_entry_len(&es[i].0, &es[i].1));
             let size = p.node.payload_len() - old_len + leaf_entry_len(key, &val);
             if size <= max {
@@ -353,7 +370,7 @@ impl<'a> Apply<'a> {
         let Node::Leaf(es) = &mut leaf_node else {
             return Err(corrupt_kind(leaf, "leaf"));
         };
-        let old = match es.binary_search_by(|(k, _)| k.as_slice().cmp(key)) {
+        let old = match es.binary_search_by(|(k, _)| key_cmp(k, key)) {
             Ok(i) => Some(std::mem::replace(&mut es[i].1, val)),
             Err(i) => {
                 es.insert(i, (key.to_vec(), val));
@@ -448,7 +465,7 @@ impl<'a> Apply<'a> {
             let Node::Leaf(es) = &mut p.node else {
                 return Err(corrupt_kind(leaf, "leaf"));
             };
-            let Ok(i) = es.binary_search_by(|(k, _)| k.as_slice().cmp(key)) else {
+            let Ok(i) = es.binary_search_by(|(k, _)| key_cmp(k, key)) else {
                 return Ok(None);
             };
             let old = es.remove(i).1;

@@ -58,6 +58,7 @@ mod probe;
 mod profile;
 mod settings;
 mod stream;
+mod striped;
 mod wal;
 
 pub use btree::{inline_max, MAX_KEY_LEN};

@@ -14,10 +14,12 @@
 //! a transaction that writes a key whose newest version is newer than its snapshot aborts with
 //! [`crate::Error::Conflict`].
 
+use crate::striped::{stripe, STRIPES};
+use crossbeam::utils::CachePadded;
 use parking_lot::{Mutex, RwLock};
 use std::collections::{BTreeMap, VecDeque};
 use std::ops::Bound;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 /// A value as kept in memory (`None` = deleted / absent).
@@ -37,14 +39,35 @@ pub struct Version {
 /// Map key: (table id, key).
 pub type VKey = (u32, Vec<u8>);
 
+/// Active snapshot timestamps, each with the number of transactions holding it.
+type Snapshots = BTreeMap<u64, usize>;
+
 /// Version chains, snapshots and the visible timestamp.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Mvcc {
     chains: RwLock<BTreeMap<VKey, VecDeque<Version>>>,
+    /// Keys in `chains`: a point read of a key with no chain skips the map's lock when there
+    /// are none at all (a read-only phase after the versions were collected).
+    chained: AtomicUsize,
     gc_queue: Mutex<VecDeque<(u64, VKey)>>,
-    active: Mutex<BTreeMap<u64, usize>>,
+    /// Active snapshots (timestamp -> count), striped by thread: every transaction registers
+    /// one and releases it, so one shared lock would bounce between cores on every begin.
+    active: Box<[CachePadded<Mutex<Snapshots>>]>,
     visible: AtomicU64,
     pending: Mutex<VecDeque<(u64, u64)>>,
+}
+
+impl Default for Mvcc {
+    fn default() -> Self {
+        Self {
+            chains: RwLock::default(),
+            chained: AtomicUsize::new(0),
+            gc_queue: Mutex::default(),
+            active: (0..STRIPES).map(|_| CachePadded::default()).collect(),
+            visible: AtomicU64::new(0),
+            pending: Mutex::default(),
+        }
+    }
 }
 
 /// What a chain says for a snapshot.
@@ -81,27 +104,48 @@ impl Mvcc {
 
     /// Takes a snapshot (registered until [`Mvcc::release`]).
     pub fn snapshot(&self) -> u64 {
-        let mut a = self.active.lock();
+        let mut a = self.active[stripe()].lock();
+        // Read under the stripe's lock: see `gc` for why that is enough.
         let s = self.visible();
         *a.entry(s).or_insert(0) += 1;
         s
     }
 
-    /// Releases a snapshot.
+    /// Releases a snapshot (registered in this thread's stripe, unless the transaction moved
+    /// to another thread: any stripe holding `s` then gives one up, which keeps the count of
+    /// every timestamp over all stripes right).
     pub fn release(&self, s: u64) {
-        let mut a = self.active.lock();
-        if let Some(n) = a.get_mut(&s) {
+        let unregister = |a: &Mutex<Snapshots>| {
+            let mut a = a.lock();
+            let Some(n) = a.get_mut(&s) else {
+                return false;
+            };
             *n -= 1;
             if *n == 0 {
                 a.remove(&s);
             }
+            true
+        };
+        let mine = stripe();
+        if unregister(&self.active[mine]) {
+            return;
+        }
+        for (i, a) in self.active.iter().enumerate() {
+            if i != mine && unregister(a) {
+                return;
+            }
         }
     }
 
-    /// Resolves `key` for `snapshot`.
-    pub fn read(&self, key: &VKey, snapshot: u64) -> Resolved {
+    /// Resolves `key` of `table` for `snapshot`.
+    pub fn read(&self, table: u32, key: &[u8], snapshot: u64) -> Resolved {
+        // A commit adds its chain before it changes the tree (and releases the page latch the
+        // reader then took), so a reader that saw the new value in the tree sees the count.
+        if self.chained.load(Ordering::Acquire) == 0 {
+            return Resolved::Tree;
+        }
         let chains = self.chains.read();
-        match chains.get(key) {
+        match chains.get(&(table, key.to_vec())) {
             Some(c) => resolve(c, snapshot),
             None => Resolved::Tree,
         }
@@ -161,11 +205,13 @@ impl Mvcc {
     /// Adds a version (before the tree changes).
     pub fn push(&self, key: VKey, v: Version) {
         let cts = v.cts;
-        self.chains
-            .write()
-            .entry(key.clone())
-            .or_default()
-            .push_back(v);
+        let mut chains = self.chains.write();
+        let c = chains.entry(key.clone()).or_insert_with(|| {
+            self.chained.fetch_add(1, Ordering::AcqRel);
+            VecDeque::new()
+        });
+        c.push_back(v);
+        drop(chains);
         self.gc_queue.lock().push_back((cts, key));
     }
 
@@ -178,6 +224,7 @@ impl Mvcc {
             }
             if c.is_empty() {
                 chains.remove(key);
+                self.chained.fetch_sub(1, Ordering::AcqRel);
             }
         }
     }
@@ -201,14 +248,16 @@ impl Mvcc {
 
     /// Drops versions no snapshot needs.
     pub fn gc(&self) {
-        let horizon = {
-            let a = self.active.lock();
-            a.keys()
-                .next()
-                .copied()
-                .unwrap_or(u64::MAX)
-                .min(self.visible())
-        };
+        // Visible first, then the stripes: a snapshot registered in a stripe after it was read
+        // here took the visible timestamp after this read, so it is at least the horizon.
+        let visible = self.visible();
+        let horizon = self
+            .active
+            .iter()
+            .filter_map(|a| a.lock().keys().next().copied())
+            .min()
+            .unwrap_or(u64::MAX)
+            .min(visible);
         let mut todo = Vec::new();
         {
             let mut q = self.gc_queue.lock();
@@ -229,6 +278,7 @@ impl Mvcc {
                 }
                 if c.is_empty() {
                     chains.remove(&k);
+                    self.chained.fetch_sub(1, Ordering::AcqRel);
                 }
             }
         }

@@ -1,7 +1,7 @@
 //! Per-phase time of transactions and of the log path (seed 002's tables), cheap enough to
 //! leave on: one clock read at each phase boundary and one relaxed atomic add per phase.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use crate::striped::Striped;
 use std::time::Instant;
 
 /// A measured phase.
@@ -51,11 +51,11 @@ const NAMES: [&str; PHASES] = [
     "log.wait_sync",
 ];
 
-/// Nanosecond and event counters per phase.
+/// Nanosecond and event counters per phase (counter `2 * phase` the nanoseconds, `2 * phase
+/// + 1` the events), striped: every transaction adds to them, on every thread.
 #[derive(Debug, Default)]
 pub struct Profile {
-    nanos: [AtomicU64; PHASES],
-    counts: [AtomicU64; PHASES],
+    counters: Striped<{ 2 * PHASES }>,
 }
 
 /// One row of the phase table.
@@ -151,16 +151,14 @@ impl Profile {
     pub fn add(&self, phase: Phase, t0: Instant) -> Instant {
         let now = Instant::now();
         let ns = now.saturating_duration_since(t0).as_nanos() as u64;
-        self.nanos[phase as usize].fetch_add(ns, Ordering::Relaxed);
-        self.counts[phase as usize].fetch_add(1, Ordering::Relaxed);
+        self.counters.add(2 * phase as usize, ns);
+        self.counters.add(2 * phase as usize + 1, 1);
         now
     }
 
     /// Zeroes every counter (e.g. after loading, before a measured run).
     pub fn reset(&self) {
-        for a in self.nanos.iter().chain(self.counts.iter()) {
-            a.store(0, Ordering::Relaxed);
-        }
+        self.counters.reset();
     }
 
     /// The table.
@@ -170,8 +168,8 @@ impl Profile {
                 .iter()
                 .enumerate()
                 .map(|(i, n)| {
-                    let ns = self.nanos[i].load(Ordering::Relaxed);
-                    let c = self.counts[i].load(Ordering::Relaxed);
+                    let ns = self.counters.sum(2 * i);
+                    let c = self.counters.sum(2 * i + 1);
                     PhaseStat {
                         phase: (*n).to_string(),
                         count: c,

@@ -199,3 +199,15 @@ fn a_rollback_gives_a_page_that_was_not_resident_its_durable_copy_back() {
         n => panic!("page {p} reads as {n:?} after the rollback, not its durable copy"),
     }
 }
+
+proptest::proptest! {
+    /// The word-at-a-time key order is the bytewise order, for keys of any length.
+    #[test]
+    fn key_cmp_is_the_bytewise_order(
+        a in proptest::collection::vec(0u8..4, 0..40),
+        b in proptest::collection::vec(0u8..4, 0..40),
+    ) {
+        proptest::prop_assert_eq!(super::key_cmp(&a, &b), a.cmp(&b));
+        proptest::prop_assert_eq!(super::key_cmp(&a, &a), std::cmp::Ordering::Equal);
+    }
+}

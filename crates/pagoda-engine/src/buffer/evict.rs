@@ -9,7 +9,7 @@ impl Pool {
     /// pin can arrive (a page can only be changed by a pin holder).
     pub(super) fn evictable(&self, idx: u32) -> bool {
         let f = &self.frames[idx as usize];
-        f.pin.load(Ordering::Acquire) == 0 && !f.state.lock().dirty
+        f.pin.load(Ordering::Acquire) == 0 && !f.latch.is_locked() && !f.state.lock().dirty
     }
 
     /// A frame for a page fault: a free one while under budget, else the coldest clean
@@ -21,9 +21,12 @@ impl Pool {
                 return Some(i);
             }
         }
+        // Latched counts as in use: a hit is latched without a pin (`Pool::read`), and the
+        // thread holding it may be the one faulting here (a descent holds the parent while it
+        // reads the child), so waiting for that latch would never end.
         let found = inner.lru.cold_order().find(|&i| {
             let f = &self.frames[i as usize];
-            f.pin.load(Ordering::Acquire) == 0 && !f.state.lock().dirty
+            f.pin.load(Ordering::Acquire) == 0 && !f.latch.is_locked() && !f.state.lock().dirty
         });
         if let Some(i) = found {
             inner.lru.unlink(i);

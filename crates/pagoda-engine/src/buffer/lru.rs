@@ -87,8 +87,8 @@ impl Lru {
         }
     }
 
-    /// Promotions a young page may fall behind before a hit moves it again (a quarter of the
-    /// young zone, as InnoDB does: hits near the young head need no list change, and so no
+    /// Evictions after which a hit moves a young page again (a quarter of the young zone, as
+    /// InnoDB does: hits on pages that cannot be near eviction need no list change, and so no
     /// global lock).
     pub(super) fn fresh_span(&self) -> u64 {
         (self.young_target / 4).max(1) as u64

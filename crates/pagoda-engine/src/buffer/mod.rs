@@ -21,8 +21,8 @@ use crate::stream::Stream;
 use crate::wal::Wal;
 use crate::TornMode;
 use pagoda_device::DeviceRef;
-use parking_lot::lock_api::{ArcRwLockReadGuard, ArcRwLockWriteGuard};
-use parking_lot::{Mutex, RawRwLock, RwLock};
+use parking_lot::lock_api::ArcRwLockWriteGuard;
+use parking_lot::{Mutex, RawRwLock, RwLock, RwLockReadGuard};
 use std::collections::HashMap;
 use std::ops::{Deref, DerefMut};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
@@ -76,8 +76,8 @@ struct Inner {
 /// Buffer pool counters.
 #[derive(Debug, Default)]
 pub struct PoolCounters {
-    /// Page requests served from memory.
-    pub hits: AtomicU64,
+    /// Page requests served from memory (striped: every hit adds to it, on every thread).
+    pub hits: crate::striped::Striped<1>,
     /// Page requests that read the device.
     pub misses: AtomicU64,
     /// Pages read from the device.
@@ -101,10 +101,9 @@ pub struct Pool {
     /// pinned while its shard is read-locked, so an evictor that holds the shard's write lock
     /// sees every pin.
     shards: Vec<RwLock<HashMap<u64, u32>>>,
-    /// Per frame: the promotion count when it last moved to the young head (`UNSET` when not
+    /// Per frame: the eviction count when it last moved to the young head (`UNSET` when not
     /// young); a hit on a recently promoted page changes no list.
     young_at: Vec<AtomicU64>,
-    promotions: AtomicU64,
     fresh_span: u64,
     inner: Mutex<Inner>,
     /// Frames the pool keeps resident normally (the configured size); `frames` may be more
@@ -153,11 +152,15 @@ impl Drop for Pin<'_> {
     }
 }
 
-/// A page latched for reading.
+/// A page latched for reading. A hit is latched under its page-table shard's read lock and
+/// needs no pin: an evictor unmaps a frame under that shard's write lock and must then latch
+/// it exclusively, which it cannot while the page is latched here. A miss (or a page a writer
+/// holds) is pinned, then latched.
 #[derive(Debug)]
 pub struct ReadPage<'a> {
-    guard: ArcRwLockReadGuard<RawRwLock, Option<Page>>,
-    _pin: Pin<'a>,
+    // Dropped before the pin.
+    guard: RwLockReadGuard<'a, Option<Page>>,
+    _pin: Option<Pin<'a>>,
 }
 
 impl Drop for ReadPage<'_> {
@@ -244,7 +247,6 @@ impl Pool {
             frames: Self::new_frames(frames),
             shards: Self::new_shards(),
             young_at: Self::new_young_at(frames),
-            promotions: AtomicU64::new(0),
             fresh_span: Lru::new(0, frames).fresh_span(),
             inner: Mutex::new(Self::new_inner(frames, frames)),
             budget: frames,
@@ -549,13 +551,18 @@ impl Pool {
             .pin
             .fetch_add(1, Ordering::Acquire);
         drop(t);
-        self.counters.hits.fetch_add(1, Ordering::Relaxed);
+        self.counters.hits.add(0, 1);
         Some(idx)
     }
 
+    /// A hit moves its page to the young head when it is in the old zone, or when more than
+    /// `fresh_span` pages were evicted since it last moved there (InnoDB's freed-page clock).
+    /// Young pages can only matter to the choice of a victim once pages are evicted, so a pool
+    /// that holds the whole working set changes no list (and takes no global lock) on a hit;
+    /// a promotion count instead kept a working set just above the span moving for ever.
     fn needs_promotion(&self, idx: u32) -> bool {
         let at = self.young_at[idx as usize].load(Ordering::Relaxed);
-        let now = self.promotions.load(Ordering::Relaxed);
+        let now = self.counters.evictions.load(Ordering::Relaxed);
         at == UNSET || now.saturating_sub(at) > self.fresh_span
     }
 
@@ -567,20 +574,51 @@ impl Pool {
         inner.lru.touch(idx, |d| {
             self.young_at[d as usize].store(UNSET, Ordering::Relaxed);
         });
-        let seq = self.promotions.fetch_add(1, Ordering::Relaxed) + 1;
-        self.young_at[idx as usize].store(seq, Ordering::Relaxed);
+        let now = self.counters.evictions.load(Ordering::Relaxed);
+        self.young_at[idx as usize].store(now, Ordering::Relaxed);
     }
 
     /// Latches `pid` for reading.
     pub fn read(&self, pid: u64) -> Result<ReadPage<'_>> {
+        if let Some(page) = self.read_hit(pid) {
+            return Ok(page);
+        }
         loop {
             let pin = self.pin(pid, None)?;
-            let guard = self.frames[pin.idx as usize].latch.read_arc();
+            let guard = self.frames[pin.idx as usize].latch.read();
             if guard.as_ref().is_some_and(|p| p.id == pid) {
                 latch_order::acquired();
-                return Ok(ReadPage { guard, _pin: pin });
+                return Ok(ReadPage {
+                    guard,
+                    _pin: Some(pin),
+                });
             }
         }
+    }
+
+    /// The hit path of [`Pool::read`]: the latch is tried under the shard's read lock (never
+    /// waited for there: a writer holding it may be waiting for this shard's write lock), so
+    /// no pin count changes hands between cores on a hit; `None` sends the caller to the
+    /// pinned path.
+    #[inline]
+    fn read_hit(&self, pid: u64) -> Option<ReadPage<'_>> {
+        let t = self.shard(pid).read();
+        let idx = *t.get(&pid)?;
+        let guard = self.frames[idx as usize].latch.try_read()?;
+        drop(t);
+        if guard.as_ref().is_none_or(|p| p.id != pid) {
+            return None;
+        }
+        self.trace.record(pid);
+        self.counters.hits.add(0, 1);
+        if self.needs_promotion(idx) {
+            // Latched, the frame cannot be taken for another page, and it is in the lists
+            // (an evictor unlinks a victim only while it holds the pool mutex).
+            let mut inner = self.inner.lock();
+            self.promote(&mut inner, idx);
+        }
+        latch_order::acquired();
+        Some(ReadPage { guard, _pin: None })
     }
 
     /// Latches `pid` for writing.

@@ -162,7 +162,7 @@ impl Db {
     pub fn stats(&self) -> DbStats {
         let i = &self.inner;
         let pc = &i.pool.counters;
-        let hits = pc.hits.load(Ordering::Relaxed);
+        let hits = pc.hits.sum(0);
         let misses = pc.misses.load(Ordering::Relaxed);
         let commits = i.wal.counters.commits.load(Ordering::Relaxed);
         let syncs = i.wal.counters.syncs.load(Ordering::Relaxed);

@@ -63,14 +63,15 @@ impl Txn {
     pub(super) fn get_inner(&self, table: &str, key: &[u8]) -> Result<Option<Vec<u8>>> {
         Self::check_key(key)?;
         let t = self.db.table(table)?;
-        let wk = (t.id, key.to_vec());
-        if let Some(v) = self.writes.get(&wk) {
-            return Ok(v.clone());
+        if !self.writes.is_empty() {
+            if let Some(v) = self.writes.get(&(t.id, key.to_vec())) {
+                return Ok(v.clone());
+            }
         }
         let pool = &self.db.inner.pool;
         let tree = btree::get(pool, t.root, key)
             .and_then(|v| v.map(|v| btree::into_value(pool, v)).transpose());
-        match self.db.inner.mvcc.read(&wk, self.snapshot) {
+        match self.db.inner.mvcc.read(t.id, key, self.snapshot) {
             Resolved::Value(v) => Ok(v.map(|b| b.to_vec())),
             Resolved::Tree => {
                 self.db.still_live(table, t)?;
