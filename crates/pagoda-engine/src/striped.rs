@@ -3,6 +3,7 @@
 //! adding never bounce one line between them. Readers sum the stripes.
 
 use crossbeam::utils::CachePadded;
+use parking_lot::{RwLock, RwLockReadGuard};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 /// Stripes: more than the cores a machine running pagoda usually gives one process' hot
@@ -60,6 +61,37 @@ impl<const N: usize> Striped<N> {
     }
 }
 
+/// A value read by every operation and changed rarely (the catalog): one copy per stripe, so
+/// that readers on different cores take different locks; a change is made to every copy.
+#[derive(Debug)]
+pub(crate) struct ReadMostly<T> {
+    stripes: Box<[CachePadded<RwLock<T>>]>,
+}
+
+impl<T: Clone> ReadMostly<T> {
+    pub(crate) fn new(t: T) -> Self {
+        Self {
+            stripes: (0..STRIPES)
+                .map(|_| CachePadded::new(RwLock::new(t.clone())))
+                .collect(),
+        }
+    }
+
+    /// This thread's copy.
+    #[inline]
+    pub(crate) fn read(&self) -> RwLockReadGuard<'_, T> {
+        self.stripes[stripe()].read()
+    }
+
+    /// Changes every copy with `f` (stripe by stripe: a reader elsewhere may see the change a
+    /// moment before or after this thread does, never half of it).
+    pub(crate) fn update(&self, mut f: impl FnMut(&mut T)) {
+        for s in self.stripes.iter() {
+            f(&mut s.write());
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -86,5 +118,18 @@ mod tests {
         assert_eq!(c.sum(1), (0..20).sum::<u64>() * 1000);
         c.reset();
         assert_eq!((c.sum(0), c.sum(1)), (0, 0));
+    }
+
+    #[test]
+    fn every_thread_reads_the_updated_value() {
+        let v = Arc::new(ReadMostly::new(vec![1]));
+        v.update(|x| x.push(2));
+        let seen: Vec<Vec<i32>> = (0..STRIPES + 3)
+            .map(|_| {
+                let v = v.clone();
+                std::thread::spawn(move || v.read().clone()).join().unwrap()
+            })
+            .collect();
+        assert!(seen.iter().all(|x| x == &vec![1, 2]), "{seen:?}");
     }
 }

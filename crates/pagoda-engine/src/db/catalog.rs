@@ -48,8 +48,8 @@ impl Db {
                 None => break,
             }
         }
-        *self.inner.catalog.write() = cat;
-        *self.inner.roots.write() = roots;
+        self.inner.catalog.update(|c| c.clone_from(&cat));
+        self.inner.roots.update(|r| r.clone_from(&roots));
         Ok(())
     }
 
@@ -109,8 +109,12 @@ impl Db {
         let durable = self.wait(end);
         if durable.is_ok() {
             // Visible once durable; the name stays reserved until then.
-            self.inner.catalog.write().insert(name.to_string(), t);
-            self.inner.roots.write().insert(t.id, t.root);
+            self.inner.catalog.update(|c| {
+                c.insert(name.to_string(), t);
+            });
+            self.inner.roots.update(|r| {
+                r.insert(t.id, t.root);
+            });
         }
         self.inner.creating.lock().remove(name);
         durable
@@ -145,8 +149,12 @@ impl Db {
             Err(e) => return Err(self.undo(e)),
         };
         self.wait(end)?;
-        self.inner.catalog.write().remove(name);
-        self.inner.roots.write().remove(&t.id);
+        self.inner.catalog.update(|c| {
+            c.remove(name);
+        });
+        self.inner.roots.update(|r| {
+            r.remove(&t.id);
+        });
         drop(cs);
         Ok(())
     }

@@ -115,6 +115,10 @@ impl Txn {
     /// [`Txn::commit_pipelined`]).
     pub fn commit(self) -> Result<CommitInfo> {
         match self.db.inner.opts.commit {
+            // Nothing to commit (a reader): no phase to time either.
+            _ if self.writes.is_empty() && self.aborted.is_none() => {
+                self.finish(None).and_then(|t| t.wait())
+            }
             CommitMode::Sync | CommitMode::Lazy => {
                 let t0 = Instant::now();
                 let db = self.db.clone();

@@ -29,6 +29,7 @@ use crate::settings;
 use crate::stream::Stream;
 use crate::wal::{self, Wal};
 use bootstrap::{create, read_sb};
+use crate::striped::ReadMostly;
 use catalog::TableInfo;
 use commit::CommitState;
 use pagoda_device::{DeviceRef, WriteHints};
@@ -47,11 +48,11 @@ struct Inner {
     wal: Arc<Wal>,
     mvcc: Mvcc,
     commit: Mutex<CommitState>,
-    catalog: RwLock<HashMap<String, TableInfo>>,
+    catalog: ReadMostly<HashMap<String, TableInfo>>,
     /// Tables whose creation is logged but not yet durable (and so not yet in `catalog`):
     /// a second create of the same name must fail, not race it.
     creating: Mutex<BTreeSet<String>>,
-    roots: RwLock<HashMap<u32, u64>>,
+    roots: ReadMostly<HashMap<u32, u64>>,
     sb: Mutex<Superblock>,
     meta_page: u64,
     /// The first cause of failure; sticky.
@@ -273,9 +274,9 @@ impl Db {
             wal,
             mvcc: Mvcc::new(next_cts - 1),
             commit: Mutex::new(CommitState { next_cts }),
-            catalog: RwLock::new(HashMap::new()),
+            catalog: ReadMostly::new(HashMap::new()),
             creating: Mutex::new(BTreeSet::new()),
-            roots: RwLock::new(HashMap::new()),
+            roots: ReadMostly::new(HashMap::new()),
             sb: Mutex::new(sb),
             meta_page,
             failed: Mutex::new(None),
