@@ -14,7 +14,7 @@
 
 use crate::buffer::{LeafUndo, Pool, WritePage};
 use crate::error::{Error, Result};
-use crate::format::{internal_entry_len, leaf_entry_len, Node, Val, PAGE_HEADER};
+use crate::format::{internal_entry_len, leaf_entry_len, Key, Node, Val, PAGE_HEADER};
 use std::collections::BTreeSet;
 use std::ops::Bound;
 
@@ -35,7 +35,7 @@ pub fn inline_max(page_size: usize) -> usize {
     (page_size / 4).min((payload_max(page_size) - 4) / 2 - (2 + MAX_KEY_LEN + 5))
 }
 
-fn child_index(keys: &[Vec<u8>], key: &[u8]) -> usize {
+fn child_index(keys: &[Key], key: &[u8]) -> usize {
     keys.partition_point(|s| key_cmp(s, key).is_le())
 }
 
@@ -159,10 +159,10 @@ pub fn batch(pool: &Pool, root: u64, cursor: &Bound<Vec<u8>>, reverse: bool) -> 
                 };
                 if reverse {
                     if i > 0 {
-                        fence = Some(keys[i - 1].clone());
+                        fence = Some(keys[i - 1].to_vec());
                     }
                 } else if i < keys.len() {
-                    fence = Some(keys[i].clone());
+                    fence = Some(keys[i].to_vec());
                 }
                 children[i]
             }
@@ -171,12 +171,12 @@ pub fn batch(pool: &Pool, root: u64, cursor: &Bound<Vec<u8>>, reverse: bool) -> 
                     .iter()
                     .filter(|(k, _)| match (cursor, reverse) {
                         (Bound::Unbounded, _) => true,
-                        (Bound::Included(c), false) => k >= c,
-                        (Bound::Excluded(c), false) => k > c,
-                        (Bound::Included(c), true) => k <= c,
-                        (Bound::Excluded(c), true) => k < c,
+                        (Bound::Included(c), false) => k.as_slice() >= c.as_slice(),
+                        (Bound::Excluded(c), false) => k.as_slice() > c.as_slice(),
+                        (Bound::Included(c), true) => k.as_slice() <= c.as_slice(),
+                        (Bound::Excluded(c), true) => k.as_slice() < c.as_slice(),
                     })
-                    .cloned()
+                    .map(|(k, v)| (k.to_vec(), v.clone()))
                     .collect();
                 return Ok(Batch { entries, fence });
             }
@@ -348,7 +348,7 @@ impl<'a> Apply<'a> {
                 let old = match pos {
                     Ok(i) => Some(std::mem::replace(&mut es[i].1, val)),
                     Err(i) => {
-                        es.insert(i, (key.to_vec(), val));
+                        es.insert(i, (Key::from_slice(key), val));
                         None
                     }
                 };
@@ -373,7 +373,7 @@ impl<'a> Apply<'a> {
         let old = match es.binary_search_by(|(k, _)| key_cmp(k, key)) {
             Ok(i) => Some(std::mem::replace(&mut es[i].1, val)),
             Err(i) => {
-                es.insert(i, (key.to_vec(), val));
+                es.insert(i, (Key::from_slice(key), val));
                 None
             }
         };
@@ -636,7 +636,7 @@ impl<'a> Apply<'a> {
 const PLACEHOLDER: u64 = 1 << 62;
 
 /// A separator to insert into an internal node in place: (level, index, key, new child).
-type SepInPlace = (usize, usize, Vec<u8>, u64);
+type SepInPlace = (usize, usize, Key, u64);
 
 /// What [`split_path`] did: the new pages, the highest level changed, a separator for in place.
 type Split = (Vec<(u64, Node)>, usize, Option<SepInPlace>);
@@ -701,7 +701,7 @@ fn split_path<'p>(
 
 /// Splits an over-full node in two halves of about equal size; returns the separator and the
 /// right half (the node keeps the left half).
-fn split_node(node: &mut Node) -> (Vec<u8>, Node) {
+fn split_node(node: &mut Node) -> (Key, Node) {
     match node {
         Node::Leaf(es) => {
             let sizes: Vec<usize> = es.iter().map(|(k, v)| leaf_entry_len(k, v)).collect();
@@ -723,7 +723,7 @@ fn split_node(node: &mut Node) -> (Vec<u8>, Node) {
                 },
             )
         }
-        _ => (Vec::new(), Node::Leaf(Vec::new())),
+        _ => (Key::new(), Node::Leaf(Vec::new())),
     }
 }
 

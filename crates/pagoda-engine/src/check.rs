@@ -6,7 +6,7 @@
 
 use crate::buffer::Pool;
 use crate::error::{Error, Result};
-use crate::format::{Node, Val};
+use crate::format::{Key, Node, Val};
 use std::collections::HashSet;
 
 /// What [`crate::Db::check`] walked.
@@ -136,7 +136,7 @@ impl Checker<'_> {
                     } else {
                         Some(keys[i - 1].as_slice())
                     };
-                    let chi = keys.get(i).map(Vec::as_slice).or(hi);
+                    let chi = keys.get(i).map(Key::as_slice).or(hi);
                     self.node(child, depth + 1, clo, chi, leaf_depth)?;
                 }
             }

@@ -94,17 +94,21 @@ pub struct Meta {
     pub free_trunk: u64,
 }
 
+/// A key in a decoded node: up to 24 bytes inline, so that a binary search over a node's
+/// entries reads their keys where the entries are instead of following a pointer per key.
+pub type Key = smallvec::SmallVec<[u8; 24]>;
+
 /// A decoded node.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Node {
     /// Allocation state.
     Meta(Meta),
     /// Sorted `(key, value)` entries.
-    Leaf(Vec<(Vec<u8>, Val)>),
+    Leaf(Vec<(Key, Val)>),
     /// `keys.len() + 1` children; a key `k` goes to child `#{keys <= k}`.
     Internal {
         /// Separators.
-        keys: Vec<Vec<u8>>,
+        keys: Vec<Key>,
         /// Child page ids.
         children: Vec<u64>,
     },
@@ -400,7 +404,7 @@ pub fn decode_node(kind: u8, payload: &[u8]) -> Option<Node> {
             let mut es = Vec::with_capacity(n.min(r.remaining() / 7));
             for _ in 0..n {
                 let kl = r.u16()? as usize;
-                let k = r.bytes(kl)?.to_vec();
+                let k = Key::from_slice(r.bytes(kl)?);
                 let v = read_val(&mut r)?;
                 es.push((k, v));
             }
@@ -412,7 +416,7 @@ pub fn decode_node(kind: u8, payload: &[u8]) -> Option<Node> {
             let mut children = vec![r.u64()?];
             for _ in 0..n {
                 let kl = r.u16()? as usize;
-                keys.push(r.bytes(kl)?.to_vec());
+                keys.push(Key::from_slice(r.bytes(kl)?));
                 children.push(r.u64()?);
             }
             Node::Internal { keys, children }

@@ -9,9 +9,9 @@ fn page_roundtrip_and_crc() {
         id: 7,
         lsn: 99,
         node: Node::Leaf(vec![
-            (b"a".to_vec(), Val::Inline(b"x".to_vec())),
+            (Key::from_slice(b"a"), Val::Inline(b"x".to_vec())),
             (
-                b"b".to_vec(),
+                Key::from_slice(b"b"),
                 Val::Overflow {
                     first: 3,
                     len: 100000,
@@ -49,7 +49,7 @@ fn record_roundtrip() {
         images: vec![(
             9,
             Node::Internal {
-                keys: vec![b"m".to_vec()],
+                keys: vec![Key::from_slice(b"m")],
                 children: vec![1, 2],
             },
         )],
@@ -143,13 +143,17 @@ mod prop {
                         free_trunk,
                     }
                 )),
-            vec((vec(any::<u8>(), 0..20), val()), 0..20).prop_map(Node::Leaf),
+            // Keys up to 40 bytes: inline (up to 24) and spilled ones.
+            vec((vec(any::<u8>(), 0..40), val()), 0..12).prop_map(|es| Node::Leaf(
+                es.into_iter().map(|(k, v)| (Key::from_vec(k), v)).collect()
+            )),
             (
                 any::<u64>(),
-                vec((vec(any::<u8>(), 0..20), any::<u64>()), 0..20)
+                vec((vec(any::<u8>(), 0..40), any::<u64>()), 0..20)
             )
                 .prop_map(|(first, es)| {
-                    let (keys, rest): (Vec<_>, Vec<_>) = es.into_iter().unzip();
+                    let (keys, rest): (Vec<_>, Vec<_>) =
+                        es.into_iter().map(|(k, c)| (Key::from_vec(k), c)).unzip();
                     let mut children = vec![first];
                     children.extend(rest);
                     Node::Internal { keys, children }
