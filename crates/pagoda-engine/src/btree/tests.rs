@@ -211,3 +211,59 @@ proptest::proptest! {
         proptest::prop_assert_eq!(super::key_cmp(&a, &a), std::cmp::Ordering::Equal);
     }
 }
+
+/// A hit through this thread's hint must find the page's current copy: after the page was
+/// evicted, its old frame reused for other pages and the page changed in a new frame, the hint
+/// (the old frame) is refused and the page table answers.
+#[test]
+fn a_stale_hint_is_refused() {
+    let (pool, _data) = setup(TornMode::Atomic);
+    let mut p = 0;
+    commit(&pool, 100, |ap| {
+        p = ap
+            .alloc(Node::Overflow {
+                next: 0,
+                data: vec![1; 100],
+            })
+            .unwrap();
+    });
+    pool.flush_dirty(None).unwrap();
+    drop(pool.read(p).unwrap()); // remembers the frame
+    drop(pool.read(p).unwrap()); // a hit through the hint
+    let evict_all = |first_lsn: u64| {
+        for round in 0..8u64 {
+            commit(&pool, first_lsn + round, |ap| {
+                for _ in 0..10 {
+                    ap.alloc(Node::Overflow {
+                        next: 0,
+                        data: vec![9; 10],
+                    })
+                    .unwrap();
+                }
+            });
+            pool.flush_dirty(None).unwrap();
+        }
+    };
+    evict_all(200);
+    assert!(!pool.is_resident(p));
+    commit(&pool, 300, |ap| {
+        let mut w = ap.pool.write(p).unwrap();
+        w.node = Node::Overflow {
+            next: 0,
+            data: vec![2; 100],
+        };
+        ap.mark(&mut w, true);
+    });
+    pool.flush_dirty(None).unwrap();
+    evict_all(400);
+    for _ in 0..2 {
+        let node = pool.read(p).unwrap().node.clone();
+        assert_eq!(
+            node,
+            Node::Overflow {
+                next: 0,
+                data: vec![2; 100],
+            }
+        );
+    }
+}

@@ -66,6 +66,9 @@ impl Pool {
                 return;
             };
             t.remove(&old);
+            self.frames[i as usize]
+                .mapped
+                .store(u64::MAX, Ordering::Release);
             drop(t);
             *guard = None;
             inner.ids[i as usize] = u64::MAX;

@@ -1,5 +1,6 @@
-//! The buffer pool (seed 004): frames and the page table here; the hot/cold LRU in [`lru`],
-//! the page cleaner in [`cleaner`], torn-write protection (seed 003) in [`torn`].
+//! The buffer pool (seed 004): frames and the page table here; latching pages in [`access`]
+//! (with per-thread [`hint`]s), the hot/cold LRU in [`lru`], the page cleaner in [`cleaner`],
+//! torn-write protection (seed 003) in [`torn`].
 //!
 //! The pool: a fixed number of frames, a page table, an LRU list split into a
 //! hot (young) and a cold (old) zone with midpoint insertion, and a page cleaner that writes
@@ -28,9 +29,11 @@ use std::ops::{Deref, DerefMut};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
+mod access;
 mod cleaner;
 mod evict;
 pub(crate) mod flash;
+mod hint;
 mod lru;
 mod torn;
 mod trace;
@@ -62,6 +65,9 @@ struct Frame {
     latch: Arc<RwLock<Option<Page>>>,
     pin: AtomicU32,
     state: Mutex<FState>,
+    /// The page the page table maps to this frame (`u64::MAX`: none); changed only under that
+    /// page's shard write lock. A hit found by a [`hint`] is valid only while this names it.
+    mapped: AtomicU64,
 }
 
 #[derive(Debug)]
@@ -294,6 +300,7 @@ impl Pool {
                     version: 0,
                     rec_lsn: UNSET,
                 }),
+                mapped: AtomicU64::new(u64::MAX),
             })
             .collect()
     }
@@ -445,6 +452,7 @@ impl Pool {
                     continue;
                 }
                 t.remove(&old);
+                frame.mapped.store(u64::MAX, Ordering::Release);
             }
             let Some(mut guard) = frame.latch.try_write_arc() else {
                 // Someone still holds the latch (should not happen for an unpinned frame):
@@ -470,7 +478,11 @@ impl Pool {
             self.young_at[idx as usize].store(UNSET, Ordering::Relaxed);
             inner.lru.insert_mid(idx);
             frame.pin.fetch_add(1, Ordering::Acquire);
-            self.shard(pid).write().insert(pid, idx);
+            {
+                let mut t = self.shard(pid).write();
+                t.insert(pid, idx);
+                frame.mapped.store(pid, Ordering::Release);
+            }
             drop(inner);
             if let (Some(fc), Some((page, staged_at))) = (&self.flash, evicted) {
                 let mut bytes = Vec::with_capacity(self.page_size);
@@ -520,6 +532,9 @@ impl Pool {
                     let mut t = self.shard(pid).write();
                     if t.get(&pid) == Some(&idx) {
                         t.remove(&pid);
+                        self.frames[idx as usize]
+                            .mapped
+                            .store(u64::MAX, Ordering::Release);
                         drop(t);
                         inner.ids[idx as usize] = u64::MAX;
                         inner.lru.unlink(idx);
@@ -576,109 +591,6 @@ impl Pool {
         });
         let now = self.counters.evictions.load(Ordering::Relaxed);
         self.young_at[idx as usize].store(now, Ordering::Relaxed);
-    }
-
-    /// Latches `pid` for reading.
-    pub fn read(&self, pid: u64) -> Result<ReadPage<'_>> {
-        if let Some(page) = self.read_hit(pid) {
-            return Ok(page);
-        }
-        loop {
-            let pin = self.pin(pid, None)?;
-            let guard = self.frames[pin.idx as usize].latch.read();
-            if guard.as_ref().is_some_and(|p| p.id == pid) {
-                latch_order::acquired();
-                return Ok(ReadPage {
-                    guard,
-                    _pin: Some(pin),
-                });
-            }
-        }
-    }
-
-    /// The hit path of [`Pool::read`]: the latch is tried under the shard's read lock (never
-    /// waited for there: a writer holding it may be waiting for this shard's write lock), so
-    /// no pin count changes hands between cores on a hit; `None` sends the caller to the
-    /// pinned path.
-    #[inline]
-    fn read_hit(&self, pid: u64) -> Option<ReadPage<'_>> {
-        let t = self.shard(pid).read();
-        let idx = *t.get(&pid)?;
-        let guard = self.frames[idx as usize].latch.try_read()?;
-        drop(t);
-        if guard.as_ref().is_none_or(|p| p.id != pid) {
-            return None;
-        }
-        self.trace.record(pid);
-        self.counters.hits.add(0, 1);
-        if self.needs_promotion(idx) {
-            // Latched, the frame cannot be taken for another page, and it is in the lists
-            // (an evictor unlinks a victim only while it holds the pool mutex).
-            let mut inner = self.inner.lock();
-            self.promote(&mut inner, idx);
-        }
-        latch_order::acquired();
-        Some(ReadPage { guard, _pin: None })
-    }
-
-    /// Latches `pid` for writing.
-    pub fn write(&self, pid: u64) -> Result<WritePage<'_>> {
-        loop {
-            let pin = self.pin(pid, None)?;
-            let guard = self.frames[pin.idx as usize].latch.write_arc();
-            if guard.as_ref().is_some_and(|p| p.id == pid) {
-                if self.journaling.load(Ordering::Acquire) {
-                    self.note_before(pid, pin.idx, guard.as_ref());
-                }
-                latch_order::acquired();
-                return Ok(WritePage { guard, pin });
-            }
-        }
-    }
-
-    /// Latches `pid` for writing without copying it into the undo journal: the caller changes
-    /// one leaf entry in place and records how to take that back ([`Pool::note_leaf_undo`])
-    /// before it does.
-    pub fn write_in_place(&self, pid: u64) -> Result<WritePage<'_>> {
-        loop {
-            let pin = self.pin(pid, None)?;
-            let guard = self.frames[pin.idx as usize].latch.write_arc();
-            if guard.as_ref().is_some_and(|p| p.id == pid) {
-                latch_order::acquired();
-                return Ok(WritePage { guard, pin });
-            }
-        }
-    }
-
-    /// Installs a page without reading the device (new pages, recovery images); returns it
-    /// latched for writing. The caller marks it modified.
-    pub fn install(&self, page: Page) -> Result<WritePage<'_>> {
-        let pid = page.id;
-        if pid >= self.capacity_pages {
-            return Err(Error::Full {
-                page: pid,
-                capacity_pages: self.capacity_pages,
-            });
-        }
-        let mut slot = Some(page);
-        loop {
-            let pin = self.pin(pid, Some(&mut slot))?;
-            let mut guard = self.frames[pin.idx as usize].latch.write_arc();
-            let journaling = self.journaling.load(Ordering::Acquire);
-            if let Some(p) = slot.take() {
-                // The page was resident: replace its contents.
-                if journaling && guard.as_ref().is_some_and(|g| g.id == pid) {
-                    self.note_before(pid, pin.idx, guard.as_ref());
-                }
-                *guard = Some(p);
-            } else if journaling {
-                self.note_before(pid, pin.idx, None);
-            }
-            if guard.as_ref().is_some_and(|p| p.id == pid) {
-                latch_order::acquired();
-                return Ok(WritePage { guard, pin });
-            }
-        }
     }
 
     /// Stamps the pages a commit modified with its LSN and makes them writable.
