@@ -278,3 +278,27 @@ fn concurrent_creates_of_one_table_let_exactly_one_succeed() {
         );
     }
 }
+
+/// The log is opened with O_DIRECT where the file system allows it; tmpfs does not, and a
+/// database there still opens (the log falls back to the page cache), commits and recovers.
+#[test]
+fn a_database_on_tmpfs_opens_with_a_buffered_log() {
+    let shm = std::path::Path::new("/dev/shm");
+    if !shm.is_dir() {
+        eprintln!("skipped: no /dev/shm");
+        return;
+    }
+    let dir = tempfile::tempdir_in(shm).unwrap();
+    let db = Db::open(DbOptions::in_dir(dir.path()).buffer_bytes(4 << 20)).unwrap();
+    db.create_table("t").unwrap();
+    let mut tx = db.begin().unwrap();
+    tx.put("t", b"k", b"v").unwrap();
+    tx.commit().unwrap();
+    db.abandon();
+    let db = Db::open(DbOptions::in_dir(dir.path()).buffer_bytes(4 << 20)).unwrap();
+    assert_eq!(
+        db.begin_read().unwrap().get("t", b"k").unwrap().as_deref(),
+        Some(&b"v"[..])
+    );
+    db.close().unwrap();
+}

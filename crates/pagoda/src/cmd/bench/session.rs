@@ -360,7 +360,8 @@ fn total_memory_bytes() -> Option<u64> {
 /// Opens the log device. A new `file:` log without a capacity is written out with zeros first
 /// (as `DbOptions::in_dir` does): appending to a sparse file allocates blocks, and every
 /// fdatasync then commits file-system metadata too (on this machine's ext4 that halved
-/// single-thread durable commits). An existing file keeps its size.
+/// single-thread durable commits). An existing file keeps its size. Without a `direct` key the
+/// log is opened with O_DIRECT where the file system allows it.
 fn open_log(spec: &DeviceSpec) -> CliResult<pagoda_device::DeviceRef> {
     let DeviceKind::File(path) = &spec.kind else {
         return Ok(spec.open()?);
@@ -376,7 +377,16 @@ fn open_log(spec: &DeviceSpec) -> CliResult<pagoda_device::DeviceRef> {
             bytes
         }
     };
-    Ok(spec.clone().with("capacity", bytes / 4096 * 4096).open()?)
+    let spec = spec.clone().with("capacity", bytes / 4096 * 4096);
+    if spec.options.iter().any(|(k, _)| k == "direct") {
+        return Ok(spec.open()?);
+    }
+    // As `DbOptions::in_dir` does: O_DIRECT where the file system allows it (not tmpfs).
+    Ok(spec
+        .clone()
+        .with("direct", 1)
+        .open()
+        .or_else(|_| spec.open())?)
 }
 
 fn is_block_device(path: &Path) -> bool {
