@@ -22,8 +22,9 @@ fn open(d: &DeviceRef, l: &DeviceRef) -> Db {
     .unwrap()
 }
 
-#[test]
-fn a_drop_is_visible_only_once_durable() {
+/// A database on RAM devices whose log syncs can be held or failed, with a table "t"; also
+/// its data and log devices, to reopen it.
+fn gated_with_table() -> (Db, Arc<GatedSync>, DeviceRef, DeviceRef) {
     let d: DeviceRef = Arc::new(MemDevice::with_capacity(64 << 20).unwrap());
     let gate = Arc::new(GatedSync::new(Arc::new(
         MemDevice::with_capacity(8 << 20).unwrap(),
@@ -31,19 +32,31 @@ fn a_drop_is_visible_only_once_durable() {
     let l: DeviceRef = gate.clone();
     let db = open(&d, &l);
     db.create_table("t").unwrap();
-    let mut tx = db.begin().unwrap();
-    tx.put("t", b"row", b"kept").unwrap();
-    tx.commit().unwrap();
+    (db, gate, d, l)
+}
 
+/// Drops "t" on another thread with the log's syncs held: the drop is logged, not durable.
+fn drop_held(db: &Db, gate: &GatedSync) -> std::thread::JoinHandle<Result<(), Error>> {
     gate.held.store(true, Ordering::Release);
     let dropper = {
         let db = db.clone();
         std::thread::spawn(move || db.drop_table("t"))
     };
     std::thread::sleep(Duration::from_millis(100));
+    assert!(!dropper.is_finished(), "the drop returned before its sync");
+    dropper
+}
+
+#[test]
+fn a_drop_is_visible_only_once_durable() {
+    let (db, gate, d, l) = gated_with_table();
+    let mut tx = db.begin().unwrap();
+    tx.put("t", b"row", b"kept").unwrap();
+    tx.commit().unwrap();
+
     // The drop is logged but not durable: a crash now would keep the table, so nobody may
     // see it gone yet.
-    assert!(!dropper.is_finished(), "the drop returned before its sync");
+    let dropper = drop_held(&db, &gate);
     assert_eq!(db.list_tables(), vec!["t".to_string()]);
     assert_eq!(
         db.begin_read()
@@ -140,13 +153,7 @@ fn a_scan_of_a_dropped_table_never_returns_rows_of_the_table_that_reused_its_pag
 /// twice" in a commit after a power cut.)
 #[test]
 fn a_commit_queued_behind_a_failed_drop_applies_nothing() {
-    let d: DeviceRef = Arc::new(MemDevice::with_capacity(64 << 20).unwrap());
-    let gate = Arc::new(GatedSync::new(Arc::new(
-        MemDevice::with_capacity(8 << 20).unwrap(),
-    )));
-    let l: DeviceRef = gate.clone();
-    let db = open(&d, &l);
-    db.create_table("t").unwrap();
+    let (db, gate, _, _) = gated_with_table();
     // An overflow value (longer than a quarter of a 4 KiB page): its pages are freed by the
     // drop and again by an overwrite.
     let big = vec![b'v'; 3000];
@@ -154,13 +161,7 @@ fn a_commit_queued_behind_a_failed_drop_applies_nothing() {
     tx.put("t", b"row", &big).unwrap();
     tx.commit().unwrap();
 
-    gate.held.store(true, Ordering::Release);
-    let dropper = {
-        let db = db.clone();
-        std::thread::spawn(move || db.drop_table("t"))
-    };
-    std::thread::sleep(Duration::from_millis(100));
-    assert!(!dropper.is_finished(), "the drop returned before its sync");
+    let dropper = drop_held(&db, &gate);
     // The table is still visible, so this transaction writes it; its commit then waits for the
     // commit lock the drop holds through its sync.
     // An inline value: the overwrite allocates nothing, so it reaches the freed leaf and

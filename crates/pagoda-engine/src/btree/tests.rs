@@ -149,6 +149,38 @@ fn merge_keeps_the_absorbed_sibling_unwritable_until_stamped() {
     }
 }
 
+/// A new page of 100 bytes `fill`, committed with LSN 100 and written.
+fn written_page(pool: &Pool, fill: u8) -> u64 {
+    let mut p = 0;
+    commit(pool, 100, |ap| {
+        p = ap
+            .alloc(Node::Overflow {
+                next: 0,
+                data: vec![fill; 100],
+            })
+            .unwrap();
+    });
+    pool.flush_dirty(None).unwrap();
+    p
+}
+
+/// Writes more new pages than the pool has frames (commits from `first_lsn` on), so that
+/// every page resident before is evicted.
+fn evict_all(pool: &Pool, first_lsn: u64) {
+    for round in 0..8u64 {
+        commit(pool, first_lsn + round, |ap| {
+            for _ in 0..10 {
+                ap.alloc(Node::Overflow {
+                    next: 0,
+                    data: vec![9; 10],
+                })
+                .unwrap();
+            }
+        });
+        pool.flush_dirty(None).unwrap();
+    }
+}
+
 /// Regression (found by reading the undo journal): a commit that replaces the node of a page
 /// that was not resident (a freed page becoming a free-list trunk, the head trunk allocated)
 /// and then fails must leave that page reading as its durable copy. Before the fix the
@@ -157,29 +189,9 @@ fn merge_keeps_the_absorbed_sibling_unwritable_until_stamped() {
 #[test]
 fn a_rollback_gives_a_page_that_was_not_resident_its_durable_copy_back() {
     let (pool, _data) = setup(TornMode::Atomic);
-    let mut p = 0;
-    commit(&pool, 100, |ap| {
-        p = ap
-            .alloc(Node::Overflow {
-                next: 0,
-                data: vec![7; 100],
-            })
-            .unwrap();
-    });
-    pool.flush_dirty(None).unwrap();
+    let p = written_page(&pool, 7);
     // More written pages than the pool has frames: `p` is evicted.
-    for round in 0..8u64 {
-        commit(&pool, 200 + round, |ap| {
-            for _ in 0..10 {
-                ap.alloc(Node::Overflow {
-                    next: 0,
-                    data: vec![1; 10],
-                })
-                .unwrap();
-            }
-        });
-        pool.flush_dirty(None).unwrap();
-    }
+    evict_all(&pool, 200);
     assert!(!pool.is_resident(p), "page {p} is still in the pool");
     pool.begin_undo();
     pool.install(Page {
@@ -218,33 +230,10 @@ proptest::proptest! {
 #[test]
 fn a_stale_hint_is_refused() {
     let (pool, _data) = setup(TornMode::Atomic);
-    let mut p = 0;
-    commit(&pool, 100, |ap| {
-        p = ap
-            .alloc(Node::Overflow {
-                next: 0,
-                data: vec![1; 100],
-            })
-            .unwrap();
-    });
-    pool.flush_dirty(None).unwrap();
+    let p = written_page(&pool, 1);
     drop(pool.read(p).unwrap()); // remembers the frame
     drop(pool.read(p).unwrap()); // a hit through the hint
-    let evict_all = |first_lsn: u64| {
-        for round in 0..8u64 {
-            commit(&pool, first_lsn + round, |ap| {
-                for _ in 0..10 {
-                    ap.alloc(Node::Overflow {
-                        next: 0,
-                        data: vec![9; 10],
-                    })
-                    .unwrap();
-                }
-            });
-            pool.flush_dirty(None).unwrap();
-        }
-    };
-    evict_all(200);
+    evict_all(&pool, 200);
     assert!(!pool.is_resident(p));
     commit(&pool, 300, |ap| {
         let mut w = ap.pool.write(p).unwrap();
@@ -255,7 +244,7 @@ fn a_stale_hint_is_refused() {
         ap.mark(&mut w, true);
     });
     pool.flush_dirty(None).unwrap();
-    evict_all(400);
+    evict_all(&pool, 400);
     for _ in 0..2 {
         let node = pool.read(p).unwrap().node.clone();
         assert_eq!(
