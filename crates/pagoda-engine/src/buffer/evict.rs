@@ -5,8 +5,8 @@ use super::{Inner, Pool, UNSET};
 use std::sync::atomic::Ordering;
 
 impl Pool {
-    /// Whether a frame may be evicted: checked again under its shard's write lock, where no
-    /// pin can arrive (a page can only be changed by a pin holder).
+    /// Whether a frame may be evicted (unpinned, unlatched, clean): checked again under its
+    /// shard's write lock, where no pin or page-table hit can arrive.
     pub(super) fn evictable(&self, idx: u32) -> bool {
         let f = &self.frames[idx as usize];
         f.pin.load(Ordering::Acquire) == 0 && !f.latch.is_locked() && !f.state.lock().dirty

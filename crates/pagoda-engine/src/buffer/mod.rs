@@ -104,8 +104,8 @@ pub struct Pool {
     frames: Vec<Frame>,
     /// The page table, sharded by page id: a hit takes one shard's read lock and no global
     /// lock. Mappings change only under `inner` (so a miss re-checks there), and a frame is
-    /// pinned while its shard is read-locked, so an evictor that holds the shard's write lock
-    /// sees every pin.
+    /// pinned or latched while its shard is read-locked, so an evictor that holds the shard's
+    /// write lock sees every user of the frame.
     shards: Vec<RwLock<HashMap<u64, u32>>>,
     /// Per frame: the eviction count when it last moved to the young head (`UNSET` when not
     /// young); a hit on a recently promoted page changes no list.
@@ -444,7 +444,8 @@ impl Pool {
             let frame = &self.frames[idx as usize];
             let old = inner.ids[idx as usize];
             if old != u64::MAX {
-                // Unmap under the shard's write lock: no pin can arrive after this check.
+                // Unmap under the shard's write lock: no pin or page-table hit can arrive after
+                // this check (a hint's hit is refused once `mapped` no longer names the page).
                 let mut t = self.shard(old).write();
                 if !self.evictable(idx) {
                     drop(t);
