@@ -211,6 +211,16 @@ fn sabotage_skip_checkpoint_flush_is_caught() {
 }
 
 #[test]
+fn sabotage_drop_ops_of_imaged_records_is_caught() {
+    sabotaged(
+        Sabotage::DropOpsOfImagedRecords,
+        TornMode::Doublewrite,
+        CommitMode::Sync,
+        200,
+    );
+}
+
+#[test]
 fn sabotage_non_atomic_pages_is_caught() {
     sabotaged(
         Sabotage::NonAtomicPages,

@@ -18,8 +18,11 @@ use crate::format::{internal_entry_len, leaf_entry_len, Key, Node, Val, PAGE_HEA
 use std::collections::BTreeSet;
 use std::ops::Bound;
 
+mod split;
 #[cfg(test)]
 mod tests;
+
+use split::split_path;
 
 /// Longest key in bytes.
 pub const MAX_KEY_LEN: usize = 1024;
@@ -370,9 +373,11 @@ impl<'a> Apply<'a> {
         let Node::Leaf(es) = &mut leaf_node else {
             return Err(corrupt_kind(leaf, "leaf"));
         };
+        let mut appended = false;
         let old = match es.binary_search_by(|(k, _)| key_cmp(k, key)) {
             Ok(i) => Some(std::mem::replace(&mut es[i].1, val)),
             Err(i) => {
+                appended = i == es.len();
                 es.insert(i, (Key::from_slice(key), val));
                 None
             }
@@ -380,11 +385,17 @@ impl<'a> Apply<'a> {
         nodes[last] = Some(leaf_node);
         // New pages get placeholder ids (counted), then the real ids once reserved.
         let mut need = 0u64;
-        let (mut new, top, sep_in_place) =
-            split_path(&mut nodes, &|level| &pages[level].node, &path, max, || {
+        let (mut new, top, sep_in_place) = split_path(
+            &mut nodes,
+            &|level| &pages[level].node,
+            &path,
+            max,
+            appended,
+            || {
                 need += 1;
                 PLACEHOLDER + need - 1
-            })?;
+            },
+        )?;
         let ids = self.reserve(need as usize)?;
         let real = |id: u64| {
             if id >= PLACEHOLDER {
@@ -438,6 +449,12 @@ impl<'a> Apply<'a> {
             self.mark(page, true);
         }
         Ok(old)
+    }
+
+    /// The leaf `key` routes to.
+    pub fn leaf_of(&self, root: u64, key: &[u8]) -> Result<u64> {
+        let path = self.leaf_path(root, key)?;
+        Ok(path[path.len() - 1].0)
     }
 
     /// The LSN of the leaf `key` routes to (redo decides with it, before a record's
@@ -634,118 +651,3 @@ impl<'a> Apply<'a> {
 
 /// Page ids handed out for new pages before they are reserved (far above any real page).
 const PLACEHOLDER: u64 = 1 << 62;
-
-/// A separator to insert into an internal node in place: (level, index, key, new child).
-type SepInPlace = (usize, usize, Key, u64);
-
-/// What [`split_path`] did: the new pages, the highest level changed, a separator for in place.
-type Split = (Vec<(u64, Node)>, usize, Option<SepInPlace>);
-
-/// Splits the over-full nodes of a root-to-leaf path bottom-up. `nodes` holds copies of the
-/// levels changed so far (the leaf at least); `orig` gives the nodes as they are in the pool.
-/// A parent that has room for the new separator is not copied: the separator is returned, to
-/// be inserted in place. A parent that must split too is copied. `next_id` names each new
-/// page. Returns the new pages, the highest level changed, and that separator, if any.
-fn split_path<'p>(
-    nodes: &mut [Option<Node>],
-    orig: &dyn Fn(usize) -> &'p Node,
-    path: &[(u64, usize)],
-    max: usize,
-    mut next_id: impl FnMut() -> u64,
-) -> Result<Split> {
-    let mut new = Vec::new();
-    let mut level = nodes.len() - 1;
-    loop {
-        let node = nodes[level].get_or_insert_with(|| orig(level).clone());
-        if node.payload_len() <= max {
-            break;
-        }
-        let (sep, right) = split_node(node);
-        if level == 0 {
-            // Root split: the root keeps its page id, its contents move to two children.
-            let left = std::mem::replace(node, Node::Leaf(Vec::new()));
-            if left.payload_len() > max || right.payload_len() > max {
-                return Err(Error::Internal(format!(
-                    "a child of root {} over-full after a root split",
-                    path[0].0
-                )));
-            }
-            let (l, r) = (next_id(), next_id());
-            *node = Node::Internal {
-                keys: vec![sep],
-                children: vec![l, r],
-            };
-            new.push((l, left));
-            new.push((r, right));
-            break;
-        }
-        let r = next_id();
-        new.push((r, right));
-        let ci = path[level - 1].1;
-        if nodes[level - 1].is_none() {
-            let parent = orig(level - 1);
-            if parent.payload_len() + internal_entry_len(&sep) <= max {
-                return Ok((new, level - 1, Some((level - 1, ci, sep, r))));
-            }
-        }
-        let parent = nodes[level - 1].get_or_insert_with(|| orig(level - 1).clone());
-        let Node::Internal { keys, children } = parent else {
-            return Err(corrupt_kind(path[level - 1].0, "internal"));
-        };
-        keys.insert(ci, sep);
-        children.insert(ci + 1, r);
-        level -= 1;
-    }
-    Ok((new, level, None))
-}
-
-/// Splits an over-full node in two halves of about equal size; returns the separator and the
-/// right half (the node keeps the left half).
-fn split_node(node: &mut Node) -> (Key, Node) {
-    match node {
-        Node::Leaf(es) => {
-            let sizes: Vec<usize> = es.iter().map(|(k, v)| leaf_entry_len(k, v)).collect();
-            let m = best_split(&sizes, 0);
-            let right: Vec<_> = es.split_off(m);
-            (right[0].0.clone(), Node::Leaf(right))
-        }
-        Node::Internal { keys, children } => {
-            let sizes: Vec<usize> = keys.iter().map(|k| internal_entry_len(k)).collect();
-            let m = best_split(&sizes, 1).min(keys.len() - 1);
-            let rkeys = keys.split_off(m + 1);
-            let sep = keys.pop().unwrap_or_default();
-            let rchildren = children.split_off(m + 1);
-            (
-                sep,
-                Node::Internal {
-                    keys: rkeys,
-                    children: rchildren,
-                },
-            )
-        }
-        _ => (Key::new(), Node::Leaf(Vec::new())),
-    }
-}
-
-/// Index `m` (1..len) minimising the larger half when items `[..m]` stay left.
-fn best_split(sizes: &[usize], min_right: usize) -> usize {
-    let total: usize = sizes.iter().sum();
-    let mut left = 0;
-    let mut best = (usize::MAX, 1);
-    for (i, s) in sizes
-        .iter()
-        .enumerate()
-        .take(sizes.len().saturating_sub(min_right))
-    {
-        left += s;
-        let m = i + 1;
-        if m >= sizes.len() {
-            break;
-        }
-        let worse = left.max(total - left);
-        if worse < best.0 {
-            best = (worse, m);
-        }
-    }
-    best.1.max(1)
-}

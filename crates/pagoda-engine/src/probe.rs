@@ -120,11 +120,15 @@ pub enum Sabotage {
     /// The flash cache's restart rebuild trusts the slots written after its directory
     /// checkpoint without checking their checksums, so a slot torn by a power cut is used.
     FlashTrustTornSlots,
+    /// A commit record that carries page images leaves out all of its logical operations,
+    /// not only those whose key ends in an imaged leaf, so redo loses the changes made in
+    /// place to leaves the record did not image.
+    DropOpsOfImagedRecords,
 }
 
 impl Sabotage {
     /// Every sabotage.
-    pub const ALL: [Sabotage; 13] = [
+    pub const ALL: [Sabotage; 14] = [
         Self::SkipLogSync,
         Self::SkipDoublewrite,
         Self::AckBeforeDurable,
@@ -138,6 +142,7 @@ impl Sabotage {
         Self::SalvageTornLog,
         Self::FlashUnsyncedWriteback,
         Self::FlashTrustTornSlots,
+        Self::DropOpsOfImagedRecords,
     ];
 
     /// Whether the sabotage only has an effect with a flash cache.
@@ -164,6 +169,7 @@ impl Sabotage {
             Self::SalvageTornLog => "salvage-torn-log",
             Self::FlashUnsyncedWriteback => "flash-unsynced-writeback",
             Self::FlashTrustTornSlots => "flash-trust-torn-slots",
+            Self::DropOpsOfImagedRecords => "drop-ops-of-imaged-records",
         }
     }
 }

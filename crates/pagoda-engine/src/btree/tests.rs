@@ -81,9 +81,10 @@ fn commit(pool: &Pool, lsn: u64, f: impl FnOnce(&mut Apply<'_>)) {
 
 fn run(torn: TornMode) {
     let (pool, _data) = setup(torn);
-    // 12 long keys: a root over leaves of two to four entries.
+    // 12 long keys: a root over leaves of two to four entries (inserted in descending order:
+    // ascending inserts would fill each leaf before starting the next).
     commit(&pool, 100, |ap| {
-        for i in 0..12 {
+        for i in (0..12).rev() {
             ap.put(ROOT, &key(i), Val::Inline(vec![1; 10])).unwrap();
         }
     });
@@ -255,4 +256,42 @@ fn a_stale_hint_is_refused() {
             }
         );
     }
+}
+
+/// Leaf fill after 40 inserts of 900-byte values (four fit a 4 KiB page), in the given order.
+fn leaf_sizes(order: impl Iterator<Item = usize>) -> Vec<usize> {
+    let (pool, _data) = setup(TornMode::Atomic);
+    commit(&pool, 100, |ap| {
+        for i in order {
+            let k = format!("K{i:04}").into_bytes();
+            ap.put(ROOT, &k, Val::Inline(vec![1; 900])).unwrap();
+        }
+    });
+    let Node::Internal { children, .. } = pool.read(ROOT).unwrap().node.clone() else {
+        panic!("the root did not split");
+    };
+    children
+        .iter()
+        .map(|&c| match &pool.read(c).unwrap().node {
+            Node::Leaf(es) => es.len(),
+            n => panic!("page {c} is not a leaf: {n:?}"),
+        })
+        .collect()
+}
+
+/// Keys inserted in ascending order fill each leaf before the next one starts (the split
+/// point is the new key); other orders split leaves in halves.
+#[test]
+fn ascending_inserts_fill_their_leaves() {
+    let up = leaf_sizes(0..40);
+    assert_eq!(up.iter().sum::<usize>(), 40);
+    let (last, full) = up.split_last().unwrap();
+    assert!(full.iter().all(|&n| n == 4), "ascending: {up:?}");
+    assert!(*last >= 1);
+    let down = leaf_sizes((0..40).rev());
+    assert_eq!(down.iter().sum::<usize>(), 40);
+    assert!(
+        down.len() > up.len() + 2,
+        "descending inserts should leave half-full leaves: {down:?} vs {up:?}"
+    );
 }

@@ -118,43 +118,52 @@ impl Pool {
     /// in cold-LRU batches: on a disk that is long sequential runs instead of a seek per page
     /// (seed 004: I/O that no client waits for is sorted by page number).
     pub fn flush_dirty(&self, below: Option<u64>) -> Result<()> {
-        let mut idle = 0;
+        let wanted = |f: &super::Frame| {
+            let st = f.state.lock();
+            st.dirty && below.is_none_or(|b| st.rec_lsn < b)
+        };
         loop {
-            let mut dirty: Vec<(u64, u32)> = {
-                let inner = self.inner.lock();
-                self.frames
-                    .iter()
-                    .enumerate()
-                    .filter(|(_, f)| {
-                        let st = f.state.lock();
-                        st.dirty && below.is_none_or(|b| st.rec_lsn < b)
-                    })
-                    .map(|(i, _)| (inner.ids[i], i as u32))
-                    .collect()
-            };
-            if dirty.is_empty() {
+            // One scan, without the pool lock (misses and evictions go on): the frame's mapped
+            // page number only orders the writes. With `below`, no page can later get a first
+            // change before it (every commit logged before it has stamped its pages), so later
+            // rounds retry only the pages found here; without it, a final scan must find none.
+            let mut pending: Vec<(u64, u32)> = self
+                .frames
+                .iter()
+                .enumerate()
+                .filter(|(_, f)| wanted(f))
+                .map(|(i, f)| (f.mapped.load(Ordering::Relaxed), i as u32))
+                .collect();
+            if pending.is_empty() {
                 break;
             }
-            dirty.sort_unstable();
-            let mut written = 0;
-            for chunk in dirty.chunks(self.batch_limit()) {
-                let _one = self.clean_lock.lock();
-                let pins: Vec<Pin> = chunk
-                    .iter()
-                    .filter_map(|&(_, i)| self.pin_if_dirty(i, below))
-                    .collect();
-                written += self.write_pinned(&pins)?;
-            }
-            if written == 0 {
-                idle += 1;
-                if idle > 10_000 {
-                    return Err(Error::Stalled(
-                        "a checkpoint could not write its dirty pages: they stayed latched or in use by a running commit for 2 s",
-                    ));
+            pending.sort_unstable();
+            let mut idle = 0;
+            while !pending.is_empty() {
+                let mut written = 0;
+                for chunk in pending.chunks(self.batch_limit()) {
+                    let _one = self.clean_lock.lock();
+                    let pins: Vec<Pin> = chunk
+                        .iter()
+                        .filter_map(|&(_, i)| self.pin_if_dirty(i, below))
+                        .collect();
+                    written += self.write_pinned(&pins)?;
                 }
-                std::thread::sleep(std::time::Duration::from_micros(200));
-            } else {
-                idle = 0;
+                pending.retain(|&(_, i)| wanted(&self.frames[i as usize]));
+                if written == 0 && !pending.is_empty() {
+                    idle += 1;
+                    if idle > 10_000 {
+                        return Err(Error::Stalled(
+                            "a checkpoint could not write its dirty pages: they stayed latched or in use by a running commit for 2 s",
+                        ));
+                    }
+                    std::thread::sleep(std::time::Duration::from_micros(200));
+                } else {
+                    idle = 0;
+                }
+            }
+            if below.is_some() {
+                break;
             }
         }
         self.dev.flush()?;

@@ -74,6 +74,36 @@ impl Db {
         Ok(end)
     }
 
+    /// The operations of a commit that redo needs beside its page images: an operation whose
+    /// key ends in a leaf imaged by the same record is in that image, and redo skips it
+    /// anyway (the leaf's LSN is at least the record's, and later records that move the key
+    /// image the leaves they change), so the record does not carry it twice. A bulk insert
+    /// fills new leaves, so this halves its log. Called after every change is applied.
+    fn ops_outside_images(
+        &self,
+        ap: &Apply<'_>,
+        ops: Vec<RedoOp>,
+        roots: &[u64],
+    ) -> Result<Vec<RedoOp>> {
+        if probe::is(self.inner.opts.sabotage, Sabotage::DropOpsOfImagedRecords) {
+            return Ok(Vec::new());
+        }
+        let mut out = Vec::with_capacity(ops.len());
+        for (op, &root) in ops.into_iter().zip(roots) {
+            let key = match &op {
+                RedoOp::Put { key, .. } | RedoOp::Delete { key, .. } => key,
+                RedoOp::DropTable { .. } => {
+                    out.push(op);
+                    continue;
+                }
+            };
+            if !ap.imaged.contains(&ap.leaf_of(root, key)?) {
+                out.push(op);
+            }
+        }
+        Ok(out)
+    }
+
     /// After a change failed before its record was logged: puts the changed pages back as
     /// they were (see [`crate::buffer::Pool::rollback_undo`]) and returns the error for the
     /// caller; the database fails only if the error itself must fail it or the undo failed.
@@ -274,7 +304,9 @@ impl Txn {
         let res = (|| {
             let mut ap = Apply::new(pool, db.inner.meta_page);
             let mut ops = Vec::with_capacity(self.writes.len());
+            let mut roots = Vec::with_capacity(self.writes.len());
             for ((wk, v), (root, prev)) in self.writes.iter().zip(pre) {
+                roots.push(root);
                 mvcc.push(
                     wk.clone(),
                     Version {
@@ -309,6 +341,9 @@ impl Txn {
                         });
                     }
                 }
+            }
+            if !ap.imaged.is_empty() {
+                ops = db.ops_outside_images(&ap, ops, &roots)?;
             }
             db.log_and_stamp(&ap, ops, cts)
         })();

@@ -57,12 +57,12 @@ pub(crate) fn devices(opts: &DbOptions, read_only: bool) -> Result<(DeviceRef, D
     // The data file first: when it is refused (no atomic writes there), no log was written.
     let d = open(&data, opts.data_file_bytes, atomic, false)?;
     if !read_only && !log.exists() {
-        preallocate_log_file(&log, opts.log_file_bytes + SECTOR as u64)?;
+        preallocate_log_file(&log, opts.new_log_file_bytes() + SECTOR as u64)?;
     }
     // The log bypasses the page cache where the file system allows it (not tmpfs): a commit's
     // write then goes to the device at once and its fdatasync has only the flush left to do
     // (single-thread durable commits measured 10-25 % faster on this machine's ext4).
-    let log_bytes = opts.log_file_bytes + SECTOR as u64;
+    let log_bytes = opts.new_log_file_bytes() + SECTOR as u64;
     let l = match open(&log, log_bytes, None, !read_only) {
         Ok(l) => l,
         Err(_) => open(&log, log_bytes, None, false)?,

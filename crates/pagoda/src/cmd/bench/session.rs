@@ -144,7 +144,7 @@ impl Bench {
                         DeviceSpec::parse(&format!("file:{}", dir.join("log.pagoda").display()))?
                     }
                 };
-                DbOptions::with_devices(d.open()?, open_log(&log)?)
+                DbOptions::with_devices(d.open()?, open_log(&log, buffer)?)
             }
             (None, Some(l)) => DbOptions::with_devices(
                 atomic_pages(
@@ -153,7 +153,7 @@ impl Bench {
                     page_size,
                 )
                 .open()?,
-                open_log(l)?,
+                open_log(l, buffer)?,
             ),
         };
         let mut opts = opts
@@ -358,11 +358,11 @@ fn total_memory_bytes() -> Option<u64> {
 }
 
 /// Opens the log device. A new `file:` log without a capacity is written out with zeros first
-/// (as `DbOptions::in_dir` does): appending to a sparse file allocates blocks, and every
+/// (as `DbOptions::in_dir` does, sized for the `buffer` as the engine sizes it): appending to a sparse file allocates blocks, and every
 /// fdatasync then commits file-system metadata too (on this machine's ext4 that halved
 /// single-thread durable commits). An existing file keeps its size. Without a `direct` key the
 /// log is opened with O_DIRECT where the file system allows it.
-fn open_log(spec: &DeviceSpec) -> CliResult<pagoda_device::DeviceRef> {
+fn open_log(spec: &DeviceSpec, buffer: u64) -> CliResult<pagoda_device::DeviceRef> {
     let DeviceKind::File(path) = &spec.kind else {
         return Ok(spec.open()?);
     };
@@ -372,7 +372,10 @@ fn open_log(spec: &DeviceSpec) -> CliResult<pagoda_device::DeviceRef> {
     let bytes = match std::fs::metadata(path) {
         Ok(m) => m.len(),
         Err(_) => {
-            let bytes = DbOptions::default().log_file_bytes + 4096;
+            let bytes = DbOptions::default()
+                .buffer_bytes(usize::try_from(buffer).unwrap_or(usize::MAX))
+                .new_log_file_bytes()
+                + 4096;
             pagoda_engine::preallocate_log_file(path, bytes)?;
             bytes
         }
