@@ -71,7 +71,7 @@ impl Pool {
     pub fn write(&self, pid: u64) -> Result<WritePage<'_>> {
         loop {
             let pin = self.pin(pid, None)?;
-            let guard = self.frames[pin.idx as usize].latch.write_arc();
+            let guard = self.frames[pin.idx as usize].latch.write();
             if guard.as_ref().is_some_and(|p| p.id == pid) {
                 if self.journaling.load(Ordering::Acquire) {
                     self.note_before(pid, pin.idx, guard.as_ref());
@@ -88,7 +88,7 @@ impl Pool {
     pub fn write_in_place(&self, pid: u64) -> Result<WritePage<'_>> {
         loop {
             let pin = self.pin(pid, None)?;
-            let guard = self.frames[pin.idx as usize].latch.write_arc();
+            let guard = self.frames[pin.idx as usize].latch.write();
             if guard.as_ref().is_some_and(|p| p.id == pid) {
                 latch_order::acquired();
                 return Ok(WritePage { guard, pin });
@@ -109,7 +109,7 @@ impl Pool {
         let mut slot = Some(page);
         loop {
             let pin = self.pin(pid, Some(&mut slot))?;
-            let mut guard = self.frames[pin.idx as usize].latch.write_arc();
+            let mut guard = self.frames[pin.idx as usize].latch.write();
             let journaling = self.journaling.load(Ordering::Acquire);
             if let Some(p) = slot.take() {
                 // The page was resident: replace its contents.

@@ -62,7 +62,7 @@ impl Pool {
             if !self.evictable(i) {
                 return;
             }
-            let Some(mut guard) = self.frames[i as usize].latch.try_write_arc() else {
+            let Some(mut guard) = self.frames[i as usize].latch.try_write() else {
                 return;
             };
             t.remove(&old);

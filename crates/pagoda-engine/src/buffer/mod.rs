@@ -22,8 +22,7 @@ use crate::stream::Stream;
 use crate::wal::Wal;
 use crate::TornMode;
 use pagoda_device::DeviceRef;
-use parking_lot::lock_api::ArcRwLockWriteGuard;
-use parking_lot::{Mutex, RawRwLock, RwLock, RwLockReadGuard};
+use parking_lot::{Mutex, RwLock, RwLockReadGuard};
 use std::collections::HashMap;
 use std::ops::{Deref, DerefMut};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
@@ -62,7 +61,7 @@ struct FState {
 
 #[derive(Debug)]
 struct Frame {
-    latch: Arc<RwLock<Option<Page>>>,
+    latch: RwLock<Option<Page>>,
     pin: AtomicU32,
     state: Mutex<FState>,
     /// The page the page table maps to this frame (`u64::MAX`: none); changed only under that
@@ -188,7 +187,7 @@ impl Deref for ReadPage<'_> {
 /// A page latched for writing. Call [`WritePage::modified`] before changing it.
 #[derive(Debug)]
 pub struct WritePage<'a> {
-    guard: ArcRwLockWriteGuard<RawRwLock, Option<Page>>,
+    guard: parking_lot::RwLockWriteGuard<'a, Option<Page>>,
     pin: Pin<'a>,
 }
 
@@ -291,7 +290,7 @@ impl Pool {
     fn new_frames(n: usize) -> Vec<Frame> {
         (0..n)
             .map(|_| Frame {
-                latch: Arc::new(RwLock::new(None)),
+                latch: RwLock::new(None),
                 pin: AtomicU32::new(0),
                 state: Mutex::new(FState {
                     dirty: false,
@@ -455,7 +454,7 @@ impl Pool {
                 t.remove(&old);
                 frame.mapped.store(u64::MAX, Ordering::Release);
             }
-            let Some(mut guard) = frame.latch.try_write_arc() else {
+            let Some(mut guard) = frame.latch.try_write() else {
                 // Someone still holds the latch (should not happen for an unpinned frame):
                 // keep the frame, unmapped, in the list.
                 inner.ids[idx as usize] = u64::MAX;
