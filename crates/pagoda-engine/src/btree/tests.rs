@@ -205,7 +205,9 @@ fn a_rollback_gives_a_page_that_was_not_resident_its_durable_copy_back() {
     })
     .unwrap()
     .modified();
+    assert_eq!(pool.dirty_frames(), pool.count_dirty_frames());
     pool.rollback_undo().unwrap();
+    assert_eq!(pool.dirty_frames(), pool.count_dirty_frames());
     let node = pool.read(p).unwrap().node.clone();
     match node {
         Node::Overflow { data, .. } => assert_eq!(data, vec![7; 100]),
@@ -267,16 +269,22 @@ fn leaf_sizes(order: impl Iterator<Item = usize>) -> Vec<usize> {
             ap.put(ROOT, &k, Val::Inline(vec![1; 900])).unwrap();
         }
     });
+    let dirty = pool.dirty_frames();
+    assert!(dirty > 10);
+    assert_eq!(dirty, pool.count_dirty_frames());
     let Node::Internal { children, .. } = pool.read(ROOT).unwrap().node.clone() else {
         panic!("the root did not split");
     };
-    children
+    let sizes = children
         .iter()
         .map(|&c| match &pool.read(c).unwrap().node {
             Node::Leaf(es) => es.len(),
             n => panic!("page {c} is not a leaf: {n:?}"),
         })
-        .collect()
+        .collect();
+    pool.flush_dirty(None).unwrap();
+    assert_eq!((pool.dirty_frames(), pool.count_dirty_frames()), (0, 0));
+    sizes
 }
 
 /// Keys inserted in ascending order fill each leaf before the next one starts (the split

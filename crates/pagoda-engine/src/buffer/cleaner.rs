@@ -102,7 +102,7 @@ impl Pool {
         for o in &outs {
             let mut st = self.frames[o.idx as usize].state.lock();
             if st.version == o.version {
-                st.dirty = false;
+                self.set_dirty(&mut st, false);
                 st.relabeled = false;
                 st.rec_lsn = UNSET;
             }

@@ -196,7 +196,7 @@ impl Pool {
                 }
             }
             let mut st = self.frames[idx].state.lock();
-            st.dirty = dirty;
+            self.set_dirty(&mut st, dirty);
             st.rec_lsn = rec_lsn;
             st.in_progress = false;
             // A cleaner that copied the changed page must not mark this state clean.

@@ -165,6 +165,7 @@ pub(super) fn run(a: &CompareArgs) -> CliResult<()> {
         None => (2 * data).max(64 << 20),
     };
     std::fs::create_dir_all(&a.out).map_err(|e| io(&a.out, e))?;
+    let _lock = lock_out(&a.out)?;
     let phases = phases(a);
     let total = (a.engines.len() * phases.len()) as u64;
     let bar = Mutex::new(Bar::new("compare", "cells", total));
@@ -458,5 +459,41 @@ fn io(path: &Path, e: std::io::Error) -> CliError {
     CliError::Io {
         path: path.to_path_buf(),
         source: e,
+    }
+}
+
+/// Holds `OUT/.compare.lock` for the run: a second `bench compare` on the same `--out` would
+/// otherwise delete the databases this one is running on (each engine starts from a fresh
+/// `OUT/db-ENGINE`). The lock goes with the process, so a killed run leaves none behind.
+fn lock_out(out: &Path) -> CliResult<std::fs::File> {
+    use std::os::fd::AsRawFd;
+    let path = out.join(".compare.lock");
+    let f = std::fs::File::create(&path).map_err(|e| io(&path, e))?;
+    // SAFETY: flock on a descriptor this function owns; no memory is passed.
+    if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+        let e = std::io::Error::last_os_error();
+        if e.kind() == std::io::ErrorKind::WouldBlock {
+            return Err(CliError::Usage(format!(
+                "another `bench compare` is running with --out {}: wait for it or give another --out",
+                out.display()
+            )));
+        }
+        return Err(io(&path, e));
+    }
+    Ok(f)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    #[test]
+    fn a_second_run_on_the_same_out_is_refused() {
+        let d = tempfile::tempdir().unwrap();
+        let first = super::lock_out(d.path()).unwrap();
+        let e = super::lock_out(d.path()).unwrap_err().to_string();
+        assert!(e.contains("another `bench compare` is running"), "{e}");
+        drop(first);
+        super::lock_out(d.path()).unwrap();
     }
 }
