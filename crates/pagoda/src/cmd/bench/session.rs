@@ -357,11 +357,12 @@ fn total_memory_bytes() -> Option<u64> {
     Some(kib * 1024)
 }
 
-/// Opens the log device. A new `file:` log without a capacity is written out with zeros first
-/// (as `DbOptions::in_dir` does, sized for the `buffer` as the engine sizes it): appending to a sparse file allocates blocks, and every
-/// fdatasync then commits file-system metadata too (on this machine's ext4 that halved
-/// single-thread durable commits). An existing file keeps its size. Without a `direct` key the
-/// log is opened with O_DIRECT where the file system allows it.
+/// Opens the log device. A new `file:` log without a capacity is written out with zeros first,
+/// sized for `buffer` as the engine sizes its own (`DbOptions::new_log_file_bytes`): appending
+/// to a sparse file allocates blocks, and every fdatasync then commits file-system metadata
+/// too (on this machine's ext4 that halved single-thread durable commits). An existing file
+/// keeps its size. Without a `direct` key the log is opened with O_DIRECT where the file
+/// system allows it.
 fn open_log(spec: &DeviceSpec, buffer: u64) -> CliResult<pagoda_device::DeviceRef> {
     let DeviceKind::File(path) = &spec.kind else {
         return Ok(spec.open()?);
