@@ -1,8 +1,8 @@
-//! Latching pages: reads (a hit through this thread's hint or the page table, latched without
+//! Latching pages: reads (a hit through the pool's hints or the page table, latched without
 //! a pin; a miss pinned and loaded), writes (with or without a before-image for undo), and
 //! new pages installed without a read.
 
-use super::{hint, latch_order, Pool, ReadPage, WritePage};
+use super::{latch_order, Pool, ReadPage, WritePage};
 use crate::error::{Error, Result};
 use crate::format::Page;
 use std::sync::atomic::Ordering;
@@ -32,8 +32,7 @@ impl Pool {
     /// pinned path.
     #[inline]
     fn read_hit(&self, pid: u64) -> Option<ReadPage<'_>> {
-        let token = self as *const Pool as usize;
-        let hinted = hint::lookup(token, pid).and_then(|idx| {
+        let hinted = self.hints.lookup(pid).and_then(|idx| {
             let f = self.frames.get(idx as usize)?;
             let guard = f.latch.try_read()?;
             // Latched, the frame keeps its page; mapped, that page is the current one (an
@@ -51,7 +50,7 @@ impl Pool {
                 if guard.as_ref().is_none_or(|p| p.id != pid) {
                     return None;
                 }
-                hint::remember(token, pid, idx);
+                self.hints.remember(pid, idx);
                 (guard, idx)
             }
         };

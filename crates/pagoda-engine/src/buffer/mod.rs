@@ -1,5 +1,5 @@
 //! The buffer pool (seed 004): frames and the page table here; latching pages in [`access`]
-//! (with per-thread [`hint`]s), the hot/cold LRU in [`lru`], the page cleaner in [`cleaner`],
+//! (with the lock-free [`hint`] table), the hot/cold LRU in [`lru`], the page cleaner in [`cleaner`],
 //! torn-write protection (seed 003) in [`torn`].
 //!
 //! The pool: a fixed number of frames, a page table, an LRU list split into a
@@ -106,6 +106,8 @@ pub struct Pool {
     /// pinned or latched while its shard is read-locked, so an evictor that holds the shard's
     /// write lock sees every user of the frame.
     shards: Vec<RwLock<HashMap<u64, u32>>>,
+    /// Page id -> frame guesses for the hit path, checked there ([`hint`]).
+    hints: hint::Hints,
     /// Per frame: the eviction count when it last moved to the young head (`UNSET` when not
     /// young); a hit on a recently promoted page changes no list.
     young_at: Vec<AtomicU64>,
@@ -257,6 +259,7 @@ impl Pool {
         Self {
             frames: Self::new_frames(frames),
             shards: Self::new_shards(),
+            hints: hint::Hints::new(frames),
             young_at: Self::new_young_at(frames),
             fresh_span: Lru::new(0, frames).fresh_span(),
             inner: Mutex::new(Self::new_inner(frames, frames)),
@@ -507,6 +510,7 @@ impl Pool {
                 let mut t = self.shard(pid).write();
                 t.insert(pid, idx);
                 frame.mapped.store(pid, Ordering::Release);
+                self.hints.remember(pid, idx);
             }
             drop(inner);
             if let (Some(fc), Some((page, staged_at))) = (&self.flash, evicted) {
