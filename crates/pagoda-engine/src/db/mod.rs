@@ -41,7 +41,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
+/// Aligned to a cache-line pair so that the `Arc`'s counts, which every transaction changes
+/// (a `Txn` holds a `Db`), share no line with the fields every page access reads.
 #[derive(Debug)]
+#[repr(align(128))]
 struct Inner {
     data: DeviceRef,
     pool: Pool,
