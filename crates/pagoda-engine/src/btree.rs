@@ -38,8 +38,25 @@ pub fn inline_max(page_size: usize) -> usize {
     (page_size / 4).min((payload_max(page_size) - 4) / 2 - (2 + MAX_KEY_LEN + 5))
 }
 
+/// The number of separators `<= key` (the child to descend to). A binary search over a large
+/// internal node waits for one cache miss per probe; this one asks for both of the next
+/// step's candidates while it compares, so consecutive misses overlap.
 fn child_index(keys: &[Key], key: &[u8]) -> usize {
-    keys.partition_point(|s| key_cmp(s, key).is_le())
+    if keys.is_empty() {
+        return 0;
+    }
+    let mut base = 0;
+    let mut size = keys.len();
+    while size > 1 {
+        let half = size / 2;
+        let next = (size - half) / 2;
+        prefetch(std::slice::from_ref(&keys[base + next]));
+        prefetch(std::slice::from_ref(&keys[base + half + next]));
+        let le = key_cmp(&keys[base + half], key).is_le();
+        base = std::hint::select_unpredictable(le, base + half, base);
+        size -= half;
+    }
+    base + usize::from(key_cmp(&keys[base], key).is_le())
 }
 
 /// Key order (bytewise, as `[u8]::cmp`), eight bytes at a time: a descent compares the key with

@@ -303,3 +303,19 @@ fn ascending_inserts_fill_their_leaves() {
         "descending inserts should leave half-full leaves: {down:?} vs {up:?}"
     );
 }
+
+proptest::proptest! {
+    /// The prefetching search finds the child the plain one does, for any separators and key
+    /// (short and long keys, duplicates in the probe, the key before, between and after all).
+    #[test]
+    fn child_index_counts_the_separators_at_or_below_the_key(
+        mut seps in proptest::collection::vec(proptest::collection::vec(0u8..4, 0..30), 0..300),
+        key in proptest::collection::vec(0u8..4, 0..30),
+    ) {
+        seps.sort();
+        seps.dedup();
+        let keys: Vec<crate::format::Key> = seps.iter().map(|s| s.as_slice().into()).collect();
+        let want = seps.partition_point(|s| s.as_slice() <= key.as_slice());
+        proptest::prop_assert_eq!(super::child_index(&keys, &key), want);
+    }
+}
