@@ -7,7 +7,7 @@ use crate::options::CommitMode;
 use crate::pipeline::{Pipeline, Target};
 use crate::probe::{self, Event, Sabotage};
 use pagoda_device::WriteHints;
-use parking_lot::{Condvar, Mutex};
+use parking_lot::{Condvar, Mutex, MutexGuard};
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
@@ -19,8 +19,13 @@ impl Db {
     /// before it is reused.
     pub fn checkpoint(&self) -> Result<CheckpointInfo> {
         self.check_writable()?;
+        let one = self.inner.ckpt_lock.lock();
+        self.checkpoint_held(&one)
+    }
+
+    /// [`Db::checkpoint`] by the holder of the checkpoint lock (`_one`).
+    pub(super) fn checkpoint_held(&self, _one: &MutexGuard<'_, ()>) -> Result<CheckpointInfo> {
         let t0 = Instant::now();
-        let _one = self.inner.ckpt_lock.lock();
         let obs = &self.inner.opts.observer;
         probe::emit(obs, Event::CheckpointBegin);
         let res = (|| {

@@ -47,7 +47,12 @@ struct Slot {
     start: u64,
     end: u64,
     open: bool,
-    records: Vec<Vec<u8>>,
+    /// The group's records, concatenated. A record is copied in by the thread that appends
+    /// it, which then frees it: records freed by the writing thread (the flush thread of
+    /// lazy and pipelined commits) sent every allocation of the committers to glibc's slow
+    /// path (17 % of a no-sync update run's CPU was `_int_malloc`).
+    body: Vec<u8>,
+    records: u32,
 }
 
 #[derive(Debug)]
@@ -204,7 +209,8 @@ impl Wal {
                 start,
                 end: start + GROUP_HEADER as u64,
                 open: true,
-                records: Vec::new(),
+                body: Vec::new(),
+                records: 0,
             });
             st.next_lsn = start + GROUP_HEADER as u64;
         }
@@ -215,7 +221,8 @@ impl Wal {
         let Some(slot) = st.slots.back_mut() else {
             return Err(Error::Internal("log slot vanished".into()));
         };
-        slot.records.push(rec);
+        slot.body.extend_from_slice(&rec);
+        slot.records += 1;
         slot.end = next;
         let close = slot.end - slot.start >= MAX_GROUP_BYTES;
         if close {
@@ -339,15 +346,13 @@ impl Wal {
             debug_assert_eq!(slot.start, first.start + buf.len() as u64);
             let base = buf.len();
             buf.resize(base + GROUP_HEADER, 0);
-            for r in &slot.records {
-                buf.extend_from_slice(r);
-            }
+            buf.extend_from_slice(&slot.body);
             let len = buf.len() - base;
             debug_assert_eq!(len as u64, slot.end - slot.start);
             let hdr = GroupHeader {
                 lsn: slot.start,
                 len: len as u32,
-                records: slot.records.len() as u32,
+                records: slot.records,
                 body_crc: crc32c::crc32c(&buf[base + GROUP_HEADER..]),
                 durable,
                 db_id: self.db_id,
