@@ -47,7 +47,10 @@ fn qd1_read_latency_is_near_the_nominal_figure() {
     let unmapped = mean_latency(64, |i| {
         d.read(1 + u64::from(i) * 97, &mut buf).expect("read");
     });
-    assert!(unmapped < Duration::from_millis(20), "unmapped {unmapped:?}");
+    assert!(
+        unmapped < Duration::from_millis(20),
+        "unmapped {unmapped:?}"
+    );
     assert_eq!(d.stats().flash_reads, 64);
     assert!(d.stats().busy_time_us > 0);
 }

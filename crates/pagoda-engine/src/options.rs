@@ -143,7 +143,9 @@ pub struct DbOptions {
     pub lazy_flush_interval: Duration,
     /// Log ring size in bytes (default: the whole log device less its 4 KiB header).
     pub log_capacity: Option<u64>,
-    /// Pages in the double-write area (also the cleaner batch size). Default 32.
+    /// Pages in the double-write area (also the cleaner batch size). Default 128: each batch
+    /// costs two flushes, and 32-page batches made a checkpoint of a 1 GB dirty set 4x as many
+    /// flushes, each one queued ahead of the commits' log syncs.
     pub dw_pages: u32,
     /// Size of a new data file in bytes (sparse). Default 64 GiB.
     pub data_file_bytes: u64,
@@ -205,7 +207,7 @@ impl Default for DbOptions {
             max_inflight_commits: 1024,
             lazy_flush_interval: Duration::from_millis(10),
             log_capacity: None,
-            dw_pages: 32,
+            dw_pages: 128,
             data_file_bytes: 64 << 30,
             log_file_bytes: None,
             checkpoint_interval: Some(Duration::from_secs(60)),

@@ -277,14 +277,14 @@ fn inspect_names_corrupt_pages() {
     let report = String::from_utf8_lossy(&ok.stdout).to_string();
     assert!(report.contains("0 corrupt"), "{report}");
 
-    // Flip one byte inside page 40, a table page (docs/format.md: 16 KiB pages, meta page 36).
+    // Flip one byte inside page 140, a table page (docs/format.md: 16 KiB pages, meta page 132).
     use std::os::unix::fs::FileExt;
     let data = std::fs::OpenOptions::new()
         .read(true)
         .write(true)
         .open(dir.path().join("data.pagoda"))
         .unwrap();
-    let offset = 40 * 16384 + 9000;
+    let offset = 140 * 16384 + 9000;
     let mut byte = [0u8; 1];
     data.read_at(&mut byte, offset).unwrap();
     data.write_at(&[byte[0] ^ 0x40], offset).unwrap();
@@ -292,5 +292,5 @@ fn inspect_names_corrupt_pages() {
     let bad = pagoda().arg("inspect").arg(dir.path()).output().unwrap();
     assert!(!bad.status.success());
     let err = String::from_utf8_lossy(&bad.stderr);
-    assert!(err.contains("corrupt pages [40]"), "{err}");
+    assert!(err.contains("corrupt pages [140]"), "{err}");
 }

@@ -432,12 +432,40 @@ impl Aligned {
             len,
         })
     }
-    fn as_slice(&self) -> &[u8] {
-        &self.storage[self.start..self.start + self.len]
-    }
     fn as_mut_slice(&mut self) -> &mut [u8] {
         &mut self.storage[self.start..self.start + self.len]
     }
+}
+
+/// Bounce buffers up to this size are kept per thread and reused.
+const KEPT_BOUNCE: usize = 4 << 20;
+
+thread_local! {
+    /// This thread's bounce buffer: a new zeroed one per request (a log group of 100 KiB, say)
+    /// cost a fresh allocation that the kernel zeroed page by page on every write.
+    static BOUNCE: std::cell::RefCell<Option<Aligned>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Runs `f` on an aligned buffer of `len` bytes (contents unspecified): this thread's kept one
+/// when `len` is at most [`KEPT_BOUNCE`], else a new one.
+fn with_bounce<R>(len: usize, f: impl FnOnce(&mut [u8]) -> Result<R>) -> Result<R> {
+    if len > KEPT_BOUNCE {
+        return f(Aligned::new(len)?.as_mut_slice());
+    }
+    BOUNCE.with(|cell| {
+        let mut kept = cell.borrow_mut();
+        if kept
+            .as_ref()
+            .is_none_or(|b| b.storage.len() - b.start < len)
+        {
+            *kept = Some(Aligned::new(len.next_power_of_two().max(64 << 10))?);
+        }
+        let Some(b) = kept.as_mut() else {
+            return Err(DeviceError::Unsupported("bounce buffer missing".into()));
+        };
+        let start = b.start;
+        f(&mut b.storage[start..start + len])
+    })
 }
 
 /// `(atomic_write_unit, smallest atomic write)` of a file opened with O_DIRECT: the unit asked
@@ -484,9 +512,11 @@ impl BlockDevice for FileDevice {
         let offset = sector * SECTOR_SIZE as u64;
         if self.needs_bounce(buf.as_ptr()) {
             self.counters.bounce_copies.fetch_add(1, Relaxed);
-            let mut bounce = Aligned::new(buf.len())?;
-            self.read_at_all(bounce.as_mut_slice(), offset)?;
-            buf.copy_from_slice(bounce.as_slice());
+            with_bounce(buf.len(), |b| {
+                self.read_at_all(b, offset)?;
+                buf.copy_from_slice(b);
+                Ok(())
+            })?;
         } else {
             self.read_at_all(buf, offset)?;
         }
@@ -499,20 +529,21 @@ impl BlockDevice for FileDevice {
         let n = check_io(&self.caps, sector, buf.len())?;
         check_hints(&self.caps, sector, buf.len(), hints)?;
         let offset = sector * SECTOR_SIZE as u64;
-        let bounce;
-        let data = if self.needs_bounce(buf.as_ptr()) {
-            self.counters.bounce_copies.fetch_add(1, Relaxed);
-            let mut b = Aligned::new(buf.len())?;
-            b.as_mut_slice().copy_from_slice(buf);
-            bounce = b;
-            bounce.as_slice()
-        } else {
-            buf
+        let put = |data: &[u8]| {
+            if hints.atomic {
+                self.write_atomic(data, offset)
+            } else {
+                self.write_at_all(data, offset)
+            }
         };
-        if hints.atomic {
-            self.write_atomic(data, offset)?;
+        if self.needs_bounce(buf.as_ptr()) {
+            self.counters.bounce_copies.fetch_add(1, Relaxed);
+            with_bounce(buf.len(), |b| {
+                b.copy_from_slice(buf);
+                put(b)
+            })?;
         } else {
-            self.write_at_all(data, offset)?;
+            put(buf)?;
         }
         self.counters.write_pages.fetch_add(n, Relaxed);
         self.counters.write_requests.fetch_add(1, Relaxed);

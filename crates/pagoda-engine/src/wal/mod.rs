@@ -37,6 +37,9 @@ pub use scan::{read_ring, scan};
 /// no group size.
 pub const MAX_GROUP_BYTES: u64 = 1 << 20;
 
+/// A group writer's buffer larger than this is not kept for the next write.
+const KEPT_WRITE_BUF: usize = 4 << 20;
+
 /// Groups written but not yet synced, at most. Syncs overlap (a sync started after a group's
 /// write covers it), so a crash can keep a later group and lose an earlier one; recovery then
 /// discards both, unless a later group's header shows the earlier one was synced.
@@ -94,6 +97,8 @@ pub struct Wal {
     stream: u16,
     state: Mutex<State>,
     cond: Condvar,
+    /// The group writer's buffer ([`Wal::write_slots`]).
+    write_buf: Mutex<Vec<u8>>,
     /// Counters.
     pub counters: WalCounters,
     /// Phase times of the log path (and of the transactions of the database using it).
@@ -136,6 +141,7 @@ impl Wal {
                 failed: None,
             }),
             cond: Condvar::new(),
+            write_buf: Mutex::new(Vec::new()),
             counters: WalCounters::default(),
             profile: Profile::default(),
             sabotage: None,
@@ -341,7 +347,11 @@ impl Wal {
         let Some(first) = slots.first() else {
             return Ok(());
         };
-        let mut buf = Vec::new();
+        // Only one thread writes at a time: the buffer is this writer's alone, kept between
+        // writes (a new one per group was a fresh allocation the kernel zeroed every time).
+        let mut kept = self.write_buf.lock();
+        let buf = &mut *kept;
+        buf.clear();
         for slot in slots {
             debug_assert_eq!(slot.start, first.start + buf.len() as u64);
             let base = buf.len();
@@ -361,10 +371,13 @@ impl Wal {
             hdr.encode(&mut buf[base..base + GROUP_HEADER]);
             buf.resize(base + align_up(len as u64) as usize, 0);
         }
-        self.write_ring(first.start, &buf)?;
+        self.write_ring(first.start, buf)?;
         self.counters
             .bytes
             .fetch_add(buf.len() as u64, Ordering::Relaxed);
+        if buf.capacity() > KEPT_WRITE_BUF {
+            *buf = Vec::new();
+        }
         Ok(())
     }
 

@@ -167,6 +167,8 @@ pub(super) fn run(a: &CompareArgs) -> CliResult<()> {
     std::fs::create_dir_all(&a.out).map_err(|e| io(&a.out, e))?;
     let _lock = lock_out(&a.out)?;
     let phases = phases(a);
+    let probe = duration.min(Duration::from_secs(3));
+    let ceiling_before = super::ceiling::measure(&a.out, probe)?;
     let total = (a.engines.len() * phases.len()) as u64;
     let bar = Mutex::new(Bar::new("compare", "cells", total));
     let mut cells = Vec::new();
@@ -224,11 +226,19 @@ pub(super) fn run(a: &CompareArgs) -> CliResult<()> {
         }
     }
     bar.into_inner().finish();
+    let ceiling = [ceiling_before, super::ceiling::measure(&a.out, probe)?];
     let labels: Vec<String> = phases.iter().map(|p| p.label.clone()).collect();
     let names: Vec<&str> = a.engines.iter().map(|e| e.name()).collect();
     let table = render(&cells, &labels, &names);
     print!("{table}");
-    write_outputs(a, &cells, &labels, &names, buffer, json!(engines))
+    println!(
+        "device ceiling of a 1-thread durable commit (4 KiB write + fdatasync, file in {}): \
+         {:.0}/s before the engines, {:.0}/s after",
+        a.out.display(),
+        ceiling[0],
+        ceiling[1]
+    );
+    write_outputs(a, &cells, &labels, &names, buffer, json!(engines), ceiling)
 }
 
 /// pagoda or a peer, open on its directory.
@@ -377,6 +387,7 @@ fn write_outputs(
     names: &[&str],
     buffer: u64,
     engines: serde_json::Value,
+    ceiling: [f64; 2],
 ) -> CliResult<()> {
     let ratios: serde_json::Map<String, serde_json::Value> = labels
         .iter()
@@ -390,6 +401,8 @@ fn write_outputs(
             "lmdb_map_size": a.lmdb_map_size, "seed": a.seed, "commit": "sync" },
         "cells": cells,
         "pagoda_over_best_peer": ratios,
+        "device_ceiling_ops_per_s": { "before": ceiling[0], "after": ceiling[1],
+            "what": "one thread, 4 KiB write + fdatasync each, O_DIRECT where allowed" },
         "engines": engines,
     });
     let json_path = a.out.join("compare.json");
@@ -495,5 +508,19 @@ mod tests {
         assert!(e.contains("another `bench compare` is running"), "{e}");
         drop(first);
         super::lock_out(d.path()).unwrap();
+    }
+
+    #[test]
+    fn the_device_ceiling_is_measured_and_cleaned_up() {
+        let d = tempfile::tempdir().unwrap();
+        let t = std::time::Instant::now();
+        let rate =
+            super::super::ceiling::measure(d.path(), std::time::Duration::from_millis(1)).unwrap();
+        // At least 50 writes+flushes were timed, so the rate is bounded by their time.
+        assert!(
+            rate > 0.0 && rate >= 50.0 / t.elapsed().as_secs_f64(),
+            "{rate}"
+        );
+        assert_eq!(std::fs::read_dir(d.path()).unwrap().count(), 0);
     }
 }

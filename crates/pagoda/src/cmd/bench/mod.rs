@@ -1,6 +1,7 @@
 //! `pagoda bench ycsb | tpcc | linkbench`: a workload on the engine, on any device, with live
 //! progress, a result table, the workload's own report format and `--json`.
 
+mod ceiling;
 mod compare;
 mod flash;
 mod peer;
