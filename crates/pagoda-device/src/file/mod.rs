@@ -454,14 +454,9 @@ fn with_bounce<R>(len: usize, f: impl FnOnce(&mut [u8]) -> Result<R>) -> Result<
     }
     BOUNCE.with(|cell| {
         let mut kept = cell.borrow_mut();
-        if kept
-            .as_ref()
-            .is_none_or(|b| b.storage.len() - b.start < len)
-        {
-            *kept = Some(Aligned::new(len.next_power_of_two().max(64 << 10))?);
-        }
-        let Some(b) = kept.as_mut() else {
-            return Err(DeviceError::Unsupported("bounce buffer missing".into()));
+        let b = match kept.as_mut() {
+            Some(b) if b.storage.len() - b.start >= len => b,
+            _ => kept.insert(Aligned::new(len.next_power_of_two().max(64 << 10))?),
         };
         let start = b.start;
         f(&mut b.storage[start..start + len])
