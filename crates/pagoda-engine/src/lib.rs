@@ -34,6 +34,7 @@
 //! tx.commit()?;
 //! let tx = db.begin_read()?;
 //! assert_eq!(tx.get("users", b"alice")?.as_deref(), Some(&b"engineer"[..]));
+//! drop(tx); // a transaction borrows its database: it ends before the close
 //! db.close()?;
 //! # Ok(()) }
 //! ```

@@ -39,8 +39,42 @@ pub struct Version {
 /// Map key: (table id, key).
 pub type VKey = (u32, Vec<u8>);
 
-/// Active snapshot timestamps, each with the number of transactions holding it.
-type Snapshots = BTreeMap<u64, usize>;
+/// Active snapshot timestamps of one stripe, each with the number of transactions holding
+/// it, oldest first. A vector that keeps its capacity, not a map: registering and releasing
+/// a snapshot is on every transaction's path and must not allocate.
+#[derive(Debug, Default)]
+struct Snapshots(Vec<(u64, usize)>);
+
+impl Snapshots {
+    /// Registers `s`. Snapshots are taken under the stripe's lock from a timestamp that only
+    /// grows, so `s` is normally at least every timestamp here and is pushed at the end.
+    fn add(&mut self, s: u64) {
+        match self.0.last_mut() {
+            Some((t, n)) if *t == s => *n += 1,
+            Some((t, _)) if *t > s => match self.0.binary_search_by_key(&s, |&(t, _)| t) {
+                Ok(i) => self.0[i].1 += 1,
+                Err(i) => self.0.insert(i, (s, 1)),
+            },
+            _ => self.0.push((s, 1)),
+        }
+    }
+
+    /// Gives up one holder of `s`; false if `s` is not here.
+    fn remove(&mut self, s: u64) -> bool {
+        let Ok(i) = self.0.binary_search_by_key(&s, |&(t, _)| t) else {
+            return false;
+        };
+        self.0[i].1 -= 1;
+        if self.0[i].1 == 0 {
+            self.0.remove(i);
+        }
+        true
+    }
+
+    fn oldest(&self) -> Option<u64> {
+        self.0.first().map(|&(t, _)| t)
+    }
+}
 
 /// Version chains, snapshots and the visible timestamp.
 #[derive(Debug)]
@@ -107,7 +141,7 @@ impl Mvcc {
         let mut a = self.active[stripe()].lock();
         // Read under the stripe's lock: see `gc` for why that is enough.
         let s = self.visible();
-        *a.entry(s).or_insert(0) += 1;
+        a.add(s);
         s
     }
 
@@ -115,17 +149,7 @@ impl Mvcc {
     /// to another thread: any stripe holding `s` then gives one up, which keeps the count of
     /// every timestamp over all stripes right).
     pub fn release(&self, s: u64) {
-        let unregister = |a: &Mutex<Snapshots>| {
-            let mut a = a.lock();
-            let Some(n) = a.get_mut(&s) else {
-                return false;
-            };
-            *n -= 1;
-            if *n == 0 {
-                a.remove(&s);
-            }
-            true
-        };
+        let unregister = |a: &Mutex<Snapshots>| a.lock().remove(s);
         let mine = stripe();
         if unregister(&self.active[mine]) {
             return;
@@ -254,7 +278,7 @@ impl Mvcc {
         let horizon = self
             .active
             .iter()
-            .filter_map(|a| a.lock().keys().next().copied())
+            .filter_map(|a| a.lock().oldest())
             .min()
             .unwrap_or(u64::MAX)
             .min(visible);
@@ -287,5 +311,40 @@ impl Mvcc {
     /// Versions held in memory.
     pub fn versions(&self) -> usize {
         self.chains.read().values().map(VecDeque::len).sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Snapshots;
+    use proptest::prelude::*;
+    use std::collections::BTreeMap;
+
+    proptest! {
+        /// The stripe's list counts holders like a map of timestamp -> count, whatever the
+        /// order of adds and removes.
+        #[test]
+        fn snapshots_count_like_a_map(ops in proptest::collection::vec((any::<bool>(), 0u64..8), 0..200)) {
+            let mut list = Snapshots::default();
+            let mut model: BTreeMap<u64, usize> = BTreeMap::new();
+            for (add, s) in ops {
+                if add {
+                    list.add(s);
+                    *model.entry(s).or_default() += 1;
+                } else {
+                    let had = model.contains_key(&s);
+                    prop_assert_eq!(list.remove(s), had);
+                    if let Some(n) = model.get_mut(&s) {
+                        *n -= 1;
+                        if *n == 0 {
+                            model.remove(&s);
+                        }
+                    }
+                }
+                prop_assert_eq!(list.oldest(), model.keys().next().copied());
+                let flat: Vec<(u64, usize)> = model.iter().map(|(&k, &v)| (k, v)).collect();
+                prop_assert_eq!(&list.0, &flat);
+            }
+        }
     }
 }

@@ -143,6 +143,7 @@ fn a_scan_of_a_dropped_table_never_returns_rows_of_the_table_that_reused_its_pag
         reader.get("a", b"a-000001"),
         Err(Error::NoSuchTable(_))
     ));
+    drop(reader);
     db.close().unwrap();
 }
 

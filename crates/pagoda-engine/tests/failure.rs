@@ -107,9 +107,7 @@ fn a_panic_on_the_flush_thread_fails_pending_commits_and_the_database() {
     // No later commit waits forever on a flush thread that is gone.
     let mut tx = db.begin().unwrap();
     tx.put("t", b"b", b"2").unwrap();
-    let res = std::thread::spawn(move || tx.commit())
-        .join()
-        .expect("commit thread");
+    let res = std::thread::scope(|s| s.spawn(move || tx.commit()).join()).expect("commit thread");
     assert_panicked_on(&res.unwrap_err(), "pagoda-flush");
     db.abandon();
 }

@@ -149,6 +149,7 @@ fn pending_commit_is_invisible_holds_its_keys_and_resolves_when_durable() {
         other.put("t", b"k", b"v2"),
         Err(Error::Conflict { .. })
     ));
+    drop(other);
     let (tx_cb, rx_cb) = std::sync::mpsc::channel();
     let mut tx2 = db.begin().unwrap();
     tx2.put("t", b"j", b"w").unwrap();

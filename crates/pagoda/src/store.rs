@@ -97,9 +97,9 @@ impl Store for PagodaStore {
 }
 
 /// One engine transaction.
-struct PagodaTxn(Txn);
+struct PagodaTxn<'a>(Txn<'a>);
 
-impl StoreTxn for PagodaTxn {
+impl StoreTxn for PagodaTxn<'_> {
     fn get(&mut self, table: &str, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
         self.0.get(table, key).map_err(store_err)
     }
@@ -171,7 +171,7 @@ impl PendingCommit for PagodaPending {
     }
 }
 
-impl std::fmt::Debug for PagodaTxn {
+impl std::fmt::Debug for PagodaTxn<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("PagodaTxn")
     }

@@ -4,7 +4,7 @@ use super::Db;
 use crate::btree::{self, Apply};
 use crate::error::{Error, Result};
 use crate::format::{Node, RedoOp, Val};
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::ops::Bound;
 
 pub(super) const CATALOG: u32 = 0;
@@ -31,8 +31,8 @@ pub(super) fn decode_table(v: &[u8]) -> Option<TableInfo> {
 impl Db {
     pub(super) fn load_catalog(&self) -> Result<()> {
         let root = self.inner.meta_page + 1;
-        let mut cat = HashMap::new();
-        let mut roots = HashMap::new();
+        let mut cat = BTreeMap::new();
+        let mut roots = BTreeMap::new();
         let mut cursor = Bound::Unbounded;
         loop {
             let b = btree::batch(&self.inner.pool, root, &cursor, false)?;

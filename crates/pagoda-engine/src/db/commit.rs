@@ -9,10 +9,9 @@ use crate::mvcc::{Value, Version};
 use crate::options::CommitMode;
 use crate::pipeline::{Admission, CommitInfo, CommitTicket};
 use crate::probe::{self, Sabotage};
-use crate::profile::Phase;
+use crate::profile::{Phase, Stamp};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::Instant;
 
 #[derive(Debug)]
 pub(super) struct CommitState {
@@ -148,7 +147,7 @@ impl Db {
     }
 }
 
-impl Txn {
+impl Txn<'_> {
     /// Commits: validates (first committer wins), applies, logs, and returns once durable
     /// (in [`CommitMode::Pipelined`] by waiting for the ticket of
     /// [`Txn::commit_pipelined`]).
@@ -159,8 +158,8 @@ impl Txn {
                 self.finish(None).and_then(|t| t.wait())
             }
             CommitMode::Sync | CommitMode::Lazy => {
-                let t0 = Instant::now();
-                let db = self.db.clone();
+                let t0 = Stamp::now();
+                let db = self.db;
                 let r = self.finish(None).and_then(|t| t.wait());
                 db.inner.wal.profile.add(Phase::Commit, t0);
                 r
@@ -181,8 +180,8 @@ impl Txn {
     /// synchronously and returns a resolved ticket. Errors (conflicts, a failed database) are
     /// returned here; a ticket fails only if the database fails before the record is durable.
     pub fn commit_pipelined(self) -> Result<CommitTicket> {
-        let t0 = Instant::now();
-        let db = self.db.clone();
+        let t0 = Stamp::now();
+        let db = self.db;
         let r = match db.inner.pipe.as_ref() {
             None => self.finish(None),
             Some(pipe) => match pipe.admit() {
@@ -257,7 +256,7 @@ impl Txn {
             return Ok(CommitTicket::resolved(CommitInfo { cts: 0, lsn: 0 }));
         }
         let prof = &self.db.inner.wal.profile;
-        let db = self.db.clone();
+        let db = self.db;
         db.check_writable()?;
         let ps = db.inner.pool.page_size();
         let estimate: u64 = self
@@ -269,7 +268,7 @@ impl Txn {
         let pre = self.pre_read()?;
         // Room in the log is checked again under the commit lock (other committers may have
         // used it meanwhile): once a commit has changed pages, its record must fit.
-        let t_lock = Instant::now();
+        let t_lock = Stamp::now();
         let mut cs = loop {
             db.ensure_log_space(estimate)?;
             let cs = db.lock_writable()?;

@@ -24,7 +24,7 @@ use crate::mvcc::Mvcc;
 use crate::options::{CommitMode, DbOptions, TornMode};
 use crate::pipeline::Pipeline;
 use crate::probe::{self, Event, RecoveryStep};
-use crate::profile::Phase;
+use crate::profile::{Phase, Stamp};
 use crate::settings;
 use crate::stream::Stream;
 use crate::striped::ReadMostly;
@@ -36,7 +36,7 @@ use pagoda_device::{DeviceRef, WriteHints};
 use parking_lot::{Condvar, Mutex, RwLock};
 use recovery::{redo, verify_pages};
 use stats::Counters;
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
@@ -51,11 +51,11 @@ struct Inner {
     wal: Arc<Wal>,
     mvcc: Mvcc,
     commit: Mutex<CommitState>,
-    catalog: ReadMostly<HashMap<String, TableInfo>>,
+    catalog: ReadMostly<BTreeMap<String, TableInfo>>,
     /// Tables whose creation is logged but not yet durable (and so not yet in `catalog`):
     /// a second create of the same name must fail, not race it.
     creating: Mutex<BTreeSet<String>>,
-    roots: ReadMostly<HashMap<u32, u64>>,
+    roots: ReadMostly<BTreeMap<u32, u64>>,
     sb: Mutex<Superblock>,
     meta_page: u64,
     /// The first cause of failure; sticky.
@@ -277,9 +277,9 @@ impl Db {
             wal,
             mvcc: Mvcc::new(next_cts - 1),
             commit: Mutex::new(CommitState { next_cts }),
-            catalog: ReadMostly::new(HashMap::new()),
+            catalog: ReadMostly::new(BTreeMap::new()),
             creating: Mutex::new(BTreeSet::new()),
-            roots: ReadMostly::new(HashMap::new()),
+            roots: ReadMostly::new(BTreeMap::new()),
             sb: Mutex::new(sb),
             meta_page,
             failed: Mutex::new(None),
@@ -365,19 +365,19 @@ impl Db {
     }
 
     /// Starts a read-write transaction.
-    pub fn begin(&self) -> Result<Txn> {
-        let t0 = Instant::now();
+    pub fn begin(&self) -> Result<Txn<'_>> {
+        let t0 = Stamp::now();
         self.check_open()?;
-        let t = Txn::new(self.clone(), false);
+        let t = Txn::new(self, false);
         self.inner.wal.profile.add(Phase::Begin, t0);
         Ok(t)
     }
 
     /// Starts a read-only transaction (a snapshot).
-    pub fn begin_read(&self) -> Result<Txn> {
-        let t0 = Instant::now();
+    pub fn begin_read(&self) -> Result<Txn<'_>> {
+        let t0 = Stamp::now();
         self.check_open()?;
-        let t = Txn::new(self.clone(), true);
+        let t = Txn::new(self, true);
         self.inner.wal.profile.add(Phase::Begin, t0);
         Ok(t)
     }

@@ -19,7 +19,7 @@ pub(super) enum Src {
 /// Reads one leaf at a time.
 #[derive(Debug)]
 pub struct Scan<'t> {
-    pub(super) txn: &'t Txn,
+    pub(super) txn: &'t Txn<'t>,
     /// The table's name (for errors).
     pub(super) name: String,
     pub(super) table: u32,

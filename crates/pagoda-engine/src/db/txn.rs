@@ -5,18 +5,17 @@ use crate::bounds::{range_ok, WKey};
 use crate::btree::{self, MAX_KEY_LEN};
 use crate::error::{Error, Result};
 use crate::mvcc::Resolved;
-use crate::profile::Phase;
+use crate::profile::{Phase, Stamp};
 use crate::MAX_VALUE_LEN;
 use std::collections::{BTreeMap, VecDeque};
 use std::ops::{Bound, RangeBounds};
-use std::time::Instant;
 
 /// A transaction. Reads see the snapshot taken at `begin` plus the transaction's own writes;
 /// writes are buffered until [`Txn::commit`]. Dropping an uncommitted transaction rolls it
 /// back.
 #[derive(Debug)]
-pub struct Txn {
-    pub(super) db: Db,
+pub struct Txn<'db> {
+    pub(super) db: &'db Db,
     pub(super) snapshot: u64,
     pub(super) writes: BTreeMap<WKey, Option<Vec<u8>>>,
     pub(super) read_only: bool,
@@ -24,8 +23,8 @@ pub struct Txn {
     pub(super) aborted: Option<(String, String)>,
 }
 
-impl Txn {
-    pub(super) fn new(db: Db, read_only: bool) -> Self {
+impl<'db> Txn<'db> {
+    pub(super) fn new(db: &'db Db, read_only: bool) -> Self {
         let snapshot = db.inner.mvcc.snapshot();
         Self {
             db,
@@ -54,7 +53,7 @@ impl Txn {
 
     /// Reads `key` of `table`.
     pub fn get(&self, table: &str, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        let t0 = Instant::now();
+        let t0 = Stamp::now();
         let r = self.get_inner(table, key);
         self.db.inner.wal.profile.add(Phase::Search, t0);
         r
@@ -81,7 +80,7 @@ impl Txn {
     }
 
     pub(super) fn write(&mut self, table: &str, key: &[u8], value: Option<&[u8]>) -> Result<()> {
-        let t0 = Instant::now();
+        let t0 = Stamp::now();
         let r = self.write_inner(table, key, value);
         self.db.inner.wal.profile.add(Phase::Update, t0);
         r
@@ -181,7 +180,7 @@ impl Txn {
     }
 }
 
-impl Drop for Txn {
+impl Drop for Txn<'_> {
     fn drop(&mut self) {
         if !self.done {
             self.db.inner.mvcc.release(self.snapshot);

@@ -21,12 +21,11 @@
 use crate::error::{Error, Failure, Result};
 use crate::format::{align_up, seal_record, GroupHeader, LogHeader, GROUP_HEADER, SECTOR};
 use crate::probe::{self, Sabotage};
-use crate::profile::{Phase, Profile};
+use crate::profile::{Phase, Profile, Stamp};
 use pagoda_device::{DeviceRef, WriteHints};
 use parking_lot::{Condvar, Mutex};
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Instant;
 
 mod scan;
 pub(crate) use scan::scan_log;
@@ -143,7 +142,7 @@ impl Wal {
             cond: Condvar::new(),
             write_buf: Mutex::new(Vec::new()),
             counters: WalCounters::default(),
-            profile: Profile::default(),
+            profile: Profile::new(),
             sabotage: None,
         }
     }
@@ -184,7 +183,7 @@ impl Wal {
     /// Joins the open slot with an encoded record (see [`CommitRecord::encode`]). Returns the
     /// record's `(lsn, end)`. Records are ordered by the caller (the commit critical section).
     pub fn append(&self, rec: Vec<u8>) -> Result<(u64, u64)> {
-        let t0 = Instant::now();
+        let t0 = Stamp::now();
         let r = self.append_inner(rec);
         self.profile.add(Phase::LogJoin, t0);
         r
@@ -267,7 +266,7 @@ impl Wal {
                     // Only syncs completed by now count: commits below it may be acknowledged.
                     let durable = st.durable;
                     drop(st);
-                    let t0 = Instant::now();
+                    let t0 = Stamp::now();
                     let res = self.write_slots(&slots, durable);
                     self.profile.add(Phase::LogWrite, t0);
                     st = self.state.lock();
@@ -289,14 +288,14 @@ impl Wal {
                 // else may be due to sync (e.g. the pipelined flush thread alone): sync them
                 // here to make room. Otherwise wait for the writer or the sync in flight.
                 if !(room == 0 && st.sync_cover < st.written) {
-                    let t0 = Instant::now();
+                    let t0 = Stamp::now();
                     self.cond.wait(&mut st);
                     self.profile.add(Phase::LogWaitSlot, t0);
                     continue;
                 }
             } else if st.sync_cover >= target {
                 // A sync in flight covers the target.
-                let t0 = Instant::now();
+                let t0 = Stamp::now();
                 self.cond.wait(&mut st);
                 self.profile.add(Phase::LogWaitSync, t0);
                 continue;
@@ -304,7 +303,7 @@ impl Wal {
             let cover = st.written;
             st.sync_cover = cover;
             drop(st);
-            let t0 = Instant::now();
+            let t0 = Stamp::now();
             let res = if probe::is(self.sabotage, Sabotage::SkipLogSync) {
                 Ok(())
             } else {
