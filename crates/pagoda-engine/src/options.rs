@@ -288,16 +288,18 @@ impl DbOptions {
         self
     }
 
-    /// The size a new log file gets: `log_file_bytes`, or else half the buffer pool, from
+    /// The size a new log file gets: `log_file_bytes`, or else the buffer pool's size, from
     /// 128 MiB to 4 GiB. A checkpoint writes every page dirtied since the last one, and one
     /// is due when half the log is used: with a log small beside the pool, each update of a
     /// large working set costs a page write (a 128 MiB log and a 2 GiB pool of 1 KB records
-    /// measured 0.5 page writes per update); a log half the pool lets most pages take many
-    /// updates per write (InnoDB likewise sizes its redo log from the memory it is given).
+    /// measured 0.5 page writes per update); a log as large as the pool lets most pages take
+    /// many updates per write (InnoDB likewise sizes its redo log from the memory it is
+    /// given). Half the pool was measured against it: 1M records, 2 GiB pool, no-sync updates
+    /// 128k / 138k ops/s with 214k page writes in 15 s and 0.6-0.7 s stalls, against 162k /
+    /// 143k, 149k / 103k page writes and 11 ms at most.
     pub fn new_log_file_bytes(&self) -> u64 {
-        self.log_file_bytes.unwrap_or_else(|| {
-            (self.buffer_bytes as u64 / 2).clamp(128 << 20, 4 << 30) / 4096 * 4096
-        })
+        self.log_file_bytes
+            .unwrap_or_else(|| (self.buffer_bytes as u64).clamp(128 << 20, 4 << 30) / 4096 * 4096)
     }
 
     /// Sets the size of a new log file (see [`DbOptions::new_log_file_bytes`]).
