@@ -54,7 +54,7 @@ impl Sabotage {
     /// The torn mode the sabotage needs, if it only has an effect in one.
     pub fn needs_torn(self) -> Option<TornMode> {
         match self {
-            Self::SkipDoublewrite => Some(TornMode::Doublewrite),
+            Self::SkipDoublewrite | Self::DoublewriteOldImages => Some(TornMode::Doublewrite),
             Self::NonAtomicPages => Some(TornMode::Atomic),
             _ => None,
         }

@@ -124,11 +124,15 @@ pub enum Sabotage {
     /// not only those whose key ends in an imaged leaf, so redo loses the changes made in
     /// place to leaves the record did not image.
     DropOpsOfImagedRecords,
+    /// Torn mode doublewrite leaves out of the double-write area every page some commit
+    /// record ever imaged, also when that record lies before the redo start (so recovery
+    /// never reads it): a torn write of such a page has neither a copy nor an image.
+    DoublewriteOldImages,
 }
 
 impl Sabotage {
     /// Every sabotage.
-    pub const ALL: [Sabotage; 14] = [
+    pub const ALL: [Sabotage; 15] = [
         Self::SkipLogSync,
         Self::SkipDoublewrite,
         Self::AckBeforeDurable,
@@ -143,6 +147,7 @@ impl Sabotage {
         Self::FlashUnsyncedWriteback,
         Self::FlashTrustTornSlots,
         Self::DropOpsOfImagedRecords,
+        Self::DoublewriteOldImages,
     ];
 
     /// Whether the sabotage only has an effect with a flash cache.
@@ -170,6 +175,7 @@ impl Sabotage {
             Self::FlashUnsyncedWriteback => "flash-unsynced-writeback",
             Self::FlashTrustTornSlots => "flash-trust-torn-slots",
             Self::DropOpsOfImagedRecords => "drop-ops-of-imaged-records",
+            Self::DoublewriteOldImages => "doublewrite-old-images",
         }
     }
 }

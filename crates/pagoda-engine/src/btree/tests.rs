@@ -75,7 +75,7 @@ fn commit(pool: &Pool, lsn: u64, f: impl FnOnce(&mut Apply<'_>)) {
     let mut ap = Apply::new(pool, META);
     f(&mut ap);
     let pages: Vec<u64> = ap.touched.iter().chain(&ap.freed).copied().collect();
-    pool.stamp(&pages, lsn).unwrap();
+    pool.stamp(&pages, lsn, &Default::default()).unwrap();
     pool.applied.store(lsn + 1, Ordering::Release);
 }
 
@@ -134,7 +134,7 @@ fn run(torn: TornMode) {
     );
     // Once stamped (and so logged first), the freed page may be written.
     let pages: Vec<u64> = ap.touched.iter().chain(&ap.freed).copied().collect();
-    pool.stamp(&pages, 300).unwrap();
+    pool.stamp(&pages, 300, &Default::default()).unwrap();
     pool.applied.store(301, Ordering::Release);
     pool.flush_dirty(None).unwrap();
     let merged = entries(a);

@@ -15,6 +15,9 @@ pub(super) struct Out {
     pub(super) version: u64,
     pub(super) lsn: u64,
     pub(super) bytes: Vec<u8>,
+    /// The log recovery would read holds an image of the page: a torn write is repaired
+    /// from there, so the page needs no double-write copy.
+    pub(super) logged: bool,
 }
 
 impl Pool {
@@ -37,6 +40,17 @@ impl Pool {
             }
         }
         self.write_pinned(&pins)
+    }
+
+    /// Writes the superblock that moves the redo start to `c` (`write`) with no cleaner batch
+    /// in flight, then lets batches leave out of the double-write area the pages imaged at or
+    /// after `c`. A batch that chose by the old start is synced before the superblock is
+    /// written, so no page whose image the new start drops can be torn by it.
+    pub fn move_redo_start(&self, c: u64, write: impl FnOnce() -> Result<()>) -> Result<()> {
+        let _one = self.clean_lock.lock();
+        write()?;
+        self.redo_start.store(c, Ordering::Release);
+        Ok(())
     }
 
     /// Pages per cleaner batch (one double-write area, or 64).
@@ -63,6 +77,13 @@ impl Pool {
     /// marks those not changed meanwhile clean. Returns pages written.
     fn write_pinned(&self, pins: &[Pin]) -> Result<usize> {
         let applied = self.applied.load(Ordering::Acquire);
+        // Stable until this batch's last sync: the redo start moves under `clean_lock`, which
+        // the caller holds.
+        let redo_start = if probe::is(self.sabotage, Sabotage::DoublewriteOldImages) {
+            0
+        } else {
+            self.redo_start.load(Ordering::Acquire)
+        };
         let mut outs = Vec::with_capacity(pins.len());
         for pin in pins {
             let f = &self.frames[pin.idx as usize];
@@ -82,6 +103,7 @@ impl Pool {
                 version: st.version,
                 lsn: page.lsn,
                 bytes,
+                logged: st.imaged != UNSET && st.imaged >= redo_start,
             });
         }
         if outs.is_empty() {

@@ -23,7 +23,7 @@ use crate::wal::Wal;
 use crate::TornMode;
 use pagoda_device::DeviceRef;
 use parking_lot::{Mutex, RwLock, RwLockReadGuard};
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::ops::{Deref, DerefMut};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -57,6 +57,10 @@ struct FState {
     in_progress: bool,
     version: u64,
     rec_lsn: u64,
+    /// LSN of the newest commit record holding this page's whole image (`UNSET`: none known).
+    /// While the recovery start is at or below it, a torn write of the page is repaired from
+    /// the log, so it needs no double-write copy ([`Pool::redo_start`]).
+    imaged: u64,
 }
 
 #[derive(Debug)]
@@ -95,6 +99,9 @@ pub struct PoolCounters {
     pub cleaner_batches: AtomicU64,
     /// Pages written to the double-write area.
     pub dw_writes: AtomicU64,
+    /// Pages written in torn mode `doublewrite` without a double-write copy (their image is in
+    /// the log recovery would read).
+    pub dw_skipped: AtomicU64,
 }
 
 /// The buffer pool.
@@ -130,7 +137,12 @@ pub struct Pool {
     pub applied: AtomicU64,
     /// Counters.
     pub counters: PoolCounters,
+    /// Held by a cleaner batch from its first write to its last sync, and while the redo
+    /// start moves ([`Pool::move_redo_start`]).
     clean_lock: Mutex<()>,
+    /// The redo start of the durable superblock (`UNSET` until known): a page imaged at or
+    /// after it skips the double-write area.
+    redo_start: AtomicU64,
     sabotage: Option<Sabotage>,
     /// Before-images of the running commit's pages ([`undo`]); `journaling` avoids taking
     /// the journal's lock on every page access when no commit keeps one.
@@ -276,6 +288,7 @@ impl Pool {
             applied: AtomicU64::new(0),
             counters: PoolCounters::default(),
             clean_lock: Mutex::new(()),
+            redo_start: AtomicU64::new(UNSET),
             sabotage: None,
             journal: Mutex::new(undo::Journal::default()),
             journaling: std::sync::atomic::AtomicBool::new(false),
@@ -308,6 +321,7 @@ impl Pool {
                     in_progress: false,
                     version: 0,
                     rec_lsn: UNSET,
+                    imaged: UNSET,
                 }),
                 mapped: AtomicU64::new(u64::MAX),
             })
@@ -530,6 +544,7 @@ impl Pool {
                 st.relabeled = false;
                 st.in_progress = false;
                 st.rec_lsn = UNSET;
+                st.imaged = UNSET;
                 st.version += 1;
             }
             let pin = Pin { pool: self, idx };
@@ -622,8 +637,9 @@ impl Pool {
         self.young_at[idx as usize].store(now, Ordering::Relaxed);
     }
 
-    /// Stamps the pages a commit modified with its LSN and makes them writable.
-    pub fn stamp(&self, pids: &[u64], lsn: u64) -> Result<()> {
+    /// Stamps the pages a commit modified with its LSN and makes them writable; `imaged` are
+    /// those whose whole image its record holds.
+    pub fn stamp(&self, pids: &[u64], lsn: u64, imaged: &BTreeSet<u64>) -> Result<()> {
         for &pid in pids {
             let mut p = self.write(pid)?;
             let raised = lsn > p.lsn;
@@ -642,6 +658,9 @@ impl Pool {
             st.in_progress = false;
             if st.rec_lsn == UNSET {
                 st.rec_lsn = lsn;
+            }
+            if imaged.contains(&pid) {
+                st.imaged = lsn;
             }
         }
         Ok(())

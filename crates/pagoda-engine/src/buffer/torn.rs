@@ -3,6 +3,8 @@
 //!
 //! - `doublewrite`: the batch goes to the double-write area first (one sequential write on its
 //!   own stream, then a sync), then in place; a page torn in place is restored from its copy.
+//!   Pages the log recovery would read holds an image of skip the copy: redo pass 1 installs
+//!   that image over a torn page ([`Pool::move_redo_start`] keeps "would read" true).
 //! - `atomic`: each page is one atomic write (the device never keeps half a page).
 //! - `none`: pages are written in place; a torn page is detected by its checksum, not repaired.
 
@@ -57,19 +59,28 @@ impl Pool {
                 }
             }
             TornMode::Doublewrite => {
-                let mut buf = Vec::with_capacity(outs.len() * self.page_size);
-                for o in outs {
-                    buf.extend_from_slice(&o.bytes);
+                // Pages whose image is in the log recovery would read (new leaves of a bulk
+                // load, split halves) are repaired from there if torn: only the others are
+                // copied, and a batch of logged pages alone costs one sync, not two.
+                let copied = outs.iter().filter(|o| !o.logged).count();
+                if copied > 0 {
+                    let mut buf = Vec::with_capacity(copied * self.page_size);
+                    for o in outs.iter().filter(|o| !o.logged) {
+                        buf.extend_from_slice(&o.bytes);
+                    }
+                    self.dev.write(
+                        self.sector_of(self.dw_start),
+                        &buf,
+                        WriteHints::stream(self.dw_stream),
+                    )?;
+                    self.dev.flush()?;
                 }
-                self.dev.write(
-                    self.sector_of(self.dw_start),
-                    &buf,
-                    WriteHints::stream(self.dw_stream),
-                )?;
-                self.dev.flush()?;
                 self.counters
                     .dw_writes
-                    .fetch_add(outs.len() as u64, Ordering::Relaxed);
+                    .fetch_add(copied as u64, Ordering::Relaxed);
+                self.counters
+                    .dw_skipped
+                    .fetch_add((outs.len() - copied) as u64, Ordering::Relaxed);
                 self.write_runs(outs, data)?;
                 self.dev.flush()?;
             }

@@ -48,12 +48,14 @@ impl Db {
             let (fc_id, fc_seq, fc_dep) = fc.map_or((0, 0, false), |f| {
                 (f.cache_id(), f.next_seq(), f.has_dirty())
             });
-            self.write_superblock(|sb| {
-                sb.checkpoint_lsn = c;
-                sb.checkpoint_cts = cts;
-                sb.flash_cache_id = fc_id;
-                sb.flash_seq = fc_seq;
-                sb.flash_dependent = fc_dep;
+            self.inner.pool.move_redo_start(c, || {
+                self.write_superblock(|sb| {
+                    sb.checkpoint_lsn = c;
+                    sb.checkpoint_cts = cts;
+                    sb.flash_cache_id = fc_id;
+                    sb.flash_seq = fc_seq;
+                    sb.flash_dependent = fc_dep;
+                })
             })?;
             self.inner.wal.set_reclaim(c);
             Ok::<_, Error>(c)

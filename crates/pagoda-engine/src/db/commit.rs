@@ -10,6 +10,7 @@ use crate::options::CommitMode;
 use crate::pipeline::{Admission, CommitInfo, CommitTicket};
 use crate::probe::{self, Sabotage};
 use crate::profile::{Phase, Stamp};
+use std::collections::BTreeSet;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -60,10 +61,11 @@ impl Db {
                 .copied()
                 .filter(|p| !ap.freed.contains(p))
                 .collect();
-            self.inner.pool.stamp(&touched, lsn)?;
-            // Freed pages may still sit in the pool marked "in progress"; stamp them too.
+            self.inner.pool.stamp(&touched, lsn, &ap.imaged)?;
+            // Freed pages may still sit in the pool marked "in progress"; stamp them too (the
+            // record holds no image of them).
             let freed: Vec<u64> = ap.freed.iter().copied().collect();
-            self.inner.pool.stamp(&freed, lsn)
+            self.inner.pool.stamp(&freed, lsn, &BTreeSet::new())
         })();
         if let Err(e) = stamped {
             return Err(self.fail_now(e));

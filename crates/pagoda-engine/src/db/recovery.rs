@@ -137,7 +137,8 @@ pub(super) fn redo(
             }
             // The record's pages become writable together, with its LSN.
             let touched: Vec<u64> = ap.touched.iter().copied().collect();
-            pool.stamp(&touched, *lsn)?;
+            // No page counts as imaged here: the double-write copy guards recovery's writes.
+            pool.stamp(&touched, *lsn, &BTreeSet::new())?;
         }
         Ok(())
     };

@@ -47,6 +47,9 @@ pub struct BufferStats {
     pub cleaner_batches: u64,
     /// Pages written to the double-write area.
     pub doublewrite_pages: u64,
+    /// Pages written in place without a double-write copy (torn mode `doublewrite`): the log
+    /// recovery would read holds their image.
+    pub doublewrite_skipped: u64,
     /// Frames in the pool.
     pub frames: u64,
     /// Dirty frames now.
@@ -185,6 +188,7 @@ impl Db {
                 evictions: pc.evictions.load(Ordering::Relaxed),
                 cleaner_batches: pc.cleaner_batches.load(Ordering::Relaxed),
                 doublewrite_pages: pc.dw_writes.load(Ordering::Relaxed),
+                doublewrite_skipped: pc.dw_skipped.load(Ordering::Relaxed),
                 frames: i.pool.frames() as u64,
                 dirty_frames: i.pool.dirty_frames() as u64,
             },

@@ -46,7 +46,8 @@ pub struct CrashtestArgs {
     buffer: Option<String>,
     /// Remove one safety step of the engine on purpose (skip-log-sync, skip-doublewrite,
     /// ack-before-durable, skip-wal-rule, skip-checkpoint-flush, non-atomic-pages,
-    /// visible-before-durable, redo-partial-writes, merge-unmarked-sibling, ignore-log-epoch;
+    /// visible-before-durable, redo-partial-writes, merge-unmarked-sibling, ignore-log-epoch,
+    /// drop-ops-of-imaged-records, doublewrite-old-images;
     /// with --commit lazy: salvage-torn-log; with --flash-cache: flash-unsynced-writeback, flash-trust-torn-slots): the crash test
     /// must then fail, which proves it can (ignore-log-epoch needs a rare alignment of two
     /// crashes; its deterministic proof is in the engine's log tests).
