@@ -7,8 +7,8 @@
 //!
 //! Reads only. Every allocated page's checksum, identity and payload are checked; the log is
 //! scanned from the checkpoint. A torn page of a database that crashed and was not reopened
-//! yet is reported too, with a note when the double-write area holds an intact copy (recovery
-//! would repair it).
+//! yet is reported too, with a note when the double-write area holds an intact copy or the log
+//! an image of it (recovery would repair it).
 
 use crate::db::devices;
 use crate::error::{Error, Result};
@@ -251,6 +251,19 @@ pub fn inspect_devices(data: &DeviceRef, log: &DeviceRef) -> Result<InspectRepor
                 r.log_groups = s.groups;
                 r.log_records = s.records.len() as u64;
                 r.torn_log_tail = s.torn_tail;
+                // Pages written without a double-write copy are those the log imaged.
+                let imaged: std::collections::BTreeSet<u64> = s
+                    .records
+                    .iter()
+                    .flat_map(|(_, rec)| rec.images.iter().map(|(pid, _)| *pid))
+                    .collect();
+                for (pid, d) in &mut r.corrupt_pages {
+                    if imaged.contains(pid) && !dw.contains_key(pid) {
+                        d.push_str(
+                            " (the log holds an image of it: opening the database repairs it)",
+                        );
+                    }
+                }
             }
             Err(e) => {
                 if let Error::LogCorruption { lsn, offset, .. } = &e {

@@ -67,6 +67,9 @@ struct State {
     written: u64,
     /// Ends of written groups not yet durable (bounded by `MAX_INFLIGHT_GROUPS`).
     unsynced: VecDeque<u64>,
+    /// Bodies of written groups, kept for the next slots: a fresh one grew by doubling to
+    /// each group's size (a bulk load's groups are 100 KiB and more), in new memory.
+    spare: Vec<Vec<u8>>,
     /// Largest `written` value a started sync covers.
     sync_cover: u64,
     durable: u64,
@@ -134,6 +137,7 @@ impl Wal {
                 writing: false,
                 written: next_lsn,
                 unsynced: VecDeque::new(),
+                spare: Vec::new(),
                 sync_cover: next_lsn,
                 durable: next_lsn,
                 reclaim,
@@ -180,16 +184,17 @@ impl Wal {
         st.reclaim = st.reclaim.max(lsn);
     }
 
-    /// Joins the open slot with an encoded record (see [`CommitRecord::encode`]). Returns the
-    /// record's `(lsn, end)`. Records are ordered by the caller (the commit critical section).
-    pub fn append(&self, rec: Vec<u8>) -> Result<(u64, u64)> {
+    /// Joins the open slot with an encoded record (see [`CommitRecord::encode`]), which it
+    /// seals and copies (the caller keeps its buffer). Returns the record's `(lsn, end)`.
+    /// Records are ordered by the caller (the commit critical section).
+    pub fn append(&self, rec: &mut [u8]) -> Result<(u64, u64)> {
         let t0 = Stamp::now();
         let r = self.append_inner(rec);
         self.profile.add(Phase::LogJoin, t0);
         r
     }
 
-    fn append_inner(&self, mut rec: Vec<u8>) -> Result<(u64, u64)> {
+    fn append_inner(&self, rec: &mut [u8]) -> Result<(u64, u64)> {
         let mut st = self.state.lock();
         if let Some(f) = &st.failed {
             return Err(Error::Failed(f.clone()));
@@ -210,23 +215,25 @@ impl Wal {
         }
         if !open {
             let start = st.next_lsn;
+            let mut body = st.spare.pop().unwrap_or_default();
+            body.reserve(rec.len());
             st.slots.push_back(Slot {
                 start,
                 end: start + GROUP_HEADER as u64,
                 open: true,
-                body: Vec::new(),
+                body,
                 records: 0,
             });
             st.next_lsn = start + GROUP_HEADER as u64;
         }
         let lsn = st.next_lsn;
-        seal_record(&mut rec, lsn);
+        seal_record(rec, lsn);
         st.next_lsn += len;
         let next = st.next_lsn;
         let Some(slot) = st.slots.back_mut() else {
             return Err(Error::Internal("log slot vanished".into()));
         };
-        slot.body.extend_from_slice(&rec);
+        slot.body.extend_from_slice(rec);
         slot.records += 1;
         slot.end = next;
         let close = slot.end - slot.start >= MAX_GROUP_BYTES;
@@ -280,6 +287,15 @@ impl Wal {
                             }
                         }
                         Err(e) => st.failed = Some(Failure::new(e)),
+                    }
+                    for sl in slots {
+                        let mut body = sl.body;
+                        if body.capacity() <= KEPT_WRITE_BUF
+                            && st.spare.len() < 2 * MAX_INFLIGHT_GROUPS
+                        {
+                            body.clear();
+                            st.spare.push(body);
+                        }
                     }
                     self.cond.notify_all();
                     continue;
