@@ -280,7 +280,7 @@ impl Txn<'_> {
         let estimate: u64 = self
             .writes
             .iter()
-            .map(|((_, k), v)| (k.len() + v.as_ref().map_or(0, Vec::len) + 64) as u64)
+            .map(|((_, k), v)| (k.len() + v.as_ref().map_or(0, |b| b.len()) + 64) as u64)
             .sum::<u64>()
             + (8 + self.writes.len() as u64 / 16) * ps as u64;
         let pre = self.pre_read()?;
@@ -337,7 +337,7 @@ impl Txn<'_> {
                     wk.clone(),
                     Version {
                         cts,
-                        val: v.as_deref().map(Arc::from),
+                        val: v.clone(),
                         prev,
                     },
                 );
@@ -346,7 +346,7 @@ impl Txn<'_> {
                         let val = if b.len() > inline_max(ps) {
                             ap.write_overflow(b)?
                         } else {
-                            Val::Inline(b.clone())
+                            Val::Inline(b.to_vec())
                         };
                         if let Some(old) = ap.put(root, &wk.1, val.clone())? {
                             ap.free_value(&old)?;

@@ -85,7 +85,7 @@ impl Scan<'_> {
             let (tlo, thi) = tuple_bounds(self.table, as_ref(&lo), as_ref(&hi));
             if range_ok(&tlo, &thi) {
                 for ((_, k), v) in self.txn.writes.range((tlo, thi)) {
-                    merged.insert(k.clone(), Src::Own(v.clone()));
+                    merged.insert(k.clone(), Src::Own(v.as_deref().map(<[u8]>::to_vec)));
                 }
             }
             let mut out = Vec::with_capacity(merged.len());

@@ -17,7 +17,9 @@ use std::ops::{Bound, RangeBounds};
 pub struct Txn<'db> {
     pub(super) db: &'db Db,
     pub(super) snapshot: u64,
-    pub(super) writes: BTreeMap<WKey, Option<Vec<u8>>>,
+    /// Buffered writes (`None`: delete). A value is shared with the version the commit
+    /// chains, not copied for it.
+    pub(super) writes: BTreeMap<WKey, crate::mvcc::Value>,
     pub(super) read_only: bool,
     pub(super) done: bool,
     pub(super) aborted: Option<(String, String)>,
@@ -64,7 +66,7 @@ impl<'db> Txn<'db> {
         let t = self.db.table(table)?;
         if !self.writes.is_empty() {
             if let Some(v) = self.writes.get(&(t.id, key.to_vec())) {
-                return Ok(v.clone());
+                return Ok(v.as_deref().map(<[u8]>::to_vec));
             }
         }
         let pool = &self.db.inner.pool;
@@ -118,7 +120,7 @@ impl<'db> Txn<'db> {
                 key: e.1,
             });
         }
-        self.writes.insert(wk, value.map(<[u8]>::to_vec));
+        self.writes.insert(wk, value.map(std::sync::Arc::from));
         Ok(())
     }
 
