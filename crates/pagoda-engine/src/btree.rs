@@ -240,6 +240,12 @@ pub struct Apply<'a> {
     pub freed: BTreeSet<u64>,
     /// Recovery: mark pages with this LSN instead of "in progress".
     pub recovery_lsn: Option<u64>,
+    /// The leaf the last [`Apply::put`] or [`Apply::delete`] found for its key, before any
+    /// split or merge: the key ends in an imaged leaf exactly when this leaf is imaged or
+    /// freed (a leaf split later in the same commit is imaged with the page it split into;
+    /// a merge images the sibling that takes a freed leaf's keys), so a commit learns it
+    /// without descending again.
+    pub last_leaf: u64,
 }
 
 impl<'a> Apply<'a> {
@@ -252,6 +258,7 @@ impl<'a> Apply<'a> {
             imaged: BTreeSet::new(),
             freed: BTreeSet::new(),
             recovery_lsn: None,
+            last_leaf: 0,
         }
     }
 
@@ -359,6 +366,7 @@ impl<'a> Apply<'a> {
     pub fn put(&mut self, root: u64, key: &[u8], val: Val) -> Result<Option<Val>> {
         let path = self.leaf_path(root, key)?;
         let leaf = path[path.len() - 1].0;
+        self.last_leaf = leaf;
         let max = self.payload_max();
         {
             // Changed in place when it fits: the undo journal then keeps the entry, not a
@@ -486,12 +494,6 @@ impl<'a> Apply<'a> {
         Ok(old)
     }
 
-    /// The leaf `key` routes to.
-    pub fn leaf_of(&self, root: u64, key: &[u8]) -> Result<u64> {
-        let path = self.leaf_path(root, key)?;
-        Ok(path[path.len() - 1].0)
-    }
-
     /// The LSN of the leaf `key` routes to (redo decides with it, before a record's
     /// operations change any leaf).
     pub fn leaf_lsn(&self, root: u64, key: &[u8]) -> Result<u64> {
@@ -511,6 +513,7 @@ impl<'a> Apply<'a> {
     pub fn delete(&mut self, root: u64, key: &[u8]) -> Result<Option<Val>> {
         let path = self.leaf_path(root, key)?;
         let leaf = path[path.len() - 1].0;
+        self.last_leaf = leaf;
         let max = self.payload_max();
         let underfull = {
             let mut p = self.pool.write(leaf)?;

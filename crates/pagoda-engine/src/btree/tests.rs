@@ -319,3 +319,43 @@ proptest::proptest! {
         proptest::prop_assert_eq!(super::child_index(&keys, &key), want);
     }
 }
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(1000))]
+
+    /// A commit drops the logical operation of a key whose leaf it images, judging by the leaf
+    /// the operation found ([`Apply::last_leaf`]) rather than by descending again at the end:
+    /// the two must agree whatever splits and merges came after (a found leaf that a merge
+    /// freed counts as imaged: its keys went to the imaged sibling).
+    #[test]
+    fn the_leaf_an_operation_found_is_imaged_iff_the_keys_last_leaf_is(
+        preload in proptest::collection::btree_map(0u16..400, 20usize..700, 0..60),
+        ops in proptest::collection::vec((0u16..400, proptest::option::of(20usize..1500)), 1..60),
+    ) {
+        let (pool, _) = setup(TornMode::Doublewrite);
+        let k = |i: u16| format!("k{i:05}").into_bytes();
+        commit(&pool, 2, |ap| {
+            for (&i, &len) in &preload {
+                ap.put(ROOT, &k(i), Val::Inline(vec![1; len])).unwrap();
+            }
+        });
+        let mut ap = Apply::new(&pool, META);
+        let mut found = Vec::new();
+        for &(i, len) in &ops {
+            match len {
+                Some(len) => drop(ap.put(ROOT, &k(i), Val::Inline(vec![2; len])).unwrap()),
+                None => drop(ap.delete(ROOT, &k(i)).unwrap()),
+            }
+            found.push((i, ap.last_leaf));
+        }
+        for (i, leaf) in found {
+            let path = ap.leaf_path(ROOT, &k(i)).unwrap();
+            let last = path[path.len() - 1].0;
+            proptest::prop_assert_eq!(
+                ap.imaged.contains(&leaf) || ap.freed.contains(&leaf),
+                ap.imaged.contains(&last),
+                "key {} found leaf {} and ends in leaf {}", i, leaf, last
+            );
+        }
+    }
+}

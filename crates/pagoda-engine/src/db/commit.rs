@@ -96,29 +96,20 @@ impl Db {
     /// anyway (the leaf's LSN is at least the record's, and later records that move the key
     /// image the leaves they change), so the record does not carry it twice. A bulk insert
     /// fills new leaves, so this halves its log. Called after every change is applied.
-    fn ops_outside_images(
-        &self,
-        ap: &Apply<'_>,
-        ops: Vec<RedoOp>,
-        roots: &[u64],
-    ) -> Result<Vec<RedoOp>> {
+    /// `leaves[i]` is the leaf operation `i` found ([`Apply::last_leaf`]).
+    fn ops_outside_images(&self, ap: &Apply<'_>, ops: Vec<RedoOp>, leaves: &[u64]) -> Vec<RedoOp> {
         if probe::is(self.inner.opts.sabotage, Sabotage::DropOpsOfImagedRecords) {
-            return Ok(Vec::new());
+            return Vec::new();
         }
-        let mut out = Vec::with_capacity(ops.len());
-        for (op, &root) in ops.into_iter().zip(roots) {
-            let key = match &op {
-                RedoOp::Put { key, .. } | RedoOp::Delete { key, .. } => key,
-                RedoOp::DropTable { .. } => {
-                    out.push(op);
-                    continue;
-                }
-            };
-            if !ap.imaged.contains(&ap.leaf_of(root, key)?) {
-                out.push(op);
-            }
-        }
-        Ok(out)
+        ops.into_iter()
+            .zip(leaves)
+            .filter(|(op, leaf)| {
+                // A found leaf that a merge freed gave its keys to an imaged sibling.
+                matches!(op, RedoOp::DropTable { .. })
+                    || !(ap.imaged.contains(leaf) || ap.freed.contains(leaf))
+            })
+            .map(|(op, _)| op)
+            .collect()
     }
 
     /// After a change failed before its record was logged: puts the changed pages back as
@@ -330,9 +321,8 @@ impl Txn<'_> {
         let res = (|| {
             let mut ap = Apply::new(pool, db.inner.meta_page);
             let mut ops = Vec::with_capacity(self.writes.len());
-            let mut roots = Vec::with_capacity(self.writes.len());
+            let mut leaves = Vec::with_capacity(self.writes.len());
             for ((wk, v), (root, prev)) in self.writes.iter().zip(pre) {
-                roots.push(root);
                 mvcc.push(
                     wk.clone(),
                     Version {
@@ -348,7 +338,9 @@ impl Txn<'_> {
                         } else {
                             Val::Inline(b.to_vec())
                         };
-                        if let Some(old) = ap.put(root, &wk.1, val.clone())? {
+                        let old = ap.put(root, &wk.1, val.clone())?;
+                        leaves.push(ap.last_leaf);
+                        if let Some(old) = old {
                             ap.free_value(&old)?;
                         }
                         ops.push(RedoOp::Put {
@@ -358,7 +350,9 @@ impl Txn<'_> {
                         });
                     }
                     None => {
-                        if let Some(old) = ap.delete(root, &wk.1)? {
+                        let old = ap.delete(root, &wk.1)?;
+                        leaves.push(ap.last_leaf);
+                        if let Some(old) = old {
                             ap.free_value(&old)?;
                         }
                         ops.push(RedoOp::Delete {
@@ -369,7 +363,7 @@ impl Txn<'_> {
                 }
             }
             if !ap.imaged.is_empty() {
-                ops = db.ops_outside_images(&ap, ops, &roots)?;
+                ops = db.ops_outside_images(&ap, ops, &leaves);
             }
             db.log_and_stamp(&ap, ops, cts)
         })();
