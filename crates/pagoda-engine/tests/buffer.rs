@@ -142,6 +142,22 @@ enum Dw {
     Direct(Vec<u64>),
 }
 
+/// One in-place request of a batch: consecutive pages at their own sector, after the batch's
+/// earlier requests in page order. Appends them to `written`; true for a multi-page request.
+fn in_place_run(at: &str, written: &mut Vec<u64>, pages: &[u64], sector: u64) -> bool {
+    assert_eq!(sector, pages[0], "{at}: page id does not match its sector");
+    assert!(
+        pages.windows(2).all(|w| w[1] == w[0] + 1),
+        "{at}: one request must hold consecutive pages: {pages:?}"
+    );
+    assert!(
+        written.last() < pages.first(),
+        "{at}: in-place writes of a batch out of page order"
+    );
+    written.extend_from_slice(pages);
+    pages.len() > 1
+}
+
 /// Checks the double-write protocol of a data-device trace (from after the database was
 /// created): each batch's copied pages go to the area (stream 3) and are synced before any page
 /// is written in place (stream 2); then the batch's pages, every copied one among them, are
@@ -153,13 +169,6 @@ fn check_doublewrite_protocol(log: &[Event], first_page_sector: u64) -> (usize, 
     let mut batches = 0;
     let mut multi_page_runs = 0;
     let mut uncopied = 0u64;
-    let run_ok = |at: &str, pages: &[u64], sector: u64| {
-        assert_eq!(sector, pages[0], "{at}: page id does not match its sector");
-        assert!(
-            pages.windows(2).all(|w| w[1] == w[0] + 1),
-            "{at}: one request must hold consecutive pages: {pages:?}"
-        );
-    };
     for (i, e) in log.iter().enumerate() {
         let at = format!("event {i} ({e:?})");
         state = match (state, e) {
@@ -203,11 +212,11 @@ fn check_doublewrite_protocol(log: &[Event], first_page_sector: u64) -> (usize, 
                     pages,
                 },
             ) if *sector >= first_page_sector => {
-                run_ok(&at, pages, *sector);
+                let mut written = Vec::new();
+                multi_page_runs += usize::from(in_place_run(&at, &mut written, pages, *sector));
                 batches += 1;
                 uncopied += pages.len() as u64;
-                multi_page_runs += usize::from(pages.len() > 1);
-                Dw::Direct(pages.clone())
+                Dw::Direct(written)
             }
             (
                 Dw::Direct(mut written),
@@ -217,14 +226,8 @@ fn check_doublewrite_protocol(log: &[Event], first_page_sector: u64) -> (usize, 
                     pages,
                 },
             ) if *sector >= first_page_sector => {
-                run_ok(&at, pages, *sector);
-                assert!(
-                    written.last() < pages.first(),
-                    "{at}: in-place writes of a batch out of page order"
-                );
+                multi_page_runs += usize::from(in_place_run(&at, &mut written, pages, *sector));
                 uncopied += pages.len() as u64;
-                multi_page_runs += usize::from(pages.len() > 1);
-                written.extend_from_slice(pages);
                 Dw::Direct(written)
             }
             (Dw::Direct(_), Event::Flush) => Dw::Idle,
@@ -241,14 +244,8 @@ fn check_doublewrite_protocol(log: &[Event], first_page_sector: u64) -> (usize, 
                     pages,
                 },
             ) if *sector >= first_page_sector => {
-                run_ok(&at, pages, *sector);
-                assert!(
-                    written.last() < pages.first(),
-                    "{at}: in-place writes of a batch out of page order"
-                );
+                multi_page_runs += usize::from(in_place_run(&at, &mut written, pages, *sector));
                 uncopied += pages.iter().filter(|p| !batch.contains(p)).count() as u64;
-                multi_page_runs += usize::from(pages.len() > 1);
-                written.extend_from_slice(pages);
                 Dw::AreaSynced { batch, written }
             }
             (Dw::AreaSynced { batch, written }, Event::Flush) => {
