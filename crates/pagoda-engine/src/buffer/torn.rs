@@ -3,8 +3,8 @@
 //!
 //! - `doublewrite`: the batch goes to the double-write area first (one sequential write on its
 //!   own stream, then a sync), then in place; a page torn in place is restored from its copy.
-//!   Pages the log recovery would read holds an image of skip the copy: redo pass 1 installs
-//!   that image over a torn page ([`Pool::move_redo_start`] keeps "would read" true).
+//!   A page whose image is in the log recovery would read skips the copy: redo pass 1
+//!   installs that image over a torn page ([`Pool::move_redo_start`] keeps "would read" true).
 //! - `atomic`: each page is one atomic write (the device never keeps half a page).
 //! - `none`: pages are written in place; a torn page is detected by its checksum, not repaired.
 
