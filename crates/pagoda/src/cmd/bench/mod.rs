@@ -5,6 +5,7 @@ mod ceiling;
 mod compare;
 mod flash;
 mod peer;
+mod regime;
 mod session;
 mod summary;
 
@@ -250,15 +251,13 @@ pub(crate) fn load_and_run_ycsb(
         eprint!("{}", render_load(&load));
         bench = bench.mark_loaded()?;
     }
-    let store = &bench.store;
     if a.phase.load_only {
         return Ok((bench, None));
     }
-    store.db().reset_profile();
-    before_run(store.db())?;
-    let cpu = pagoda_engine::CpuClock::start();
-    let report = with_bar("run", |p| ycsb::run(store, &cfg, &driver, Some(p)))?;
-    bench.cpu = Some(cpu.usage());
+    bench.store.db().reset_profile();
+    before_run(bench.store.db())?;
+    let report =
+        bench.measure(|store| with_bar("run", |p| ycsb::run(store, &cfg, &driver, Some(p))))?;
     print!("{}", render_text(&report));
     Ok((bench, Some(report)))
 }
@@ -323,17 +322,17 @@ fn bench_tpcc(a: &TpccArgs) -> CliResult<()> {
         eprint!("{}", render_load(&load));
         bench = bench.mark_loaded()?;
     }
-    let store = &bench.store;
     let report = if a.phase.load_only {
         None
     } else {
-        let r = with_bar("run", |p| tpcc::run(store, &cfg, &driver, Some(p)))?;
+        let r =
+            bench.measure(|store| with_bar("run", |p| tpcc::run(store, &cfg, &driver, Some(p))))?;
         print!("{}", render_text(&r));
         print!("{}", render_tpcc(&r));
         Some(r)
     };
     if a.check {
-        let check = tpcc::check(store, a.warehouses)?;
+        let check = tpcc::check(&bench.store, a.warehouses)?;
         print!("{}", check.render());
         if !check.is_consistent() {
             bench.finish(report)?;
@@ -362,11 +361,11 @@ fn bench_linkbench(a: &LinkbenchArgs) -> CliResult<()> {
         eprint!("{}", render_load(&load));
         bench = bench.mark_loaded()?;
     }
-    let store = &bench.store;
     if a.phase.load_only {
         return bench.finish(None);
     }
-    let report = with_bar("run", |p| linkbench::run(store, &cfg, &driver, Some(p)))?;
+    let report = bench
+        .measure(|store| with_bar("run", |p| linkbench::run(store, &cfg, &driver, Some(p))))?;
     print!("{}", render_text(&report));
     print!("{}", render_linkbench(&report));
     bench.finish(Some(report))

@@ -25,6 +25,8 @@ pub(crate) struct Bench {
     reopen: Option<DbOptions>,
     /// CPU utilisation of the measured run.
     pub(crate) cpu: Option<pagoda_engine::CpuUsage>,
+    /// What bounded the measured run (see [`super::regime`]).
+    regime: Option<Value>,
 }
 
 /// Table and key where a persistent database records what was loaded into it.
@@ -222,6 +224,7 @@ impl Bench {
             _tmp: tmp,
             reopen,
             cpu: None,
+            regime: None,
         };
         bench.check_loaded(p.run_only, &dir)?;
         Ok(bench)
@@ -293,6 +296,23 @@ impl Bench {
         Ok(self)
     }
 
+    /// Runs the measured phase `f`, recording its CPU use and its regime (device busy
+    /// fractions, buffer hit ratio, the bottleneck) over exactly that window: the open's log
+    /// scan and the load stay out of it.
+    pub(crate) fn measure<T>(
+        &mut self,
+        f: impl FnOnce(&PagodaStore) -> CliResult<T>,
+    ) -> CliResult<T> {
+        let before = super::regime::Snapshot::take(self.store.db());
+        let cpu = pagoda_engine::CpuClock::start();
+        let out = f(&self.store)?;
+        let usage = cpu.usage();
+        let after = super::regime::Snapshot::take(self.store.db());
+        self.regime = Some(super::regime::describe(&before, &after, &usage));
+        self.cpu = Some(usage);
+        Ok(out)
+    }
+
     /// Closes the database without reporting (a caller that reports on its own).
     pub(crate) fn close(self) -> CliResult<()> {
         self.store.close()?;
@@ -331,6 +351,9 @@ impl Bench {
         if let Some(c) = &self.cpu {
             println!("{}", summary::cpu_line(c));
         }
+        if let Some(r) = &self.regime {
+            println!("{}", super::regime::line(r));
+        }
         if let (Some(path), Some(r)) = (&self.json, &report) {
             let mut devices = json!({ "data": data, "log": log });
             if let (Some(d), Some(f)) = (devices.as_object_mut(), &flash_dev) {
@@ -339,6 +362,9 @@ impl Bench {
             let mut keys = vec![("devices", devices), ("profile", json!(stats.profile))];
             if let Some(c) = &self.cpu {
                 keys.push(("cpu", json!(c)));
+            }
+            if let Some(r) = &self.regime {
+                keys.push(("regime", r.clone()));
             }
             let v = summary::report_json(r, &self.config, keys)?;
             write_json(path, &v)?;
