@@ -168,6 +168,9 @@ impl Bench {
         if let Some(fc) = flash_opts {
             opts = opts.flash_cache(fc);
         }
+        if let Some(size) = &e.log_size {
+            opts = opts.log_capacity(parse_size(size)?);
+        }
         let reopen = load_buffer.map(|_| opts.clone());
         let db = Db::open(match load_buffer {
             Some(b) => opts.buffer_bytes(b as usize),
@@ -206,7 +209,7 @@ impl Bench {
         };
         let mut config = json!({
             "dir": e.dir, "data": dd, "log": ld, "buffer_bytes": buffer, "load_buffer_bytes": load_buffer, "background": !e.no_background,
-            "page_size": page_size, "torn": e.torn.to_string(), "commit": e.commit.to_string(), "pipeline_depth": e.pipeline_depth, "lazy_flush": e.lazy_flush,
+            "page_size": page_size, "torn": e.torn.to_string(), "commit": e.commit.to_string(), "pipeline_depth": e.pipeline_depth, "lazy_flush": e.lazy_flush, "log_size": e.log_size,
             "commits_in_flight_per_thread": in_flight,
             "seed": e.seed, "threads": p.threads, "load_only": p.load_only, "run_only": p.run_only,
         });

@@ -6,6 +6,7 @@
 
 use super::cell::{Cell, CellResult, Scale};
 use super::plot::{line_chart, LineChart, Series};
+use super::repeats::Spread;
 use super::report::{find, fmt_frac, fmt_num, median, Ctx, Headline, Section, Verdict};
 use crate::error::CliResult;
 use serde_json::{json, Value};
@@ -221,7 +222,7 @@ pub(super) fn section(ctx: &Ctx, results: &[&CellResult]) -> CliResult<Section> 
         .collect();
     sizes.sort_by(f64::total_cmp);
     sizes.dedup();
-    let advise = find(results, &[("kind", "advise")]);
+    let advise = find(results, &[("kind", "advise")]).map(|g| g.runs[0]);
     let mrc = curve(advise.map(|a| &a.result["mrc"]), "hit_ratio");
     let pts: Vec<Vec<Point>> = DEVICES
         .iter()
@@ -397,7 +398,9 @@ fn headlines(pts: &[Vec<Point>], preds: &[Vec<(f64, f64)>], mrc: &[(f64, f64)]) 
             ),
             _ => "–".to_string(),
         },
-        value: hit.last().map(|p| p.1),
+        value: (hit.last().map(|p| p.1)).and_then(|v| Spread::of(vec![v])),
+        band: String::new(),
+        ablation: None,
         verdict: if hit.len() < 3 {
             missing()
         } else if concave {
@@ -424,7 +427,9 @@ fn headlines(pts: &[Vec<Point>], preds: &[Vec<(f64, f64)>], mrc: &[(f64, f64)]) 
             (Some(a), Some(b)) => format!("{a:.1}x → {b:.1}x"),
             _ => "–".to_string(),
         },
-        value: lo.zip(hi).map(|(a, b)| a / b),
+        value: (lo.zip(hi).map(|(a, b)| a / b)).and_then(|v| Spread::of(vec![v])),
+        band: String::new(),
+        ablation: None,
         verdict: match (lo, hi) {
             (Some(a), Some(b)) if b * 2.0 <= a => Verdict::Within,
             (Some(_), Some(_)) => {
@@ -444,7 +449,9 @@ fn headlines(pts: &[Vec<Point>], preds: &[Vec<(f64, f64)>], mrc: &[(f64, f64)]) 
         what: "hit ratio predicted from one run vs measured (mean abs. error)".to_string(),
         seed: "beyond the seed; target ≤ 0.05".to_string(),
         ours: mae.map_or("–".to_string(), |e| format!("{e:.3}")),
-        value: mae,
+        value: (mae).and_then(|v| Spread::of(vec![v])),
+        band: String::new(),
+        ablation: None,
         verdict: match mae {
             None => Verdict::Missing("the advise cell or the sweep did not run".to_string()),
             Some(e) if e <= 0.05 => Verdict::Within,
@@ -468,7 +475,9 @@ fn headlines(pts: &[Vec<Point>], preds: &[Vec<(f64, f64)>], mrc: &[(f64, f64)]) 
         what: "TPS predicted from one run vs measured (median abs. error)".to_string(),
         seed: "beyond the seed; target ≤ 30 %".to_string(),
         ours: med.map_or("–".to_string(), |e| format!("{:.0} %", e * 100.0)),
-        value: med,
+        value: (med).and_then(|v| Spread::of(vec![v])),
+        band: String::new(),
+        ablation: None,
         verdict: match med {
             None => Verdict::Missing("the advise cell or the sweep did not run".to_string()),
             Some(e) if e <= 0.3 => Verdict::Within,

@@ -8,7 +8,7 @@ use crate::progress::Progress;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -109,8 +109,9 @@ impl Cell {
         s
     }
 
-    fn file(&self, out: &Path) -> PathBuf {
-        out.join("cells").join(format!("{}.json", self.id))
+    /// `ID.sSEED`: the stem of this cell's files for one repeat.
+    fn stem(&self, seed: u64) -> String {
+        format!("{}.s{seed}", self.id)
     }
 }
 
@@ -209,8 +210,9 @@ pub(crate) fn run_cell(
 ) -> CliResult<CellResult> {
     let dir = out.join("cells");
     fs::create_dir_all(&dir).map_err(|e| io_err(&dir, e))?;
-    let json = dir.join(format!("{}.run.json", cell.id));
-    let log_path = dir.join(format!("{}.log", cell.id));
+    let stem = cell.stem(seed);
+    let json = dir.join(format!("{stem}.run.json"));
+    let log_path = dir.join(format!("{stem}.log"));
     let _ = fs::remove_file(&json);
     let log = fs::File::create(&log_path).map_err(|e| io_err(&log_path, e))?;
     let log_err = log.try_clone().map_err(|e| io_err(&log_path, e))?;
@@ -269,7 +271,7 @@ pub(crate) fn run_cell(
         error,
         result,
     };
-    let path = cell.file(out);
+    let path = dir.join(format!("{stem}.json"));
     let text = serde_json::to_string_pretty(&r).map_err(|e| CliError::Other(e.to_string()))?;
     fs::write(&path, text).map_err(|e| io_err(&path, e))?;
     Ok(r)
@@ -301,7 +303,7 @@ pub(crate) fn load_results(out: &Path) -> CliResult<Vec<CellResult>> {
         })?;
         results.push(r);
     }
-    results.sort_by(|a, b| a.cell.id.cmp(&b.cell.id));
+    results.sort_by(|a, b| (&a.cell.id, a.seed).cmp(&(&b.cell.id, b.seed)));
     Ok(results)
 }
 
@@ -312,32 +314,46 @@ pub(crate) fn io_err(path: &Path, source: std::io::Error) -> CliError {
     }
 }
 
-/// Runs cells one after another with one progress bar over their estimated time.
+/// Runs every cell once per seed with one progress bar over their estimated time, in rounds:
+/// each round runs every cell once, so the configurations a ratio compares run close in time;
+/// odd rounds run the cells in reverse, so no configuration always runs first.
 pub(crate) fn run_all(
     cells: &[Cell],
     scale: Scale,
-    seed: u64,
+    seeds: &[u64],
     out: &Path,
 ) -> CliResult<Vec<CellResult>> {
-    let total: u64 = cells.iter().map(|c| c.estimate_s).sum();
+    let total: u64 = cells.iter().map(|c| c.estimate_s).sum::<u64>() * seeds.len() as u64;
     let mut bar = Progress::new("reproduce", "s", total.max(1));
     let mut before = 0u64;
     let mut results = Vec::new();
-    for (i, cell) in cells.iter().enumerate() {
-        let label = format!("cell {}/{}: {}", i + 1, cells.len(), cell.id);
-        let mut tick = |t: Duration| {
-            let into = t.as_secs().min(cell.estimate_s);
-            bar.set_with_message(before + into, label.clone());
+    let runs = cells.len() * seeds.len();
+    for (round, &seed) in seeds.iter().enumerate() {
+        let order: Vec<&Cell> = if round % 2 == 1 {
+            cells.iter().rev().collect()
+        } else {
+            cells.iter().collect()
         };
-        let r = run_cell(cell, scale, seed, out, &mut tick)?;
-        if let Some(e) = &r.error {
-            if !cell.may_fail {
-                eprintln!("reproduce: cell {} failed: {e}", cell.id);
+        for (i, cell) in order.into_iter().enumerate() {
+            let label = format!(
+                "run {}/{runs}: {} (seed {seed})",
+                round * cells.len() + i + 1,
+                cell.id
+            );
+            let mut tick = |t: Duration| {
+                let into = t.as_secs().min(cell.estimate_s);
+                bar.set_with_message(before + into, label.clone());
+            };
+            let r = run_cell(cell, scale, seed, out, &mut tick)?;
+            if let Some(e) = &r.error {
+                if !cell.may_fail {
+                    eprintln!("reproduce: cell {} (seed {seed}) failed: {e}", cell.id);
+                }
             }
+            before += cell.estimate_s;
+            bar.set_with_message(before, label);
+            results.push(r);
         }
-        before += cell.estimate_s;
-        bar.set_with_message(before, label);
-        results.push(r);
     }
     bar.finish();
     Ok(results)

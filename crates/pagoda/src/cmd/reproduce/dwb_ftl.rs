@@ -6,6 +6,7 @@
 
 use super::cell::{Cell, CellResult, Scale};
 use super::plot::{bar_chart, BarChart};
+use super::repeats::Spread;
 use super::report::{find, fmt_change, fmt_num, ratio, Ctx, Headline, Section, Verdict};
 use crate::error::CliResult;
 use serde_json::json;
@@ -82,7 +83,7 @@ pub(super) fn cells(scale: Scale) -> Vec<Cell> {
 }
 
 /// The seed's five columns from a result (flash pages for reads and writes, as the seed).
-fn columns(r: &CellResult) -> [Option<f64>; 5] {
+fn columns(r: &super::repeats::Group) -> [Option<f64>; 5] {
     [
         r.num("devices/data/flash_reads"),
         r.num("devices/data/flash_programs"),
@@ -111,7 +112,7 @@ pub(super) fn section(ctx: &Ctx, results: &[&CellResult]) -> CliResult<Section> 
             let _ = writeln!(body, "| ours: {mode} | – | – | – | – | – | – | – |");
             continue;
         };
-        let c = columns(r);
+        let c = columns(&r);
         let _ = writeln!(
             body,
             "| ours: {mode} | {} | {} | {} | {} | {} | {} | {} |",
@@ -253,7 +254,9 @@ pub(super) fn section(ctx: &Ctx, results: &[&CellResult]) -> CliResult<Section> 
             what: what.to_string(),
             seed: seed.to_string(),
             ours: pct(v),
-            value: v,
+            value: (v).and_then(|v| Spread::of(vec![v])),
+            band: String::new(),
+            ablation: None,
             verdict,
         });
     }

@@ -149,8 +149,8 @@ pub(super) fn section(ctx: &Ctx, results: &[&CellResult]) -> CliResult<Section> 
         headlines.push(Headline::ratio(
             &format!("FaCE vs original tpmC, {label}"),
             &format!("{seed_ratio:.1}x"),
-            ratio(tpmc("face"), base),
-            (seed_ratio / 1.5, seed_ratio * 1.5),
+            ratio(tpmc("face"), base).and_then(|v| super::repeats::Spread::of(vec![v])),
+            &super::report::Band::range(seed_ratio / 1.5, seed_ratio * 1.5, ""),
             &format!("a smaller gain than the seed's (measured: {measured})"),
             &format!("a larger gain than the seed's (measured: {measured})"),
         ));

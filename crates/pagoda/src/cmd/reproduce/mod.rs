@@ -9,6 +9,8 @@ mod dwb_ftl;
 mod face;
 mod pipelined;
 pub(crate) mod plot;
+mod regime;
+mod repeats;
 mod report;
 
 use crate::error::{CliError, CliResult};
@@ -52,9 +54,20 @@ pub struct RunArgs {
     /// Where the report, the cell results and the plots go.
     #[arg(long, default_value = "pagoda-reproduce")]
     out: PathBuf,
-    /// Seed of every random choice (written in the report).
+    /// Seed of every random choice of the first repeat (written in the report); repeat k
+    /// uses seed + k.
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Runs of every cell, each with its own seed: the report gives every ratio as median
+    /// and min–max over them.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..=20))]
+    repeats: u64,
+}
+
+impl RunArgs {
+    fn seeds(&self) -> Vec<u64> {
+        (0..self.repeats).map(|k| self.seed + k).collect()
+    }
 }
 
 /// Flags of `reproduce plan`.
@@ -63,9 +76,12 @@ pub struct PlanArgs {
     /// quick | full.
     #[arg(long, value_enum, default_value = "full")]
     scale: Scale,
-    /// Seed written into each cell's command line.
+    /// Seed of the first repeat.
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Runs of every cell, each with its own seed (seed, seed + 1, ...).
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..=20))]
+    repeats: u64,
     /// Output directory written into each cell's command line.
     #[arg(long, default_value = "pagoda-reproduce")]
     out: String,
@@ -148,22 +164,26 @@ pub fn run(cmd: ReproduceCommand) -> CliResult<()> {
         ReproduceCommand::Report { dir } => return report_only(&dir),
     };
     let cells: Vec<Cell> = exps.iter().flat_map(|e| e.cells(a.scale)).collect();
-    let minutes = cells.iter().map(|c| c.estimate_s).sum::<u64>() as f64 / 60.0;
+    let seeds = a.seeds();
+    let minutes =
+        cells.iter().map(|c| c.estimate_s).sum::<u64>() as f64 * seeds.len() as f64 / 60.0;
     eprintln!(
-        "reproduce: {} cells of {}, scale {}, seed {}, about {minutes:.0} min; results in {}",
+        "reproduce: {} cells of {}, scale {}, {} repeats (seeds {}-{}), about {minutes:.0} min; results in {}",
         cells.len(),
         exps.iter().map(|e| e.name()).collect::<Vec<_>>().join(", "),
         a.scale.name(),
+        seeds.len(),
         a.seed,
+        a.seed + a.repeats - 1,
         a.out.display()
     );
     // A rerun replaces the results of these experiments, not those of others in --out.
     remove_old_results(&a.out, &exps)?;
-    let results = cell::run_all(&cells, a.scale, a.seed, &a.out)?;
-    let failed: Vec<&str> = results
+    let results = cell::run_all(&cells, a.scale, &seeds, &a.out)?;
+    let failed: Vec<String> = results
         .iter()
         .filter(|r| !r.ok && !r.cell.may_fail)
-        .map(|r| r.cell.id.as_str())
+        .map(|r| format!("{} (seed {})", r.cell.id, r.seed))
         .collect();
     let summary = report::write(&a.out)?;
     print!("{summary}");
@@ -200,26 +220,31 @@ fn plan(p: &PlanArgs) -> CliResult<()> {
         Some(e) => vec![e],
         None => ALL.to_vec(),
     };
-    let cells: Vec<serde_json::Value> = exps
+    let seeds: Vec<u64> = (0..p.repeats).map(|k| p.seed + k).collect();
+    let cells: Vec<serde_json::Value> = seeds
         .iter()
-        .flat_map(|e| e.cells(p.scale))
-        .map(|c| {
-            serde_json::json!({
-                "id": c.id,
-                "experiment": c.experiment,
-                "estimate_s": c.estimate_s,
-                "command": c.command(p.scale, p.seed, &p.out),
-                "runs": c.runs(p.seed),
-            })
+        .flat_map(|&seed| {
+            exps.iter()
+                .flat_map(move |e| e.cells(p.scale))
+                .map(move |c| {
+                    serde_json::json!({
+                        "id": c.id,
+                        "seed": seed,
+                        "experiment": c.experiment,
+                        "estimate_s": c.estimate_s,
+                        "command": c.command(p.scale, seed, &p.out),
+                        "runs": c.runs(seed),
+                    })
+                })
         })
         .collect();
     let total: u64 = cells.iter().filter_map(|c| c["estimate_s"].as_u64()).sum();
     let plan = serde_json::json!({
         "scale": p.scale.name(),
-        "seed": p.seed,
+        "seeds": seeds,
         "out": p.out,
         "estimate_s": total,
-        "cells": cells,
+        "runs": cells,
         "report": format!("pagoda reproduce report {}", p.out),
     });
     let text = serde_json::to_string_pretty(&plan).map_err(|e| CliError::Other(e.to_string()))?;
@@ -242,21 +267,14 @@ fn one_cell(c: &CellArgs) -> CliResult<()> {
         bar.set(t.as_secs().min(cell.estimate_s));
     })?;
     bar.finish();
+    let stem = format!("{}/cells/{}.s{}", c.run.out.display(), cell.id, c.run.seed);
     match &r.error {
         Some(e) if !cell.may_fail => Err(CliError::CheckFailed(format!(
-            "cell {} failed: {e} (log: {}/cells/{}.log)",
-            cell.id,
-            c.run.out.display(),
-            cell.id
+            "cell {} (seed {}) failed: {e} (log: {stem}.log)",
+            cell.id, c.run.seed
         ))),
         _ => {
-            println!(
-                "cell {} done in {:.0} s: {}/cells/{}.json",
-                cell.id,
-                r.elapsed_s,
-                c.run.out.display(),
-                cell.id
-            );
+            println!("cell {} done in {:.0} s: {stem}.json", cell.id, r.elapsed_s);
             Ok(())
         }
     }

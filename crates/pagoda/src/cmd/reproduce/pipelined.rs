@@ -9,7 +9,8 @@
 
 use super::cell::{Cell, CellResult, Scale};
 use super::plot::{line_chart, LineChart, Series};
-use super::report::{find, fmt_num, ratio, Ctx, Headline, Section, Verdict};
+use super::repeats::Spread;
+use super::report::{find, fmt_num, ratio, Band, Ctx, Headline, Section, Verdict};
 use crate::error::CliResult;
 use serde_json::json;
 use std::fmt::Write as _;
@@ -287,8 +288,8 @@ pub(super) fn section(ctx: &Ctx, results: &[&CellResult]) -> CliResult<Section> 
         Headline::ratio(
             "pipelined vs sync, 4 threads, same commits in flight (nvme-ssd)",
             "15.9x",
-            same_in_flight,
-            (15.9 / 1.5, 15.9 * 1.5),
+            same_in_flight.and_then(|v| Spread::of(vec![v])),
+            &Band::range(15.9 / 1.5, 15.9 * 1.5, "the seed ± 1.5x"),
             "with one commit in flight per thread, pipelining overlaps only the next \
              transaction's body with the sync, and one flush thread syncs one group at a time \
              where sync committers overlap their syncs; the seed's workers ran other \
@@ -298,24 +299,24 @@ pub(super) fn section(ctx: &Ctx, results: &[&CellResult]) -> CliResult<Section> 
         Headline::ratio(
             "pipelined 32 in flight vs sync 1 in flight, 4 threads (nvme-ssd; labelled: unequal in-flight)",
             "15.9x",
-            ratio(tps(results, "nvme", "d32", 4), tps(results, "nvme", "sync", 4)),
-            (15.9 / 1.5, 15.9 * 1.5),
+            ratio(tps(results, "nvme", "d32", 4), tps(results, "nvme", "sync", 4)).and_then(|v| Spread::of(vec![v])),
+            &Band::range(15.9 / 1.5, 15.9 * 1.5, "the seed ± 1.5x"),
             "a smaller gain than the seed's at 4 threads",
             "a larger gain than the seed's at 4 threads",
         ),
         Headline::ratio(
             "pipelined 32 in flight vs sync, 16 threads (nvme-ssd; labelled: unequal in-flight)",
             "~5x",
-            ratio(tps(results, "nvme", "d32", 16), tps(results, "nvme", "sync", 16)),
-            (5.0 / 1.5, 5.0 * 1.5),
+            ratio(tps(results, "nvme", "d32", 16), tps(results, "nvme", "sync", 16)).and_then(|v| Spread::of(vec![v])),
+            &Band::range(5.0 / 1.5, 5.0 * 1.5, "the seed ± 1.5x"),
             "a smaller gain than the seed's at 16 threads",
             "a larger gain than the seed's at 16 threads (not investigated further)",
         ),
         Headline::ratio(
             "pipelined 32 in flight vs sync, 16 threads, hdd-15k (table larger than the buffer)",
             "no gain",
-            ratio(tps(results, "hdd", "d32", 16), tps(results, "hdd", "sync", 16)),
-            (0.8, 1.25),
+            ratio(tps(results, "hdd", "d32", 16), tps(results, "hdd", "sync", 16)).and_then(|v| Spread::of(vec![v])),
+            &Band::range(0.8, 1.25, "no gain: 0.8-1.25x"),
             "pipelined is slower on the disk (not investigated further)",
             "pipelined gains on the disk, unlike the seed (not investigated further)",
         ),
@@ -333,7 +334,9 @@ pub(super) fn section(ctx: &Ctx, results: &[&CellResult]) -> CliResult<Section> 
         what: "CPU utilisation at 8 threads, sync → pipelined (32 in flight)".to_string(),
         seed: "4.5 % → 53.1 %".to_string(),
         ours: format!("{} → {}", pct(cpu_sync), pct(cpu_deep)),
-        value: ratio(cpu_deep, cpu_sync),
+        value: (ratio(cpu_deep, cpu_sync)).and_then(|v| Spread::of(vec![v])),
+        band: String::new(),
+        ablation: None,
         verdict: cpu_verdict,
     });
     Ok(Section {

@@ -4,6 +4,7 @@
 //! cells' JSON files, so `reproduce report` on merged shards gives the same report.
 
 use super::cell::{self, CellResult};
+use super::repeats::{Group, Spread};
 use super::{Experiment, ALL};
 use crate::error::{CliError, CliResult};
 use serde_json::{json, Value};
@@ -27,10 +28,14 @@ impl Ctx {
 /// Whether a result agrees with the seed.
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) enum Verdict {
-    /// Inside the seed's band (or the same direction where the seed gives one number).
+    /// Every repeat inside the seed's band.
     Within,
-    /// Outside, with the reason as far as we know it.
+    /// Every repeat outside the band on the same side, with the reason as far as we know it.
     Miss(String),
+    /// The repeats straddle an edge of the band.
+    Inconclusive(String),
+    /// Withheld: the cells were not bound where the seed's experiment was.
+    OutOfRegime(String),
     /// Not measured (a cell failed or was not run), with why.
     Missing(String),
 }
@@ -38,17 +43,84 @@ pub(crate) enum Verdict {
 impl Verdict {
     pub(crate) fn text(&self) -> String {
         match self {
-            Verdict::Within => "within the band".to_string(),
+            Verdict::Within => "within".to_string(),
             Verdict::Miss(why) => format!("miss: {why}"),
+            Verdict::Inconclusive(why) => format!("inconclusive: {why}"),
+            Verdict::OutOfRegime(why) => format!("no verdict, out of regime: {why}"),
             Verdict::Missing(why) => format!("not measured: {why}"),
         }
     }
 
-    fn key(&self) -> &'static str {
+    pub(crate) fn key(&self) -> &'static str {
         match self {
             Verdict::Within => "within",
             Verdict::Miss(_) => "miss",
+            Verdict::Inconclusive(_) => "inconclusive",
+            Verdict::OutOfRegime(_) => "out-of-regime",
             Verdict::Missing(_) => "missing",
+        }
+    }
+}
+
+/// The range of values that reproduces a seed's figure, and where it comes from.
+#[derive(Clone, Debug)]
+pub(crate) struct Band {
+    pub lo: f64,
+    pub hi: f64,
+    /// How the band was set, for the report (`the seed's 1.5–2.2x`, `seed 2.3x ± 25 %`).
+    pub rule: String,
+}
+
+impl Band {
+    /// The seed's stated range.
+    pub(crate) fn range(lo: f64, hi: f64, rule: &str) -> Self {
+        Self {
+            lo,
+            hi,
+            rule: rule.to_string(),
+        }
+    }
+
+    /// The seed's single figure ± 25 %.
+    pub(crate) fn around(x: f64, rule: &str) -> Self {
+        let (a, b) = (x * 0.75, x * 1.25);
+        Self {
+            lo: a.min(b),
+            hi: a.max(b),
+            rule: format!("{rule} ± 25 %"),
+        }
+    }
+
+    /// At least `x` (a seed's claim of a direction or a floor).
+    pub(crate) fn at_least(x: f64, rule: &str) -> Self {
+        Self {
+            lo: x,
+            hi: f64::INFINITY,
+            rule: rule.to_string(),
+        }
+    }
+
+    /// At most `x`.
+    pub(crate) fn at_most(x: f64, rule: &str) -> Self {
+        Self {
+            lo: f64::NEG_INFINITY,
+            hi: x,
+            rule: rule.to_string(),
+        }
+    }
+
+    /// The verdict of a spread: within when all of it lies in the band, a miss when all of it
+    /// lies on one side, inconclusive otherwise.
+    pub(crate) fn judge(&self, s: Option<&Spread>, why_low: &str, why_high: &str) -> Verdict {
+        match s {
+            None => Verdict::Missing("a cell it needs failed or did not run".to_string()),
+            Some(s) if s.min >= self.lo && s.max <= self.hi => Verdict::Within,
+            Some(s) if s.max < self.lo => Verdict::Miss(why_low.to_string()),
+            Some(s) if s.min > self.hi => Verdict::Miss(why_high.to_string()),
+            Some(s) => Verdict::Inconclusive(format!(
+                "the repeats ({} of them) straddle an edge of the band",
+                s.n
+            )),
         }
     }
 }
@@ -57,36 +129,95 @@ impl Verdict {
 #[derive(Clone, Debug)]
 pub(crate) struct Headline {
     pub what: String,
+    /// The seed's figure.
     pub seed: String,
+    /// The band and how it was set.
+    pub band: String,
     pub ours: String,
-    /// The number behind `ours` (a ratio or a percentage), for `report.json`.
-    pub value: Option<f64>,
+    /// The numbers behind `ours` (a ratio, a fraction), for `report.json`.
+    pub value: Option<Spread>,
     pub verdict: Verdict,
+    /// For a miss: the ablation cell that changes the factor the reason names, and what it
+    /// showed.
+    pub ablation: Option<String>,
 }
 
 impl Headline {
-    /// A ratio held against the seed's band `[lo, hi]`; `why_low` / `why_high` explain a miss.
+    /// A ratio held against the seed's band; `why_low` / `why_high` explain a miss.
     pub(crate) fn ratio(
         what: &str,
         seed: &str,
-        ours: Option<f64>,
-        band: (f64, f64),
+        ours: Option<Spread>,
+        band: &Band,
         why_low: &str,
         why_high: &str,
     ) -> Self {
-        let verdict = match ours {
-            None => Verdict::Missing("a cell it needs failed or did not run".to_string()),
-            Some(v) if v < band.0 => Verdict::Miss(why_low.to_string()),
-            Some(v) if v > band.1 => Verdict::Miss(why_high.to_string()),
-            Some(_) => Verdict::Within,
+        Self::judged(what, seed, ours, band, why_low, why_high, Spread::times)
+    }
+
+    /// A value with its own formatting (`Spread::percent` for fractions).
+    pub(crate) fn judged(
+        what: &str,
+        seed: &str,
+        ours: Option<Spread>,
+        band: &Band,
+        why_low: &str,
+        why_high: &str,
+        fmt: fn(&Spread) -> String,
+    ) -> Self {
+        Self {
+            what: what.to_string(),
+            seed: seed.to_string(),
+            band: band.rule.clone(),
+            ours: ours.as_ref().map_or_else(|| "–".to_string(), fmt),
+            verdict: band.judge(ours.as_ref(), why_low, why_high),
+            value: ours,
+            ablation: None,
+        }
+    }
+
+    /// A shape rule checked on each repeat (`holds[i]` for repeat i): within when it holds in
+    /// all, a miss when in none, inconclusive otherwise. `ours` describes the measurement.
+    pub(crate) fn rule(
+        what: &str,
+        seed: &str,
+        rule: &str,
+        holds: &[bool],
+        ours: String,
+        why_not: &str,
+    ) -> Self {
+        let n = holds.len();
+        let k = holds.iter().filter(|h| **h).count();
+        let verdict = match (n, k) {
+            (0, _) => Verdict::Missing("a cell it needs failed or did not run".to_string()),
+            (n, k) if k == n => Verdict::Within,
+            (_, 0) => Verdict::Miss(why_not.to_string()),
+            (n, k) => Verdict::Inconclusive(format!("the rule holds in {k} of {n} repeats")),
         };
         Self {
             what: what.to_string(),
             seed: seed.to_string(),
-            ours: ours.map_or_else(|| "–".to_string(), |v| format!("{v:.2}x")),
-            value: ours,
+            band: rule.to_string(),
+            ours: format!("{ours} (holds in {k} of {n})"),
+            value: Spread::of(vec![k as f64 / n.max(1) as f64]),
             verdict,
+            ablation: None,
         }
+    }
+
+    /// Withholds the verdict when the cells ran in another regime than the seed's (a missing
+    /// result stays missing).
+    pub(crate) fn regime(mut self, reason: Option<String>) -> Self {
+        if let (Some(r), false) = (reason, matches!(self.verdict, Verdict::Missing(_))) {
+            self.verdict = Verdict::OutOfRegime(r);
+        }
+        self
+    }
+
+    /// Attaches what the ablation of a miss showed.
+    pub(crate) fn ablation(mut self, text: String) -> Self {
+        self.ablation = Some(text);
+        self
     }
 }
 
@@ -139,8 +270,11 @@ pub(crate) fn write(dir: &Path) -> CliResult<String> {
             "experiment": e.name(),
             "title": s.title,
             "headlines": s.headlines.iter().map(|h| json!({
-                "what": h.what, "seed": h.seed, "ours": h.ours, "value": h.value,
+                "what": h.what, "seed": h.seed, "band": h.band, "ours": h.ours,
+                "median": h.value.map(|v| v.median), "min": h.value.map(|v| v.min),
+                "max": h.value.map(|v| v.max), "repeats": h.value.map(|v| v.n),
                 "verdict": h.verdict.key(), "verdict_text": h.verdict.text(),
+                "ablation": h.ablation,
             })).collect::<Vec<Value>>(),
         })).collect::<Vec<Value>>(),
     });
@@ -153,19 +287,50 @@ pub(crate) fn write(dir: &Path) -> CliResult<String> {
 }
 
 fn summary_table(sections: &[(Experiment, Section)]) -> String {
-    let mut out =
-        String::from("| experiment | what | seed | ours | verdict |\n|---|---|---|---|---|\n");
+    let mut out = String::from(
+        "| experiment | what | seed | band | ours: median (min–max) | verdict |\n|---|---|---|---|---|---|\n",
+    );
     for (e, s) in sections {
         for h in &s.headlines {
             let _ = writeln!(
                 out,
-                "| {} | {} | {} | {} | {} |",
+                "| {} | {} | {} | {} | {} | {} |",
                 e.name(),
                 h.what,
                 h.seed,
+                h.band,
                 h.ours,
                 h.verdict.text()
             );
+        }
+    }
+    let counts = |k: &str| {
+        sections
+            .iter()
+            .flat_map(|(_, s)| &s.headlines)
+            .filter(|h| h.verdict.key() == k)
+            .count()
+    };
+    let _ = writeln!(
+        out,
+        "\n{} within, {} miss, {} inconclusive, {} out of regime, {} not measured.",
+        counts("within"),
+        counts("miss"),
+        counts("inconclusive"),
+        counts("out-of-regime"),
+        counts("missing")
+    );
+    let ablations: Vec<&Headline> = sections
+        .iter()
+        .flat_map(|(_, s)| &s.headlines)
+        .filter(|h| h.ablation.is_some())
+        .collect();
+    if !ablations.is_empty() {
+        out.push_str(
+            "\nAblations (one factor changed for a row that missed or was out of regime):\n\n",
+        );
+        for h in ablations {
+            let _ = writeln!(out, "- {}: {}", h.what, h.ablation.as_deref().unwrap_or(""));
         }
     }
     out
@@ -178,7 +343,7 @@ fn render(results: &[CellResult], sections: &[(Experiment, Section)]) -> String 
     let seeds: std::collections::BTreeSet<u64> = results.iter().map(|r| r.seed).collect();
     let _ = writeln!(
         md,
-        "Scale **{}**, seed {}, {} cells ({} failed), {:.0} s of runs. Machine: {} ({} cores, {} GiB, Linux {}), load average {} when the first cell started; pagoda {}.\n",
+        "Scale **{}**, seeds {} (one repeat of every cell per seed), {} cell runs ({} failed), {:.0} s of runs. Machine: {} ({} cores, {} GiB, Linux {}), load average {} when the first cell started; pagoda {}.\n",
         r0.scale.name(),
         seeds.iter().map(u64::to_string).collect::<Vec<_>>().join(", "),
         results.len(),
@@ -192,9 +357,15 @@ fn render(results: &[CellResult], sections: &[(Experiment, Section)]) -> String 
         m["pagoda_version"].as_str().unwrap_or("?"),
     );
     md.push_str(
-        "Every figure below is read from the cells' JSON files in `cells/` (one per run, with its \
-         command line). Emulated devices run at their modelled speed on this machine's CPU, so \
-         absolute figures depend on the machine; the ratios are the comparison with the seeds. \
+        "Every figure below is read from the cells' JSON files in `cells/` (one per run and \
+         seed, with its command line). Emulated devices run at their modelled speed on this \
+         machine's CPU, so absolute figures depend on the machine; the ratios are the \
+         comparison with the seeds. Tables show the median of the repeats; a headline ratio is \
+         computed per seed (both configurations of a repeat ran in the same round) and shown \
+         as median (min–max). A row is **within** when the whole min–max lies in its band, a \
+         **miss** when it lies wholly outside, **inconclusive** otherwise; a row whose cells \
+         were not bound where the seed's experiment was (the regime tables) gets no verdict. \
+         Bands are the seed's stated range, or its figure ± 25 %, as written beside each row. \
          Rebuild this page from the cells with `pagoda reproduce report DIR`.\n\n## Summary\n\n",
     );
     md.push_str(&summary_table(sections));
@@ -270,17 +441,20 @@ pub(crate) fn fmt_change(v: Option<f64>, base: Option<f64>) -> String {
     }
 }
 
-/// The usable cell whose params match every `(key, value)` pair.
-pub(crate) fn find<'a>(
-    results: &[&'a CellResult],
-    want: &[(&str, &str)],
-) -> Option<&'a CellResult> {
-    results.iter().copied().find(|r| {
-        r.usable()
-            && want
-                .iter()
-                .all(|(k, v)| r.param(k).map(value_str).as_deref() == Some(*v))
-    })
+/// The usable repeats of the cell whose params match every `(key, value)` pair (`None` when
+/// no repeat is usable).
+pub(crate) fn find<'a>(results: &[&'a CellResult], want: &[(&str, &str)]) -> Option<Group<'a>> {
+    let runs: Vec<&CellResult> = results
+        .iter()
+        .copied()
+        .filter(|r| {
+            r.usable()
+                && want
+                    .iter()
+                    .all(|(k, v)| r.param(k).map(value_str).as_deref() == Some(*v))
+        })
+        .collect();
+    (!runs.is_empty()).then_some(Group { runs })
 }
 
 fn value_str(v: &Value) -> String {
