@@ -5,7 +5,7 @@
 //! request in service, as iostat's %util), the CPU utilisation, the buffer hit ratio and the
 //! bottleneck these imply.
 
-use pagoda_engine::{CpuUsage, Db};
+use pagoda_engine::{CpuUsage, Db, PhaseStat, ProfileStats};
 use serde_json::{json, Value};
 
 /// A device busy at least this share of the window bounds the run.
@@ -85,6 +85,33 @@ pub(super) fn describe(before: &Snapshot, after: &Snapshot, cpu: &CpuUsage) -> V
     })
 }
 
+/// Adds where the clients' time went to a regime: each top-level phase's share of the summed
+/// transaction time (`phases`), and within commit its largest sub-phase. A run bound by
+/// neither a device nor the CPU is bound by what its clients wait for, and this names it.
+pub(super) fn add_phases(regime: &mut Value, profile: &ProfileStats) {
+    let top: Vec<&PhaseStat> = profile
+        .phases
+        .iter()
+        .filter(|p| !p.phase.contains('.'))
+        .collect();
+    let total: f64 = top.iter().map(|p| p.total_ms).sum();
+    if total <= 0.0 {
+        return;
+    }
+    let shares: serde_json::Map<String, Value> = top
+        .iter()
+        .map(|p| (p.phase.clone(), json!(p.total_ms / total)))
+        .collect();
+    let commit_top = profile
+        .phases
+        .iter()
+        .filter(|p| p.phase.starts_with("commit.") || p.phase.starts_with("log."))
+        .max_by(|a, b| a.total_ms.total_cmp(&b.total_ms))
+        .map(|p| p.phase.clone());
+    regime["phases"] = Value::Object(shares);
+    regime["commit_top_phase"] = json!(commit_top);
+}
+
 /// One line for the terminal.
 pub(super) fn line(r: &Value) -> String {
     let busy = r["busy"]
@@ -96,8 +123,15 @@ pub(super) fn line(r: &Value) -> String {
                 .join(", ")
         })
         .unwrap_or_default();
+    let commit = r["phases"]["commit"].as_f64().map_or(String::new(), |c| {
+        format!(
+            "; commit {:.0}% of transaction time (most in {})",
+            c * 100.0,
+            r["commit_top_phase"].as_str().unwrap_or("?")
+        )
+    });
     format!(
-        "regime: bottleneck {}; devices busy {busy}; cpu {:.0}%; buffer hit ratio {:.4}",
+        "regime: bottleneck {}; devices busy {busy}; cpu {:.0}%; buffer hit ratio {:.4}{commit}",
         r["bottleneck"].as_str().unwrap_or("?"),
         r["cpu_utilisation"].as_f64().unwrap_or(0.0) * 100.0,
         r["buffer_hit_ratio"].as_f64().unwrap_or(0.0),

@@ -306,6 +306,8 @@ impl Bench {
         &mut self,
         f: impl FnOnce(&PagodaStore) -> CliResult<T>,
     ) -> CliResult<T> {
+        // The phase profile covers the same window (a TPC-C load's commits stay out).
+        self.store.db().reset_profile();
         let before = super::regime::Snapshot::take(self.store.db());
         let cpu = pagoda_engine::CpuClock::start();
         let out = f(&self.store)?;
@@ -323,7 +325,7 @@ impl Bench {
     }
 
     /// Prints the engine and device counters, writes the JSON, closes the database.
-    pub(super) fn finish(self, report: Option<RunReport>) -> CliResult<()> {
+    pub(super) fn finish(mut self, report: Option<RunReport>) -> CliResult<()> {
         let stats = self.store.db().stats();
         let (data, log) = self.store.db().device_stats();
         let flash_dev = self.store.db().flash_device_stats();
@@ -354,7 +356,8 @@ impl Bench {
         if let Some(c) = &self.cpu {
             println!("{}", summary::cpu_line(c));
         }
-        if let Some(r) = &self.regime {
+        if let Some(r) = &mut self.regime {
+            super::regime::add_phases(r, &stats.profile);
             println!("{}", super::regime::line(r));
         }
         if let (Some(path), Some(r)) = (&self.json, &report) {

@@ -48,19 +48,30 @@ impl<'a> Group<'a> {
     /// `None` when every repeat was bound by one of `expected`; else why not (for a verdict
     /// that is withheld).
     pub(crate) fn out_of_regime(&self, expected: &[&str], label: &str) -> Option<String> {
-        let got = self.bottlenecks();
-        let off: Vec<&str> = got
+        self.off_regime(label, &expected.join(" or "), |r| {
+            expected.contains(&r.result["regime"]["bottleneck"].as_str().unwrap_or("?"))
+        })
+    }
+
+    /// `None` when `in_regime` holds for every repeat; else which bottlenecks the others had.
+    pub(crate) fn off_regime(
+        &self,
+        label: &str,
+        expected: &str,
+        in_regime: impl Fn(&CellResult) -> bool,
+    ) -> Option<String> {
+        let off: Vec<&str> = self
+            .runs
             .iter()
-            .copied()
-            .filter(|b| !expected.contains(b))
+            .filter(|r| !in_regime(r))
+            .map(|r| r.result["regime"]["bottleneck"].as_str().unwrap_or("?"))
             .collect();
         (!off.is_empty()).then(|| {
             format!(
-                "{label} was bound by {} in {} of {} repeats where the seed's was bound by {}",
+                "{label} was bound by {} in {} of {} repeats where the seed's was bound by {expected}",
                 dedup(&off).join("/"),
                 off.len(),
-                got.len(),
-                expected.join(" or ")
+                self.runs.len(),
             )
         })
     }
