@@ -54,6 +54,24 @@ pub enum DeviceError {
     /// Bad configuration: geometry, preset keys, option values.
     #[error("bad device configuration: {0}")]
     Config(String),
+    /// An emulated SSD whose capacity is too small to keep one write point per parallel
+    /// unit for every stream, even with the smallest erase blocks (see `ssd::layout`).
+    #[error(
+        "capacity {} is too small for this SSD geometry: {reason}; raise capacity to at least \
+         {}, {fix}",
+        crate::units::format_size(*.capacity),
+        crate::units::format_size(*.min_capacity)
+    )]
+    CapacityTooSmall {
+        /// The capacity asked for, bytes.
+        capacity: u64,
+        /// The smallest capacity that holds the geometry at this op, bytes.
+        min_capacity: u64,
+        /// What does not fit.
+        reason: String,
+        /// The other ways out (op, streams, stripe).
+        fix: String,
+    },
     /// A trace file line that cannot be parsed.
     #[error("trace {path}:{line}: {msg}")]
     Trace {

@@ -82,7 +82,7 @@ fn bad_geometry_is_a_typed_error_naming_the_fix() {
                 ("dies", "1"),
                 ("planes", "1"),
             ],
-            "whole blocks",
+            "no capacity is large enough",
         ),
         (&[("capacity", "1000")], "multiple of 4KiB"),
         (&[("op", "-0.5")], "op="),
@@ -108,7 +108,13 @@ fn bad_geometry_is_a_typed_error_naming_the_fix() {
             .validate()
             .err()
             .unwrap_or_else(|| panic!("{opts:?} must be rejected"));
-        assert!(matches!(e, DeviceError::Config(_)), "{e:?}");
+        assert!(
+            matches!(
+                e,
+                DeviceError::Config(_) | DeviceError::CapacityTooSmall { .. }
+            ),
+            "{e:?}"
+        );
         let e = msg(e);
         assert!(
             e.contains(needle),

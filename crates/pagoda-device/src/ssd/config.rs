@@ -4,7 +4,7 @@
 //! features the modeled drives lack, is written down in `docs/devices.md`.
 
 use crate::error::{DeviceError, Result};
-use crate::units::{format_size, parse_size};
+use crate::units::parse_size;
 use crate::SECTOR_SIZE;
 use std::path::PathBuf;
 
@@ -54,9 +54,10 @@ pub struct SsdConfig {
     pub capacity_bytes: u64,
     /// Over-provisioning, (physical − logical) / logical, in `0.0..=4.0`. Key `op`. The block
     /// count is derived as ⌈logical units · (1 + op) / units per block⌉ and spread round-robin
-    /// over the parallel units (channels × dies × planes; their block counts differ by at most
-    /// one). It is an error if that leaves a parallel unit without blocks, or if rounding to
-    /// whole blocks raises op by more than 0.05 + op/4.
+    /// over all parallel units (channels × dies × planes; their block counts differ by at most
+    /// one); capacity changes the blocks per unit, never the units (see `layout`). Rounding to
+    /// whole blocks raises op by less than op/9. It is [`DeviceError::CapacityTooSmall`] if
+    /// even the smallest blocks leave too few spare blocks for the write points.
     pub op: f64,
     /// Write streams, 1..=64. Key `streams`. The presets enable 4 as an emulated research
     /// feature (seed 001): the drive `sata-ssd` models has no streams (`streams=1` models it
@@ -80,7 +81,10 @@ pub struct SsdConfig {
     /// Planes per die, 1..=8. Each plane is modeled as an independent program/read timeline
     /// (i.e. multi-plane operations are assumed always possible). Key `planes`.
     pub planes: u32,
-    /// Flash pages per erase block, 2..=4096. Key `pages_per_block`.
+    /// Flash pages per erase block of the drive, 2..=4096. Key `pages_per_block`. A capacity
+    /// too small to keep every write point with such blocks is laid out with smaller ones
+    /// (halved down to `layout::MIN_PAGES_PER_BLOCK`, erase time scaled alike); the blocks
+    /// in use are [`Geometry::pages_per_block`].
     pub pages_per_block: u32,
     /// Flash page size in bytes, a multiple of 4 KiB up to 64 KiB; a page holds
     /// `page_size / 4 KiB` mapping units. Key `page_size`.
@@ -94,9 +98,9 @@ pub struct SsdConfig {
     pub gc_low_blocks: u32,
     /// GC stops once free blocks reach this (> `gc_low_blocks`). Key `gc_high`.
     pub gc_high_blocks: u32,
-    /// Host write points per stream (striping width over parallel units). `None` = as many as
-    /// parallel units, capped so that all open blocks use at most half of the spare blocks.
-    /// Key `stripe`.
+    /// Host write points per stream (striping width over parallel units), 1..=parallel units.
+    /// `None` = one per parallel unit, at every capacity. All open blocks may use at most half
+    /// of the spare blocks; a small capacity gets smaller blocks to make room. Key `stripe`.
     pub stripe: Option<u32>,
     /// Volatile write cache in bytes (multiple of 4 KiB; 0 = write-through: every
     /// acknowledged write is durable). At most this much acknowledged data can be lost at a
@@ -401,102 +405,7 @@ impl SsdConfig {
             ));
         }
 
-        let units_per_block = self.pages_per_block * units_per_page;
-        let logical_units = self.capacity_bytes / UNIT;
-        let pus = self.channels * self.dies_per_channel * self.planes;
-        let physical_units = (logical_units as f64 * (1.0 + self.op)).ceil() as u64;
-        let blocks = physical_units.div_ceil(u64::from(units_per_block));
-        let block_bytes = u64::from(units_per_block) * UNIT;
-        if blocks < u64::from(pus) {
-            return cfg(format!(
-                "capacity={} op={} needs only {blocks} blocks of {} but the geometry has {pus} \
-                 parallel units ({} channels x {} dies x {} planes), each needing at least \
-                 one block; raise capacity to at least {} or lower \
-                 channels/dies/planes/pages_per_block",
-                format_size(self.capacity_bytes),
-                self.op,
-                format_size(block_bytes),
-                self.channels,
-                self.dies_per_channel,
-                self.planes,
-                format_size(
-                    ((u64::from(pus) * block_bytes) as f64 / (1.0 + self.op)).ceil() as u64
-                )
-            ));
-        }
-        let effective_op =
-            (blocks * u64::from(units_per_block)) as f64 / logical_units as f64 - 1.0;
-        if effective_op - self.op > 0.05 + 0.25 * self.op {
-            return cfg(format!(
-                "capacity={} op={} does not fit whole blocks of {}: {blocks} blocks give \
-                 op={effective_op:.3}; use a capacity that is a multiple of the block size \
-                 or lower pages_per_block/page_size",
-                format_size(self.capacity_bytes),
-                self.op,
-                format_size(block_bytes)
-            ));
-        }
-        let total_units = blocks * u64::from(units_per_block);
-        if total_units >= u64::from(u32::MAX) || logical_units >= u64::from(u32::MAX) {
-            return cfg(format!(
-                "capacity={} with op={} needs {total_units} mapping units; at most {} are \
-                 supported (about 16 TiB); lower capacity",
-                format_size(self.capacity_bytes),
-                self.op,
-                u32::MAX - 1
-            ));
-        }
-        let blocks = blocks as u32;
-        let data_blocks = logical_units.div_ceil(u64::from(units_per_block)) as u32;
-        let spare_blocks = blocks - data_blocks;
-        let streams = u32::from(self.streams);
-        let reserve = self.gc_high_blocks;
-        // Open blocks (stripe host write points + 1 GC write point per stream) may use at most
-        // half of the spare blocks: the other half guarantees GC always finds a victim with
-        // invalid units, so it can never deadlock.
-        let budget = (spare_blocks / 2).saturating_sub(reserve);
-        let max_stripe = (budget / streams).saturating_sub(1);
-        if max_stripe == 0 {
-            let per_block = format_size(u64::from(units_per_block) * UNIT);
-            let need_blocks = 2 * (2 * streams + reserve);
-            let need_op = (f64::from(data_blocks + need_blocks) * f64::from(units_per_block))
-                / logical_units as f64
-                - 1.0;
-            return cfg(format!(
-                "capacity={} op={} with {per_block} blocks ({} pages x {}) gives {blocks} \
-                 blocks of which {spare_blocks} are spare, but {streams} stream(s) with \
-                 gc_high={reserve} need at least {need_blocks} spare blocks; raise op to \
-                 {need_op:.3}, raise capacity, lower pages_per_block or streams",
-                format_size(self.capacity_bytes),
-                self.op,
-                self.pages_per_block,
-                format_size(self.page_size_bytes as u64),
-            ));
-        }
-        let stripe = match self.stripe {
-            Some(s) if s == 0 || s > max_stripe || s > pus => {
-                return cfg(format!(
-                    "stripe={s} is out of range: this geometry allows 1..={} (parallel units \
-                     {pus}, spare blocks {spare_blocks}); lower stripe or raise op/capacity",
-                    max_stripe.min(pus)
-                ))
-            }
-            Some(s) => s,
-            None => pus.min(max_stripe),
-        };
-        Ok(Geometry {
-            units_per_page,
-            units_per_block,
-            pages_per_block: self.pages_per_block,
-            blocks,
-            logical_units: logical_units as u32,
-            pus,
-            channels: self.channels,
-            planes_per_channel: self.dies_per_channel * self.planes,
-            stripe,
-            cache_units: (self.cache_bytes / UNIT).min(u64::from(u32::MAX)) as u32,
-            volatile_cache: self.cache_bytes > 0 && !self.plp,
-        })
+        super::layout::derive(self, units_per_page)
     }
 }
 
@@ -530,8 +439,12 @@ pub struct Geometry {
     pub units_per_page: u32,
     /// Mapping units per erase block.
     pub units_per_block: u32,
-    /// Flash pages per block.
+    /// Flash pages per block as laid out: the drive's `pages_per_block`, halved as often as a
+    /// small capacity needs to keep every write point (see `docs/devices.md`).
     pub pages_per_block: u32,
+    /// The drive's (configured) pages per block; an erase of a smaller block is charged
+    /// `pages_per_block / drive_pages_per_block` of tBERS.
+    pub drive_pages_per_block: u32,
     /// Erase blocks in the device (≥ `pus`).
     pub blocks: u32,
     /// Host-visible units.
@@ -555,6 +468,11 @@ impl Geometry {
     /// Physical units.
     pub fn physical_units(&self) -> u64 {
         u64::from(self.blocks) * u64::from(self.units_per_block)
+    }
+
+    /// The share of the drive's tBERS one erase of a (possibly scaled-down) block costs.
+    pub fn erase_fraction(&self) -> f64 {
+        f64::from(self.pages_per_block) / f64::from(self.drive_pages_per_block)
     }
 
     /// Effective over-provisioning after rounding to whole blocks.

@@ -4,8 +4,8 @@
 //! * **Geometry** ([`config`]): channels × dies × planes parallel units (PUs); erase blocks of
 //!   `pages_per_block` flash pages of `page_size` (a page holds `page_size / 4 KiB` mapping
 //!   units) with `spare` OOB bytes per page. The block count is derived from `capacity` and
-//!   `op`; blocks are spread round-robin over the PUs. Presets `sata-ssd` and `nvme-ssd`
-//!   document their figures and sources on [`SsdConfig::preset`].
+//!   `op`; blocks are spread round-robin over all PUs at any capacity ([`layout`]). Presets
+//!   `sata-ssd` and `nvme-ssd` document their figures and sources on [`SsdConfig::preset`].
 //! * **FTL** (`ftl`): page mapping on 4 KiB units — flat `Vec<u32>` L2P, 16-byte OOB per
 //!   physical unit (LPN, sequence number, atomic group size/index) which also serves as P2L
 //!   (a unit is live iff `l2p[oob.lpn] == ppn`), a valid bitmap (live or pinned units, so GC
@@ -37,9 +37,9 @@
 //!
 //! # Limits
 //! * Open blocks (stripe × streams + streams) may use at most half of the spare blocks, so GC
-//!   can always find a victim; small devices therefore stripe over fewer PUs (see
-//!   `describe()`), which lowers emulated write throughput. Use a larger `capacity` (with
-//!   `backing=none`) for throughput studies.
+//!   can always find a victim. Capacity never narrows the stripe: a small device has fewer
+//!   blocks per PU and, below the size where the drive's blocks leave too few spare blocks,
+//!   smaller blocks (erase time scaled with them), down to a minimum capacity ([`layout`]).
 //! * Up to 2³² − 2 physical units (about 16 TiB of flash).
 //!
 //! Sub-modules: [`config`] (presets, keys, geometry), [`synth`] (synthetic workloads),
@@ -49,6 +49,7 @@ mod backing;
 pub mod config;
 mod ftl;
 mod gc;
+pub mod layout;
 pub mod model;
 mod spor;
 pub mod synth;
@@ -290,7 +291,7 @@ impl BlockDevice for Ssd {
                 let pages = s.flash_programs as f64 / f64::from(self.geo.units_per_page);
                 let us = s.flash_reads as f64 * c.read_us
                     + pages * c.program_us
-                    + s.erases as f64 * c.erase_us;
+                    + s.erases as f64 * c.erase_us * self.geo.erase_fraction();
                 (us / f64::from(self.geo.pus)) as u64
             }
         };
@@ -308,8 +309,8 @@ impl BlockDevice for Ssd {
     fn describe(&self) -> String {
         let c = &self.cfg;
         format!(
-            "{}(capacity={}, op={:.3}, streams={}, atomic={}, {}x{}x{} pus, {} blocks of {} units, \
-             page={}, stripe={}, gc={:?}, cache={}, latency={:?})",
+            "{}(capacity={}, op={:.3}, streams={}, atomic={}, {}x{}x{} pus, \
+             {} blocks of {} units{}, page={}, stripe={}, gc={:?}, cache={}, latency={:?})",
             c.name,
             format_size(c.capacity_bytes),
             self.geo.effective_op(),
@@ -321,6 +322,11 @@ impl BlockDevice for Ssd {
             c.planes,
             self.geo.blocks,
             self.geo.units_per_block,
+            if self.geo.pages_per_block == c.pages_per_block {
+                String::new()
+            } else {
+                format!(" (scaled from {} pages)", c.pages_per_block)
+            },
             format_size(c.page_size_bytes as u64),
             self.geo.stripe,
             c.gc,

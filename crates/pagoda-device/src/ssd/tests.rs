@@ -91,3 +91,62 @@ fn streams_stay_separated_through_gc() {
         assert!(s.gc_runs > 0 && s.copybacks > 0, "{s:?}");
     }
 }
+
+/// Capacity changes the blocks per parallel unit, never how many units host writes reach (the
+/// old layout striped a 512 MiB `sata-ssd` over 2 of its 64 units and 1 GiB over 7).
+#[test]
+fn host_writes_reach_every_parallel_unit_at_any_capacity() {
+    let mut reached = Vec::new();
+    for capacity in ["512MiB", "1GiB", "8GiB"] {
+        let d = Ssd::from_preset("sata-ssd", &[("capacity", capacity), ("backing", "none")])
+            .expect("device");
+        let (pus, cap) = (d.geometry().pus, d.caps().capacity_sectors);
+        assert_eq!(d.geometry().stripe, pus, "{}", d.describe());
+        // Four rounds over the stripe of stream 0, scattered over the logical space.
+        for i in 0..u64::from(pus) * 4 {
+            d.write_units(i * 7919 % cap, 1, WriteHints::NORMAL)
+                .expect("write");
+        }
+        let f = d.ftl.lock();
+        let mut seen = vec![false; pus as usize];
+        for b in 0..f.geo.blocks {
+            if f.written[b as usize] > 0 {
+                seen[(b % pus) as usize] = true;
+            }
+        }
+        reached.push(seen.iter().filter(|&&s| s).count());
+    }
+    assert_eq!(
+        reached,
+        [64, 64, 64],
+        "parallel units reached at 512 MiB, 1 GiB, 8 GiB"
+    );
+}
+
+/// Too small for one write point per unit even with the smallest blocks: a typed error naming
+/// the smallest capacity, which itself works (and one smallest block less does not).
+#[test]
+fn too_small_a_capacity_names_the_smallest_one() {
+    let e = SsdConfig::preset("sata-ssd")
+        .and_then(|mut c| {
+            c.set("capacity", "64MiB")?;
+            c.geometry()
+        })
+        .expect_err("64 MiB at op 0.07 is too small");
+    let crate::DeviceError::CapacityTooSmall { min_capacity, .. } = e else {
+        panic!("expected CapacityTooSmall, got {e:?}");
+    };
+    assert!(e.to_string().contains("parallel unit"), "{e}");
+    let smallest_block = u64::from(layout::MIN_PAGES_PER_BLOCK) * 8192;
+    let at = |bytes: u64| {
+        let mut c = SsdConfig::preset("sata-ssd").expect("preset");
+        c.set("capacity", &bytes.to_string()).expect("capacity");
+        c.geometry()
+    };
+    let g = at(min_capacity).expect("the named minimum works");
+    assert_eq!(
+        (g.stripe, g.pages_per_block),
+        (64, layout::MIN_PAGES_PER_BLOCK)
+    );
+    assert!(at(min_capacity - smallest_block).is_err());
+}

@@ -57,7 +57,7 @@ impl Timeline {
             t_read: ns(cfg.read_us),
             t_prog: ns(cfg.program_us),
             t_prog_unit: ns(cfg.program_us / f64::from(geo.units_per_page)),
-            t_erase: ns(cfg.erase_us),
+            t_erase: ns(cfg.erase_us * geo.erase_fraction()),
             chan_unit: (unit / cfg.channel_mbps * 1000.0).round() as u64,
             link_unit: (unit / cfg.link_mbps * 1000.0).round() as u64,
             cmd: ns(cfg.cmd_us),
