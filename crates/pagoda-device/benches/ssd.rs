@@ -1,12 +1,15 @@
 //! SSD emulator benchmark (plain main, prints tables; ~1 minute).
 //!
-//! `cargo bench -p pagoda-device --bench ssd [-- quick] [-- only=a|b|c] [-- rows=N]` — `quick`
-//! shortens every run, `only=` picks sections, `rows=N` runs only the first N rows of (a) (for
-//! repeated A/B runs of the 1 GiB row).
+//! `cargo bench -p pagoda-device --bench ssd [-- quick] [-- only=a|b|c|d] [-- rows=N]` —
+//! `quick` shortens every run, `only=` picks sections, `rows=N` runs only the first N rows of
+//! (a) (for repeated A/B runs of the 1 GiB row).
 //! (a) count mode: host 4 KiB writes/s with GC active (op 0.28, uniform random, steady
 //!     state), single thread, via `write_units` and via `BlockDevice::write`;
 //! (b) emulate mode: QD1 read/write latency vs the preset's nominal figures;
-//! (c) emulate mode: random 4 KiB read and write throughput vs threads, 1 … dies.
+//! (c) emulate mode: random 4 KiB read and write throughput vs threads, 1 … dies;
+//! (d) emulate mode: random 4 KiB write IOPS of `sata-ssd` at 512 MiB, 1 GiB and 8 GiB, fresh
+//!     (host-write parallelism alone) and preconditioned (GC running), median of 3 runs and
+//!     the max/min ratio: capacity must not change the parallelism host writes reach.
 
 use pagoda_device::ssd::synth::precondition;
 use pagoda_device::ssd::{Ssd, SsdConfig};
@@ -254,6 +257,102 @@ fn throughput(quick: bool) {
     }
 }
 
+/// Modeled 4 KiB random-write IOPS of one timed run over the whole device (`threads` writers).
+fn write_iops(d: &Ssd, threads: u64, span: Duration, scale: f64, seed: u64) -> f64 {
+    let cap = d.caps().capacity_sectors;
+    let t0 = Instant::now();
+    let total: u64 = std::thread::scope(|s| {
+        let hs: Vec<_> = (0..threads)
+            .map(|t| {
+                s.spawn(move || {
+                    let mut rng = SmallRng::seed_from_u64(seed * 1000 + t);
+                    let mut n = 0u64;
+                    while t0.elapsed() < span {
+                        d.write_units(rng.gen_range(0..cap), 1, WriteHints::NORMAL)
+                            .expect("write");
+                        n += 1;
+                    }
+                    n
+                })
+            })
+            .collect();
+        hs.into_iter().map(|h| h.join().expect("thread")).sum()
+    });
+    let iops = total as f64 / (t0.elapsed().as_secs_f64() / scale);
+    // Drain the cache and pending programs so the next run starts from the same state.
+    d.flush().expect("drain");
+    iops
+}
+
+fn capacity_scaling(quick: bool) {
+    let (scale, threads) = ("2", 16u64);
+    let span = Duration::from_millis(if quick { 800 } else { 2000 });
+    println!(
+        "\n## (d) emulate mode, sata-ssd preset (op 0.07, streams 4, cache 512 KiB), uniform \
+         random 4 KiB writes over the whole device, {threads} threads, time_scale {scale}, \
+         {:.1} s per run, 3 runs",
+        span.as_secs_f64()
+    );
+    // Fresh: every run on a new, empty device, short enough that GC never starts, so the
+    // figure is the host-write parallelism alone. Steady state: one preconditioned (full) device,
+    // three runs in a row, with GC running.
+    for (fill, precondition) in [("fresh, empty", "0"), ("precondition=1, full", "1")] {
+        println!("{fill}:");
+        println!(
+            "{:>9} {:>5} {:>7} {:>7} {:>9} {:>9} {:>9} {:>9} {:>6}",
+            "capacity", "pus", "stripe", "blocks", "block", "run 1", "run 2", "run 3", "WAF"
+        );
+        let mut medians = Vec::new();
+        for capacity in ["512MiB", "1GiB", "8GiB"] {
+            let opts = [
+                ("capacity", capacity),
+                ("backing", "none"),
+                ("precondition", precondition),
+                ("latency", "emulate"),
+                ("time_scale", scale),
+            ];
+            let mut d = ssd("sata-ssd", &opts);
+            let mut runs = Vec::new();
+            let mut waf = Vec::new();
+            for r in 0..3 {
+                if r > 0 && precondition == "0" {
+                    d = ssd("sata-ssd", &opts);
+                }
+                runs.push(write_iops(
+                    &d,
+                    threads,
+                    span,
+                    scale.parse().expect("scale"),
+                    r,
+                ));
+                waf.push(d.stats().waf);
+            }
+            let g = d.geometry();
+            println!(
+                "{capacity:>9} {:>5} {:>7} {:>7} {:>5} KiB {:>9.0} {:>9.0} {:>9.0} {:>6.2}",
+                g.pus,
+                g.stripe,
+                g.blocks,
+                u64::from(g.units_per_block) * SECTOR_SIZE as u64 / 1024,
+                runs[0],
+                runs[1],
+                runs[2],
+                waf.iter().copied().fold(0.0, f64::max),
+            );
+            runs.sort_by(f64::total_cmp);
+            medians.push((capacity, runs[1]));
+        }
+        let max = medians.iter().map(|m| m.1).fold(f64::MIN, f64::max);
+        let min = medians.iter().map(|m| m.1).fold(f64::MAX, f64::min);
+        let line: Vec<String> = medians.iter().map(|(c, m)| format!("{c} {m:.0}")).collect();
+        println!(
+            "median write IOPS: {}; max/min {:.3}",
+            line.join(", "),
+            max / min
+        );
+    }
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let quick = args.iter().any(|a| a == "quick");
@@ -275,6 +374,9 @@ fn main() {
     }
     if run("c") {
         throughput(quick);
+    }
+    if run("d") {
+        capacity_scaling(quick);
     }
     println!(
         "\n(total {:.1} s; shared machine, figures are noisy)",
