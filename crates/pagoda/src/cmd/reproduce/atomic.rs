@@ -260,7 +260,11 @@ fn headlines(tpcc: &[&CellResult], rel: &[(&str, Option<Spread>)]) -> Vec<Headli
     let all = Group {
         runs: tpcc.to_vec(),
     };
-    let off = all.out_of_regime(&["data"], "a TPC-C cell");
+    let off = all.off_regime(
+        "a TPC-C cell",
+        "page writes (the data device, or commits waiting for log space while a checkpoint writes pages)",
+        page_write_bound,
+    );
     let why = |g: &Group| {
         format!(
             "buffer hit ratio {:.3}, data device {:.0} % busy (medians)",

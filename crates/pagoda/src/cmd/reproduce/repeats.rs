@@ -19,11 +19,6 @@ impl<'a> Group<'a> {
         Spread::of(self.per_seed(path).into_values().collect()).map(|s| s.median)
     }
 
-    /// The spread of a number over the repeats.
-    pub(crate) fn spread(&self, path: &str) -> Option<Spread> {
-        Spread::of(self.per_seed(path).into_values().collect())
-    }
-
     /// A number of each repeat, by seed.
     pub(crate) fn per_seed(&self, path: &str) -> BTreeMap<u64, f64> {
         self.runs
@@ -35,14 +30,6 @@ impl<'a> Group<'a> {
     /// A parameter of the cell (the same in every repeat).
     pub(crate) fn param(&self, key: &str) -> Option<&'a Value> {
         self.runs.first().and_then(|r| r.param(key))
-    }
-
-    /// Each repeat's bottleneck (`regime/bottleneck` of its result), `?` where not reported.
-    pub(crate) fn bottlenecks(&self) -> Vec<&'a str> {
-        self.runs
-            .iter()
-            .map(|r| r.result["regime"]["bottleneck"].as_str().unwrap_or("?"))
-            .collect()
     }
 
     /// `None` when every repeat was bound by one of `expected`; else why not (for a verdict
