@@ -13,8 +13,9 @@ fn json(path: &Path) -> Value {
     serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
 }
 
-fn cell(dir: &Path, id: &str) -> Value {
-    json(&dir.join("cells").join(format!("{id}.json")))
+/// The result of one repeat (seed) of a cell.
+fn cell(dir: &Path, id: &str, seed: u64) -> Value {
+    json(&dir.join("cells").join(format!("{id}.s{seed}.json")))
 }
 
 /// 12345.6 -> "12,346" as the report prints counts and rates.
@@ -39,6 +40,8 @@ fn all_experiments_write_report_json_and_plots() {
         "all",
         "--scale",
         "tiny",
+        "--repeats",
+        "2",
         "--out",
         out.to_str().unwrap(),
     ]);
@@ -46,29 +49,31 @@ fn all_experiments_write_report_json_and_plots() {
     assert!(o.status.success(), "{stderr}");
     let stdout = String::from_utf8_lossy(&o.stdout);
     assert!(
-        stdout.contains("| experiment | what | seed | ours | verdict |"),
+        stdout.contains("| experiment | what | seed | band | ours: median (min–max) | verdict |"),
         "{stdout}"
     );
 
-    // Every cell of the plan left a result, none failed unexpectedly.
-    let plan = pagoda(&["reproduce", "plan", "--scale", "tiny"]);
+    // Every cell of the plan left a result for each seed, none failed unexpectedly.
+    let plan = pagoda(&["reproduce", "plan", "--scale", "tiny", "--repeats", "2"]);
     let plan: Value = serde_json::from_slice(&plan.stdout).unwrap();
-    let ids: Vec<&str> = plan["cells"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| c["id"].as_str().unwrap())
-        .collect();
+    let runs = plan["runs"].as_array().unwrap();
+    let mut ids: Vec<&str> = runs.iter().map(|c| c["id"].as_str().unwrap()).collect();
+    assert_eq!(ids.len(), runs.len());
+    ids.sort_unstable();
+    ids.dedup();
+    assert_eq!(ids.len() * 2, runs.len(), "one run per cell and seed");
     assert!(ids.len() >= 15, "{ids:?}");
     for id in &ids {
-        let c = cell(&out, id);
-        assert!(
-            c["ok"] == Value::Bool(true) || c["cell"]["may_fail"] == Value::Bool(true),
-            "{id}: {}",
-            c["error"]
-        );
-        assert!(c["result"].is_object(), "{id} wrote no JSON");
-        assert_eq!(c["seed"], 1);
+        for seed in [1, 2] {
+            let c = cell(&out, id, seed);
+            assert!(
+                c["ok"] == Value::Bool(true) || c["cell"]["may_fail"] == Value::Bool(true),
+                "{id}: {}",
+                c["error"]
+            );
+            assert!(c["result"].is_object(), "{id} wrote no JSON");
+            assert_eq!(c["seed"], seed);
+        }
     }
 
     // One section per seed, each plot it links exists and is an SVG.
@@ -93,26 +98,31 @@ fn all_experiments_write_report_json_and_plots() {
         assert!(svg.starts_with("<svg") || svg.contains("<svg"), "{l}");
     }
 
-    // The report's numbers are the cells' JSON.
-    let orig = cell(&out, "face.ssd.original");
-    let tpmc = orig["result"]["tpmC"].as_f64().unwrap();
+    // The report's numbers are the cells' JSON: a table shows the median of the repeats (of
+    // two, the mean of both), a headline the per-seed change with its min and max.
+    let both = |id: &str, f: &dyn Fn(&Value) -> f64| [f(&cell(&out, id, 1)), f(&cell(&out, id, 2))];
+    let flash_reads = |c: &Value| {
+        c["result"]["devices"]["data"]["flash_reads"]
+            .as_f64()
+            .unwrap()
+    };
+    let fr = both("dwb-ftl.one-stream", &flash_reads);
     assert!(
-        index.contains(&format!("| SSD data | original | {} |", thousands(tpmc))),
-        "face row does not show tpmC {tpmc}"
+        index.contains(&format!(
+            "| ours: one-stream | {} |",
+            thousands((fr[0] + fr[1]) / 2.0)
+        )),
+        "dwb-ftl row does not show the median flash reads of {fr:?}"
     );
-    let one = cell(&out, "dwb-ftl.one-stream");
-    let sep = cell(&out, "dwb-ftl.separated");
     let cb = |c: &Value| {
         c["result"]["devices"]["data"]["copybacks"]
             .as_f64()
             .unwrap()
     };
-    assert!(index.contains(&format!("| ours: one-stream | {} |", {
-        let r = one["result"]["devices"]["data"]["flash_reads"]
-            .as_f64()
-            .unwrap();
-        thousands(r)
-    })));
+    let (one, sep) = (
+        both("dwb-ftl.one-stream", &cb),
+        both("dwb-ftl.separated", &cb),
+    );
     let report = json(&out.join("report.json"));
     let dwb = report["experiments"]
         .as_array()
@@ -120,13 +130,19 @@ fn all_experiments_write_report_json_and_plots() {
         .iter()
         .find(|e| e["experiment"] == "dwb-ftl")
         .unwrap();
-    let copyback = dwb["headlines"][0]["value"].as_f64();
-    if cb(&one) > 0.0 {
-        let want = (cb(&sep) / cb(&one) - 1.0) * 100.0;
+    let h = &dwb["headlines"][0];
+    if one.iter().all(|&v| v > 0.0) {
+        let per: Vec<f64> = (0..2).map(|i| (sep[i] / one[i] - 1.0) * 100.0).collect();
+        let (lo, hi) = (per[0].min(per[1]), per[0].max(per[1]));
         assert!(
-            (copyback.unwrap() - want).abs() < 1e-9,
-            "{copyback:?} vs {want}"
+            (h["min"].as_f64().unwrap() - lo).abs() < 1e-9,
+            "{h} vs {per:?}"
         );
+        assert!(
+            (h["max"].as_f64().unwrap() - hi).abs() < 1e-9,
+            "{h} vs {per:?}"
+        );
+        assert_eq!(h["repeats"], 2);
     }
 
     // The same seed and scale give the same FTL counters (dwb-ftl runs one client without a
@@ -142,9 +158,10 @@ fn all_experiments_write_report_json_and_plots() {
         again.to_str().unwrap(),
     ]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let first = cell(&out, "dwb-ftl.separated", 1);
     let (a, b) = (
-        &sep["result"]["devices"]["data"],
-        &cell(&again, "dwb-ftl.separated")["result"]["devices"]["data"],
+        &first["result"]["devices"]["data"],
+        &cell(&again, "dwb-ftl.separated", 1)["result"]["devices"]["data"],
     );
     for k in [
         "host_write_pages",
@@ -172,8 +189,10 @@ fn all_experiments_write_report_json_and_plots() {
     let shard = tmp.path().join("shard");
     std::fs::create_dir_all(shard.join("cells")).unwrap();
     for id in ids.iter().filter(|i| i.starts_with("dwb-ftl.")) {
-        let f = format!("{id}.json");
-        std::fs::copy(out.join("cells").join(&f), shard.join("cells").join(&f)).unwrap();
+        for seed in [1, 2] {
+            let f = format!("{id}.s{seed}.json");
+            std::fs::copy(out.join("cells").join(&f), shard.join("cells").join(&f)).unwrap();
+        }
     }
     let o = pagoda(&["reproduce", "report", shard.to_str().unwrap()]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
@@ -186,7 +205,7 @@ fn plan_cell_and_report_refuse_bad_input() {
     let o = pagoda(&["reproduce", "plan", "--scale", "quick"]);
     assert!(o.status.success());
     let plan: Value = serde_json::from_slice(&o.stdout).unwrap();
-    let cells = plan["cells"].as_array().unwrap();
+    let cells = plan["runs"].as_array().unwrap();
     for c in cells {
         let cmd = c["command"].as_str().unwrap();
         assert!(cmd.starts_with("pagoda reproduce cell ") && cmd.contains("--scale quick"));
@@ -204,8 +223,9 @@ fn plan_cell_and_report_refuse_bad_input() {
             "{exp} has no cells"
         );
     }
-    // The quick scale is planned to fit in 15 minutes here.
-    assert!(plan["estimate_s"].as_u64().unwrap() <= 15 * 60);
+    // The quick scale, with its three repeats, is planned to fit in 20 minutes here.
+    assert!(plan["estimate_s"].as_u64().unwrap() <= 20 * 60);
+    assert_eq!(plan["seeds"], serde_json::json!([1, 2, 3]));
 
     let tmp = tempfile::tempdir().unwrap();
     let d = tmp.path().to_str().unwrap();
@@ -231,6 +251,6 @@ fn plan_cell_and_report_refuse_bad_input() {
         out.to_str().unwrap(),
     ]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let c = cell(&out, "atomic-write.crash.none");
+    let c = cell(&out, "atomic-write.crash.none", 1);
     assert!(c["result"]["cycles"].as_u64().unwrap() > 0);
 }

@@ -53,8 +53,8 @@ fn grid(scale: Scale) -> Grid {
             warehouses: &[1],
             clients: &[5],
             buffer_mib: 48,
-            duration: "8s",
-            estimate: |w| 18 + 4 * u64::from(w),
+            duration: "6s",
+            estimate: |w| 16 + 4 * u64::from(w),
             cycles: "150",
         },
         // The seed: 500 MB-3 GB of data, a 1 GB buffer, 20/50/100 connections, 10 minutes.

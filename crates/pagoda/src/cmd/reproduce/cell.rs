@@ -19,7 +19,7 @@ pub(crate) enum Scale {
     /// Seconds per cell: the test suite's scale (checks that everything runs, not the effect).
     #[value(hide = true)]
     Tiny,
-    /// All experiments in at most 15 minutes on a 2-core machine, each effect still visible.
+    /// All experiments with their repeats in about 20 minutes on a 2-core machine.
     Quick,
     /// The largest scale that fits one machine in a few hours.
     Full,

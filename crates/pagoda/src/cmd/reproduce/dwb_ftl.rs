@@ -237,12 +237,13 @@ pub(super) fn section(ctx: &Ctx, results: &[&CellResult]) -> CliResult<Section> 
             ),
         ])
     );
-    let off = (!shares.is_empty() && shares.iter().any(|v| !(0.0575..=0.23).contains(v))).then(|| {
-        format!(
-            "the double-write copies are {share_text} of the host writes here against the \
+    let off =
+        (!shares.is_empty() && shares.iter().any(|v| !(0.0575..=0.23).contains(v))).then(|| {
+            format!(
+                "the double-write copies are {share_text} of the host writes here against the \
              seed's 11.5 %, so separating them saves more (or less) for that reason alone"
-        )
-    });
+            )
+        });
     let one = get("one-stream");
     let change = |path: &str| {
         repeats::paired(sep.as_ref(), one.as_ref(), path, |a, b| {

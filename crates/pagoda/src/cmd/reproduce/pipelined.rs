@@ -57,11 +57,7 @@ const PHASES: [(&str, f64); 4] = [
 /// (how the gain moves with commits per sync), sync against the deep window at 8 (CPU) and
 /// 16 threads, the same with a power-loss-protected cache, and the disk at 16 threads.
 fn grid(scale: Scale) -> Vec<(&'static str, &'static str, u32)> {
-    let mut g = vec![
-        ("nvme", "sync", 4),
-        ("nvme", "d1", 4),
-        ("nvme", "d32", 4),
-    ];
+    let mut g = vec![("nvme", "sync", 4), ("nvme", "d1", 4), ("nvme", "d32", 4)];
     if scale != Scale::Tiny {
         g.push(("nvme", "d4", 4));
         for t in [8, 16] {
@@ -79,7 +75,7 @@ fn grid(scale: Scale) -> Vec<(&'static str, &'static str, u32)> {
 pub(super) fn cells(scale: Scale) -> Vec<Cell> {
     let (records, duration, estimate) = scale.pick(
         ("2000", "1s", 4u64),
-        ("20000", "3s", 6),
+        ("10000", "2s", 5),
         ("1000000", "60s", 90),
     );
     grid(scale)
@@ -309,7 +305,12 @@ fn commit_bound(results: &[&CellResult], dev: &str, t: u32) -> Option<String> {
     group(results, dev, "sync", t)?.off_regime(
         &format!("sync on {dev} at {t} threads"),
         "commit (>= 90 % of transaction time)",
-        |r| r.result["regime"]["phases"]["commit"].as_f64().unwrap_or(0.0) >= 0.9,
+        |r| {
+            r.result["regime"]["phases"]["commit"]
+                .as_f64()
+                .unwrap_or(0.0)
+                >= 0.9
+        },
     )
 }
 
@@ -364,7 +365,10 @@ fn headlines(results: &[&CellResult]) -> Vec<Headline> {
         );
         match (a, b) {
             (Some(a), Some(b)) => {
-                let (a, b) = (a.per_seed("throughput_ops_s"), b.per_seed("throughput_ops_s"));
+                let (a, b) = (
+                    a.per_seed("throughput_ops_s"),
+                    b.per_seed("throughput_ops_s"),
+                );
                 a.iter()
                     .filter_map(|(s, x)| Some((*s, x / b.get(s)?)))
                     .collect::<std::collections::BTreeMap<u64, f64>>()
