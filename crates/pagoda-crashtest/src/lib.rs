@@ -231,10 +231,12 @@ impl CrashTestOptions {
             ));
         }
         if let Some(s) = self.sabotage {
-            if let Some(t) = s.needs_torn() {
-                if t != self.torn {
+            if let Some(ts) = s.needs_torn() {
+                if !ts.contains(&self.torn) {
+                    let modes: Vec<String> = ts.iter().map(|t| format!("--torn {t}")).collect();
                     return Err(Error::config(format!(
-                        "sabotage {s} only has an effect with --torn {t} (this run uses --torn {})",
+                        "sabotage {s} only has an effect with {} (this run uses --torn {})",
+                        modes.join(" or "),
                         self.torn
                     )));
                 }

@@ -1,7 +1,7 @@
 //! Options of the flash cache tier (seed 000): which device, how large, which policy.
 
 use crate::error::{Error, Result};
-use crate::options::{DbOptions, TornMode};
+use crate::options::DbOptions;
 use pagoda_device::DeviceRef;
 use std::fmt;
 use std::str::FromStr;
@@ -85,7 +85,8 @@ impl fmt::Display for FlashPages {
 ///
 /// Every page write goes to the cache device first; the data device is written only from a
 /// durable flash copy, so a torn data-page write is always repaired from flash and the engine
-/// runs `TornMode::None` safely (the double-write area is not used; `doublewrite` is refused).
+/// runs `TornMode::None` safely (the double-write area is not used; `doublewrite` and
+/// `doublewrite-full` are refused).
 /// The cache keeps its directory on its device and stays warm across restarts when the device
 /// keeps data.
 #[derive(Clone)]
@@ -143,7 +144,7 @@ impl FlashCacheOptions {
 
     /// Checks what can be checked before the database's page size is known.
     pub(crate) fn validate(&self, db: &DbOptions) -> Result<()> {
-        if db.torn == TornMode::Doublewrite {
+        if db.torn.uses_doublewrite_area() {
             return Err(Error::config(
                 "a flash cache replaces the double-write buffer (the data device is written only \
                  from durable flash copies): use --torn none (or atomic) with --flash-cache",

@@ -12,12 +12,17 @@ pub use crate::flash_options::{FlashCacheOptions, FlashPages, FlashPolicy};
 
 /// Torn-write protection of data pages (seed 003).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
+#[serde(rename_all = "kebab-case")]
 pub enum TornMode {
     /// Each batch of pages goes to the double-write area first, is synced, then written in
-    /// place; recovery repairs torn pages from the area.
+    /// place; recovery repairs torn pages from the area. A page whose image is in the log
+    /// recovery would read skips the copy (redo repairs it from that image).
     #[default]
     Doublewrite,
+    /// Every flushed page is copied to the double-write area first, as InnoDB does; the
+    /// seeds' baseline. Same on-disk layout and recovery as `Doublewrite`: a database opens
+    /// in either of the two.
+    DoublewriteFull,
     /// One atomic device write per page; refused at open unless the device's atomic unit
     /// equals the page size.
     Atomic,
@@ -30,10 +35,11 @@ impl FromStr for TornMode {
     fn from_str(s: &str) -> Result<Self> {
         match s {
             "doublewrite" => Ok(Self::Doublewrite),
+            "doublewrite-full" => Ok(Self::DoublewriteFull),
             "atomic" => Ok(Self::Atomic),
             "none" => Ok(Self::None),
             _ => Err(Error::config(format!(
-                "torn mode '{s}': use doublewrite, atomic or none"
+                "torn mode '{s}': use doublewrite, doublewrite-full, atomic or none"
             ))),
         }
     }
@@ -43,19 +49,52 @@ impl fmt::Display for TornMode {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
             Self::Doublewrite => "doublewrite",
+            Self::DoublewriteFull => "doublewrite-full",
             Self::Atomic => "atomic",
             Self::None => "none",
         })
     }
 }
 
+impl TornMode {
+    /// Every mode.
+    pub const ALL: [TornMode; 4] = [
+        Self::Doublewrite,
+        Self::DoublewriteFull,
+        Self::Atomic,
+        Self::None,
+    ];
+
+    /// Whether pages go through the double-write area (and recovery repairs from it).
+    pub fn uses_doublewrite_area(self) -> bool {
+        matches!(self, Self::Doublewrite | Self::DoublewriteFull)
+    }
+
+    /// Whether a page whose image is in the log recovery would read is written in place
+    /// without a double-write copy. Only `Doublewrite`: `DoublewriteFull` copies every page.
+    pub fn skips_imaged_pages(self) -> bool {
+        self == Self::Doublewrite
+    }
+
+    /// The mode as the data device records it: the two double-write modes write the same
+    /// layout and recover alike, so they share one.
+    pub fn on_disk(self) -> TornMode {
+        match self {
+            Self::DoublewriteFull => Self::Doublewrite,
+            t => t,
+        }
+    }
+}
+
 // Here rather than in probe.rs, so that probe does not depend on options (no import cycle).
 impl Sabotage {
-    /// The torn mode the sabotage needs, if it only has an effect in one.
-    pub fn needs_torn(self) -> Option<TornMode> {
+    /// The torn modes the sabotage needs, if it only has an effect in some.
+    pub fn needs_torn(self) -> Option<&'static [TornMode]> {
         match self {
-            Self::SkipDoublewrite | Self::DoublewriteOldImages => Some(TornMode::Doublewrite),
-            Self::NonAtomicPages => Some(TornMode::Atomic),
+            Self::SkipDoublewrite => Some(&[TornMode::Doublewrite, TornMode::DoublewriteFull]),
+            // Full mode copies every page whatever the images: nothing to leave out.
+            Self::DoublewriteOldImages => Some(&[TornMode::Doublewrite]),
+            Self::NonAtomicPages => Some(&[TornMode::Atomic]),
             _ => None,
         }
     }

@@ -1,7 +1,9 @@
 //! Settings fixed at creation that are not in the superblock: sector 2 of the data device (in
 //! the reserved header) records the torn-write mode, so that a database is never recovered
 //! with a mode other than the one its pages were written under (a double-write area that
-//! recovery ignores, or torn pages that `none` cannot repair, would lose data).
+//! recovery ignores, or torn pages that `none` cannot repair, would lose data). The two
+//! double-write modes share a code: they differ only in which pages the cleaner copies, so a
+//! database created in one opens in the other.
 
 use crate::error::{Error, Result};
 use crate::options::TornMode;
@@ -13,8 +15,8 @@ const MAGIC: [u8; 8] = *b"PAGODAST";
 const SECTOR: usize = pagoda_device::SECTOR_SIZE;
 
 fn code(t: TornMode) -> u8 {
-    match t {
-        TornMode::Doublewrite => 1,
+    match t.on_disk() {
+        TornMode::Doublewrite | TornMode::DoublewriteFull => 1,
         TornMode::Atomic => 2,
         TornMode::None => 3,
     }
@@ -57,11 +59,20 @@ pub(crate) fn check(data: &DeviceRef, torn: TornMode, stream: u16) -> Result<()>
     let mut buf = vec![0u8; SECTOR];
     data.read(SETTINGS_SECTOR, &mut buf)?;
     match decode(&buf)? {
-        Some(t) if t == torn => Ok(()),
-        Some(t) => Err(Error::config(format!(
-            "this database was created with torn mode {t} and is opened with torn mode {torn}: \
-             open it with --torn {t} (TornMode::{t:?}); a database keeps the mode it was created with"
-        ))),
+        Some(t) if t == torn.on_disk() => Ok(()),
+        Some(t) => {
+            let how = if t == TornMode::Doublewrite {
+                "--torn doublewrite or --torn doublewrite-full (TornMode::Doublewrite or \
+                 DoublewriteFull)"
+                    .to_string()
+            } else {
+                format!("--torn {t} (TornMode::{t:?})")
+            };
+            Err(Error::config(format!(
+                "this database was created with torn mode {t} and is opened with torn mode \
+                 {torn}: open it with {how}; a database keeps the mode it was created with"
+            )))
+        }
         None => {
             write(data, torn, stream)?;
             data.flush()?;

@@ -6,7 +6,7 @@
 use pagoda_device::mem::MemDevice;
 use pagoda_device::stats::DeviceStats;
 use pagoda_device::{BlockDevice, Capabilities, DeviceRef, WriteHints};
-use pagoda_engine::{Db, DbOptions};
+use pagoda_engine::{BufferStats, Db, DbOptions, TornMode};
 use parking_lot::Mutex;
 use std::sync::Arc;
 
@@ -129,7 +129,7 @@ fn scan_does_not_flush_the_hot_set() {
     assert!(after.evictions > 0 && after.hits > before.hits);
 }
 
-/// Where the cleaner is in its double-write protocol (mode doublewrite).
+/// Where the cleaner is in its double-write protocol (modes doublewrite and doublewrite-full).
 #[derive(Debug)]
 enum Dw {
     /// Every page written so far is durable in place; the area may be overwritten.
@@ -274,13 +274,29 @@ fn check_doublewrite_protocol(log: &[Event], first_page_sector: u64) -> (usize, 
 
 #[test]
 fn cleaner_writes_sorted_batches_on_separate_streams() {
+    let st = cleaner_protocol(TornMode::Doublewrite);
+    // Random inserts split leaves, and split halves are imaged in the log.
+    assert!(st.doublewrite_skipped > 0, "{st:?}");
+}
+
+/// The InnoDB-like baseline keeps the same protocol and copies every page it writes.
+#[test]
+fn doublewrite_full_copies_every_page_in_the_same_protocol() {
+    let st = cleaner_protocol(TornMode::DoublewriteFull);
+    assert_eq!(st.doublewrite_skipped, 0, "{st:?}");
+    assert_eq!(st.doublewrite_pages, st.writes, "{st:?}");
+}
+
+/// Random-order inserts through a small pool in mode `torn`, then a checkpoint: checks the
+/// trace of the data device against the double-write protocol; returns the buffer stats.
+fn cleaner_protocol(torn: TornMode) -> BufferStats {
     let rec = Arc::new(Recorder {
         inner: MemDevice::with_capacity(64 << 20).unwrap(),
         log: Mutex::new(Vec::new()),
     });
     let d: DeviceRef = rec.clone();
     let l: DeviceRef = Arc::new(MemDevice::with_capacity(16 << 20).unwrap());
-    let db = Db::open(opts(&d, &l, 32)).unwrap();
+    let db = Db::open(opts(&d, &l, 32).torn(torn)).unwrap();
     // Creation writes its first pages directly; the protocol applies from here on.
     rec.log.lock().clear();
     db.create_table("t").unwrap();
@@ -321,6 +337,7 @@ fn cleaner_writes_sorted_batches_on_separate_streams() {
             assert!(*stream == 3 || *stream == 2, "{e:?}");
         }
     }
+    st.buffer
 }
 
 #[test]
@@ -385,16 +402,15 @@ fn checkpoint_writes_the_dirty_set_in_one_ascending_sweep() {
     );
 }
 
-#[test]
-fn only_pages_imaged_since_the_redo_start_skip_the_doublewrite_copy() {
-    let d: DeviceRef = Arc::new(MemDevice::with_capacity(64 << 20).unwrap());
-    let l: DeviceRef = Arc::new(MemDevice::with_capacity(16 << 20).unwrap());
-    // The pool holds the table: the checkpoints write every page.
-    let db = Db::open(opts(&d, &l, 512)).unwrap();
+fn key(i: u32) -> String {
+    format!("k{i:06}")
+}
+
+/// Loads 2,000 keys in order in mode `torn` through a pool that holds the table, then
+/// checkpoints: every leaf is new, so its final image is in the log after the redo start.
+fn ordered_load(d: &DeviceRef, l: &DeviceRef, torn: TornMode) -> (Db, BufferStats) {
+    let db = Db::open(opts(d, l, 512).torn(torn)).unwrap();
     db.create_table("t").unwrap();
-    let key = |i: u32| format!("k{i:06}");
-    // Keys in order: every leaf is new, so its final image is in the log after the redo
-    // start; the checkpoint writes those leaves with no double-write copy.
     for chunk in 0..20u32 {
         let mut tx = db.begin().unwrap();
         for i in chunk * 100..(chunk + 1) * 100 {
@@ -405,6 +421,32 @@ fn only_pages_imaged_since_the_redo_start_skip_the_doublewrite_copy() {
     db.checkpoint().unwrap();
     let load = db.stats().buffer;
     assert!(load.writes > 50, "the load wrote {} pages", load.writes);
+    (db, load)
+}
+
+/// The same load that skips nearly every copy in mode doublewrite copies every page in
+/// doublewrite-full (a mode the cleaner ignored would skip here too).
+#[test]
+fn doublewrite_full_copies_the_pages_doublewrite_skips() {
+    let mem = |mib: u64| -> DeviceRef { Arc::new(MemDevice::with_capacity(mib << 20).unwrap()) };
+    let (_, skipping) = ordered_load(&mem(64), &mem(16), TornMode::Doublewrite);
+    let (_, full) = ordered_load(&mem(64), &mem(16), TornMode::DoublewriteFull);
+    assert!(skipping.doublewrite_skipped > 0, "{skipping:?}");
+    assert_eq!(full.doublewrite_skipped, 0, "{full:?}");
+    assert_eq!(full.doublewrite_pages, full.writes, "{full:?}");
+    assert_eq!(
+        full.writes, skipping.writes,
+        "the same load wrote other pages"
+    );
+}
+
+#[test]
+fn only_pages_imaged_since_the_redo_start_skip_the_doublewrite_copy() {
+    let d: DeviceRef = Arc::new(MemDevice::with_capacity(64 << 20).unwrap());
+    let l: DeviceRef = Arc::new(MemDevice::with_capacity(16 << 20).unwrap());
+    // The pool holds the table: the checkpoints write every page, the new leaves with no
+    // double-write copy.
+    let (db, load) = ordered_load(&d, &l, TornMode::Doublewrite);
     assert!(
         load.doublewrite_skipped * 10 >= load.writes * 9,
         "new leaves were copied: {load:?}"

@@ -145,7 +145,7 @@ fn run(torn: TornMode) {
 
 #[test]
 fn merge_keeps_the_absorbed_sibling_unwritable_until_stamped() {
-    for torn in [TornMode::Doublewrite, TornMode::Atomic, TornMode::None] {
+    for torn in TornMode::ALL {
         run(torn);
     }
 }

@@ -5,7 +5,6 @@ use super::{Pin, Pool, UNSET};
 use crate::error::{Error, Result};
 use crate::format::encode_page;
 use crate::probe::{self, Sabotage};
-use crate::TornMode;
 use std::sync::atomic::Ordering;
 
 /// A page image prepared for write-back.
@@ -15,9 +14,9 @@ pub(super) struct Out {
     pub(super) version: u64,
     pub(super) lsn: u64,
     pub(super) bytes: Vec<u8>,
-    /// The log recovery would read holds an image of the page: a torn write is repaired
-    /// from there, so the page needs no double-write copy.
-    pub(super) logged: bool,
+    /// The page is written without a double-write copy: the mode skips imaged pages and the
+    /// log recovery would read holds an image of it, from which a torn write is repaired.
+    pub(super) skip_copy: bool,
 }
 
 impl Pool {
@@ -55,9 +54,10 @@ impl Pool {
 
     /// Pages per cleaner batch (one double-write area, or 64).
     fn batch_limit(&self) -> usize {
-        match self.torn {
-            TornMode::Doublewrite => self.dw_pages,
-            _ => 64,
+        if self.torn.uses_doublewrite_area() {
+            self.dw_pages
+        } else {
+            64
         }
     }
 
@@ -77,13 +77,16 @@ impl Pool {
     /// marks those not changed meanwhile clean. Returns pages written.
     fn write_pinned(&self, pins: &[Pin]) -> Result<usize> {
         let applied = self.applied.load(Ordering::Acquire);
-        // Stable until this batch's last sync: the redo start moves under `clean_lock`, which
-        // the caller holds.
-        let redo_start = if probe::is(self.sabotage, Sabotage::DoublewriteOldImages) {
-            0
-        } else {
-            self.redo_start.load(Ordering::Acquire)
-        };
+        // Pages imaged at or after this LSN skip the copy (`None`: every page is copied, as in
+        // `doublewrite-full`). Stable until this batch's last sync: the redo start moves under
+        // `clean_lock`, which the caller holds.
+        let skip_from = self.torn.skips_imaged_pages().then(|| {
+            if probe::is(self.sabotage, Sabotage::DoublewriteOldImages) {
+                0
+            } else {
+                self.redo_start.load(Ordering::Acquire)
+            }
+        });
         let mut outs = Vec::with_capacity(pins.len());
         for pin in pins {
             let f = &self.frames[pin.idx as usize];
@@ -103,7 +106,7 @@ impl Pool {
                 version: st.version,
                 lsn: page.lsn,
                 bytes,
-                logged: st.imaged != UNSET && st.imaged >= redo_start,
+                skip_copy: skip_from.is_some_and(|s| st.imaged != UNSET && st.imaged >= s),
             });
         }
         if outs.is_empty() {

@@ -100,7 +100,7 @@ pub struct PoolCounters {
     /// Pages written to the double-write area.
     pub dw_writes: AtomicU64,
     /// Pages written in torn mode `doublewrite` without a double-write copy (their image is in
-    /// the log recovery would read).
+    /// the log recovery would read); never in `doublewrite-full`.
     pub dw_skipped: AtomicU64,
 }
 

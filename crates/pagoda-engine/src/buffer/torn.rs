@@ -5,6 +5,8 @@
 //!   own stream, then a sync), then in place; a page torn in place is restored from its copy.
 //!   A page whose image is in the log recovery would read skips the copy: redo pass 1
 //!   installs that image over a torn page ([`Pool::move_redo_start`] keeps "would read" true).
+//! - `doublewrite-full`: the same, but every page is copied, as InnoDB does (the seeds'
+//!   baseline); the cleaner decides which pages skip ([`TornMode::skips_imaged_pages`]).
 //! - `atomic`: each page is one atomic write (the device never keeps half a page).
 //! - `none`: pages are written in place; a torn page is detected by its checksum, not repaired.
 
@@ -49,7 +51,9 @@ impl Pool {
             return Ok(());
         }
         match self.torn {
-            TornMode::Doublewrite if probe::is(self.sabotage, Sabotage::SkipDoublewrite) => {
+            TornMode::Doublewrite | TornMode::DoublewriteFull
+                if probe::is(self.sabotage, Sabotage::SkipDoublewrite) =>
+            {
                 self.write_runs(outs, data)?;
                 self.dev.flush()?;
             }
@@ -58,14 +62,14 @@ impl Pool {
                     self.dev.write(self.sector_of(o.pid), &o.bytes, data)?;
                 }
             }
-            TornMode::Doublewrite => {
+            TornMode::Doublewrite | TornMode::DoublewriteFull => {
                 // Pages whose image is in the log recovery would read (new leaves of a bulk
                 // load, split halves) are repaired from there if torn: only the others are
-                // copied, and a batch of logged pages alone costs one sync, not two.
-                let copied = outs.iter().filter(|o| !o.logged).count();
+                // copied, and a batch of such pages alone costs one sync, not two.
+                let copied = outs.iter().filter(|o| !o.skip_copy).count();
                 if copied > 0 {
                     let mut buf = Vec::with_capacity(copied * self.page_size);
-                    for o in outs.iter().filter(|o| !o.logged) {
+                    for o in outs.iter().filter(|o| !o.skip_copy) {
                         buf.extend_from_slice(&o.bytes);
                     }
                     self.dev.write(
@@ -104,7 +108,7 @@ impl Pool {
         write_runs(&self.dev, &pages, self.page_size, hints)
     }
 
-    /// Recovery in mode `doublewrite`: copies each valid page of the double-write area over its
+    /// Recovery in the double-write modes: copies each valid page of the double-write area over its
     /// home when the home copy is torn or older (pages below `first_page`, the superblock and
     /// the area itself, are never targets). Returns the number of torn pages repaired.
     pub fn repair_from_doublewrite(&self, first_page: u64) -> Result<u64> {

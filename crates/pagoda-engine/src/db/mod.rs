@@ -229,7 +229,7 @@ impl Db {
             torn_log_tail: scan.torn_tail,
             ..RecoveryStats::default()
         };
-        if opts.torn == TornMode::Doublewrite {
+        if opts.torn.uses_doublewrite_area() {
             probe::emit(&obs, Event::Recovery(RecoveryStep::RepairDoublewrite));
             rec.torn_pages_repaired += pool.repair_from_doublewrite(sb.meta_page)?;
         }

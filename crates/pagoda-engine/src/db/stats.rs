@@ -47,8 +47,8 @@ pub struct BufferStats {
     pub cleaner_batches: u64,
     /// Pages written to the double-write area.
     pub doublewrite_pages: u64,
-    /// Pages written in place without a double-write copy (torn mode `doublewrite`): the log
-    /// recovery would read holds their image.
+    /// Pages written in place without a double-write copy (torn mode `doublewrite`; always 0
+    /// in `doublewrite-full`): the log recovery would read holds their image.
     pub doublewrite_skipped: u64,
     /// Frames in the pool.
     pub frames: u64,

@@ -15,8 +15,8 @@ use std::sync::Arc;
 /// Flags of `crashtest`.
 #[derive(Debug, Args)]
 pub struct CrashtestArgs {
-    /// Torn-write protection under test: doublewrite | atomic | none (default: doublewrite;
-    /// none with --flash-cache, which replaces the double-write buffer).
+    /// Torn-write protection under test: doublewrite | doublewrite-full | atomic | none
+    /// (default: doublewrite; none with --flash-cache, which replaces the double-write buffer).
     #[arg(long)]
     torn: Option<TornMode>,
     /// Power-cut cycles.

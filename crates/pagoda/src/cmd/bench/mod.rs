@@ -78,7 +78,8 @@ pub struct EngineArgs {
     /// Page size (4KiB to 64KiB).
     #[arg(long, default_value = "16KiB")]
     pub(crate) page_size: String,
-    /// Torn-write protection: doublewrite | atomic | none.
+    /// Torn-write protection: doublewrite | doublewrite-full (every flushed page copied to the
+    /// double-write area first, as InnoDB does; the seeds' baseline) | atomic | none.
     #[arg(long, default_value = "doublewrite")]
     torn: TornMode,
     /// Commit mode: sync | pipelined (the flush thread writes and syncs the log; each client
