@@ -9,6 +9,7 @@ mod dwb_ftl;
 mod face;
 mod pipelined;
 pub(crate) mod plot;
+mod publish;
 mod regime;
 mod repeats;
 mod report;
@@ -42,6 +43,10 @@ pub enum ReproduceCommand {
     Report {
         /// The directory the cells wrote to.
         dir: PathBuf,
+        /// Also write the summary, with command, date, commit and machine, to this Markdown
+        /// file (e.g. docs/results/reproduce-quick.md).
+        #[arg(long)]
+        publish: Option<PathBuf>,
     },
 }
 
@@ -62,6 +67,10 @@ pub struct RunArgs {
     /// and min–max over them.
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..=20))]
     repeats: u64,
+    /// Also write the summary, with command, date, commit and machine, to this Markdown file
+    /// (e.g. docs/results/reproduce-quick.md).
+    #[arg(long)]
+    publish: Option<PathBuf>,
 }
 
 impl RunArgs {
@@ -161,7 +170,7 @@ pub fn run(cmd: ReproduceCommand) -> CliResult<()> {
         ReproduceCommand::BufferSweep(a) => (vec![Experiment::BufferSweep], a),
         ReproduceCommand::Plan(p) => return plan(&p),
         ReproduceCommand::Cell(c) => return one_cell(&c),
-        ReproduceCommand::Report { dir } => return report_only(&dir),
+        ReproduceCommand::Report { dir, publish } => return report_only(&dir, publish.as_deref()),
     };
     let cells: Vec<Cell> = exps.iter().flat_map(|e| e.cells(a.scale)).collect();
     let seeds = a.seeds();
@@ -187,6 +196,10 @@ pub fn run(cmd: ReproduceCommand) -> CliResult<()> {
         .collect();
     let summary = report::write(&a.out)?;
     print!("{summary}");
+    if let Some(to) = &a.publish {
+        publish::write(&a.out, to, &summary)?;
+        eprintln!("published {}", to.display());
+    }
     if failed.is_empty() {
         Ok(())
     } else {
@@ -280,9 +293,13 @@ fn one_cell(c: &CellArgs) -> CliResult<()> {
     }
 }
 
-fn report_only(dir: &Path) -> CliResult<()> {
+fn report_only(dir: &Path, publish: Option<&Path>) -> CliResult<()> {
     let summary = report::write(dir)?;
     print!("{summary}");
+    if let Some(to) = publish {
+        publish::write(dir, to, &summary)?;
+        eprintln!("published {}", to.display());
+    }
     Ok(())
 }
 
