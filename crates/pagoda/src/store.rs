@@ -32,6 +32,11 @@ impl PagodaStore {
     pub fn close(self) -> Result<(), Error> {
         self.db.close()
     }
+
+    /// Drops the database as a crash would (no checkpoint; see [`Db::abandon`]).
+    pub fn abandon(self) {
+        self.db.abandon();
+    }
 }
 
 fn store_err(e: Error) -> StoreError {

@@ -6,6 +6,7 @@ mod compare;
 mod flash;
 mod peer;
 mod regime;
+mod restart;
 mod session;
 mod summary;
 
@@ -185,6 +186,11 @@ pub struct TpccArgs {
     /// Customers per district instead of TPC-C's 3,000 (see --items).
     #[arg(long, hide = true)]
     customers: Option<u32>,
+    /// After the measured run: crash (no checkpoint, power cut on every emulated device),
+    /// reopen with the same options timing the recovery, then run again for this long with
+    /// no warm-up (the restarted database warming up). Adds `restart` to the JSON.
+    #[arg(long, value_name = "DURATION", conflicts_with = "load_only")]
+    crash_restart: Option<String>,
     #[command(flatten)]
     phase: PhaseArgs,
     #[command(flatten)]
@@ -321,6 +327,16 @@ fn bench_tpcc(a: &TpccArgs) -> CliResult<()> {
     let ident = json!({ "workload": "tpcc", "warehouses": a.warehouses,
         "scale": format!("{:?}", cfg.scale) });
     let mut bench = Bench::open(&a.engine, &a.phase, ident)?;
+    let after = match &a.crash_restart {
+        Some(d) => {
+            restart::check(&bench)?;
+            let mut after = driver.clone();
+            after.limit = RunLimit::Duration(parse_duration(d)?);
+            after.warmup = Duration::ZERO;
+            Some(after)
+        }
+        None => None,
+    };
     if !a.phase.run_only {
         let load = with_bar("load", |p| {
             tpcc::load(&bench.store, &cfg, a.phase.threads, a.engine.seed, Some(p))
@@ -347,7 +363,18 @@ fn bench_tpcc(a: &TpccArgs) -> CliResult<()> {
             ));
         }
     }
-    bench.finish(report)
+    let Some(after) = after.filter(|_| report.is_some()) else {
+        return bench.finish(report);
+    };
+    let seed = a.engine.seed;
+    bench.finish_then(
+        report,
+        Some(Box::new(move |store, opts| {
+            restart::crash_and_rerun(store, opts, seed, |s| {
+                with_bar("after restart", |p| tpcc::run(s, &cfg, &after, Some(p)))
+            })
+        })),
+    )
 }
 
 fn bench_linkbench(a: &LinkbenchArgs) -> CliResult<()> {

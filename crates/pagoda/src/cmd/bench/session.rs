@@ -23,6 +23,8 @@ pub(crate) struct Bench {
     _tmp: Option<tempfile::TempDir>,
     /// With `--load-buffer`: the options to reopen the database with for the measured run.
     reopen: Option<DbOptions>,
+    /// The options of the measured run (`--crash-restart` reopens with them).
+    run_opts: DbOptions,
     /// CPU utilisation of the measured run.
     pub(crate) cpu: Option<pagoda_engine::CpuUsage>,
     /// What bounded the measured run (see [`super::regime`]).
@@ -172,6 +174,7 @@ impl Bench {
             opts = opts.log_capacity(parse_size(size)?);
         }
         let reopen = load_buffer.map(|_| opts.clone());
+        let run_opts = opts.clone();
         let db = Db::open(match load_buffer {
             Some(b) => opts.buffer_bytes(b as usize),
             None => opts,
@@ -226,6 +229,7 @@ impl Bench {
             json: e.json.clone(),
             _tmp: tmp,
             reopen,
+            run_opts,
             cpu: None,
             regime: None,
         };
@@ -324,8 +328,23 @@ impl Bench {
         Ok(())
     }
 
+    /// The options of the measured run.
+    pub(super) fn run_options(&self) -> &DbOptions {
+        &self.run_opts
+    }
+
     /// Prints the engine and device counters, writes the JSON, closes the database.
-    pub(super) fn finish(mut self, report: Option<RunReport>) -> CliResult<()> {
+    pub(super) fn finish(self, report: Option<RunReport>) -> CliResult<()> {
+        self.finish_then(report, None)
+    }
+
+    /// As [`Bench::finish`], with `then` run on the store once the run's figures are taken
+    /// (`--crash-restart`): what it returns goes into the JSON under `restart`.
+    pub(super) fn finish_then(
+        mut self,
+        report: Option<RunReport>,
+        then: Option<Then<'_>>,
+    ) -> CliResult<()> {
         let stats = self.store.db().stats();
         let (data, log) = self.store.db().device_stats();
         let flash_dev = self.store.db().flash_device_stats();
@@ -360,6 +379,15 @@ impl Bench {
             super::regime::add_phases(r, &stats.profile);
             println!("{}", super::regime::line(r));
         }
+        let mut store = self.store;
+        let restart = match then {
+            Some(f) => {
+                let (s, v) = f(store, &self.run_opts)?;
+                store = s;
+                Some(v)
+            }
+            None => None,
+        };
         if let (Some(path), Some(r)) = (&self.json, &report) {
             let mut devices = json!({ "data": data, "log": log });
             if let (Some(d), Some(f)) = (devices.as_object_mut(), &flash_dev) {
@@ -372,14 +400,22 @@ impl Bench {
             if let Some(r) = &self.regime {
                 keys.push(("regime", r.clone()));
             }
+            if let Some(r) = restart {
+                keys.push(("restart", r));
+            }
             let v = summary::report_json(r, &self.config, keys)?;
             write_json(path, &v)?;
             eprintln!("wrote {}", path.display());
         }
-        self.store.close()?;
+        store.close()?;
         Ok(())
     }
 }
+
+/// Work run on the store after the measured run's figures are taken (see
+/// [`Bench::finish_then`]): returns the store to close and a JSON object.
+pub(super) type Then<'a> =
+    Box<dyn FnOnce(PagodaStore, &DbOptions) -> CliResult<(PagodaStore, Value)> + 'a>;
 
 /// Physical memory from /proc/meminfo (None where it cannot be read).
 fn total_memory_bytes() -> Option<u64> {
