@@ -1,18 +1,30 @@
-//! Seed 000 (FaCE): TPC-C with 16 clients, a DRAM buffer of ~2 % of the database and a flash
-//! cache of ~20 %, data on an emulated SATA SSD and on an emulated RAID-0 of 8 15k-RPM disks.
-//! Original (double-write buffer, no cache) against FaCE dirty-only (`--torn none`: the cache
-//! makes page writes safe), with face-gsc and the LRU cache as extra rows.
+//! Seed 000 (FaCE): TPC-C with a DRAM buffer of ~2 % of the database and a flash cache of
+//! ~20 % on an emulated 840 Pro-class SSD, data on the same SSD model and on an emulated RAID-0
+//! of 8 15k-RPM disks. Original (InnoDB's double-write buffer, every flushed page copied; no
+//! cache) against FaCE dirty-only (`--torn none`: the cache makes page writes safe), FaCE-GSC
+//! and an LRU flash cache; the cache on a full, preconditioned device as an extra row; and
+//! the restart after a crash with and without the cache (`bench tpcc --crash-restart`).
 
 use super::cell::{Cell, CellResult, Scale};
 use super::plot::{bar_chart, BarChart};
-use super::report::{find, fmt_frac, fmt_num, ratio, Ctx, Headline, Section};
+use super::regime;
+use super::repeats::{self, Group, Spread};
+use super::report::{find, fmt_frac, fmt_num, Band, Ctx, Headline, Section};
 use crate::error::CliResult;
 use serde_json::json;
 use std::fmt::Write as _;
 
 const EXP: &str = "face";
+/// The seed's baseline: InnoDB's double-write buffer, every flushed page copied.
+const ORIGINAL_TORN: &str = "doublewrite-full";
 const LOG: &str = "sata-ssd,capacity=1GiB,latency=emulate";
+/// The cache device: the data SSD's model, fresh (never written: no garbage collection yet).
 const FLASH: &str = "sata-ssd,capacity=4GiB,latency=emulate";
+/// The extra row's cache device: the same model aged (`precondition=1`: every logical page
+/// written, then a capacity of random overwrites), so only the 7 % over-provisioning is free.
+/// 160 MiB with one stream (the retail 840 Pro has none) is the smallest such device the FTL
+/// accepts: the preset's 4 streams need 24 spare blocks, i.e. about 350 MiB at 7 %.
+const FLASH_FULL: &str = "sata-ssd,capacity=160MiB,streams=1,precondition=1,latency=emulate";
 const DATA: [(&str, &str, &str); 2] = [
     ("ssd", "SSD data", "sata-ssd,capacity=4GiB,latency=emulate"),
     (
@@ -24,32 +36,94 @@ const DATA: [(&str, &str, &str); 2] = [
 const CONFIGS: [&str; 4] = ["original", "face", "face-gsc", "lru"];
 /// The seed's tpmC: (data, original, FaCE dirty-only).
 const SEED: [(&str, f64, f64); 2] = [("ssd", 2419.0, 5646.0), ("hdd", 1029.0, 1903.0)];
+/// Cells that crash and restart after their run, and on which data device.
+const RESTART_DATA: &str = "hdd";
+const RESTART_CONFIGS: [&str; 2] = ["original", "face"];
+/// Clients: 8 on 2 cores. With 16 on one warehouse the run waits on row conflicts and the
+/// commit lock, not on the devices (measured: no device 80 % busy).
+const CLIENTS: u32 = 8;
+
+struct Grid {
+    warehouses: u32,
+    duration: &'static str,
+    warmup: &'static str,
+    restart: &'static str,
+    /// Seconds of a plain cell: process, load (CPU), checkpoint, warm-up, run.
+    estimate: u64,
+}
+
+fn grid(scale: Scale) -> Grid {
+    scale.pick(
+        Grid {
+            warehouses: 1,
+            duration: "1s",
+            warmup: "1s",
+            restart: "1s",
+            estimate: 5,
+        },
+        // 1 warehouse loads in 6-13 s on 2 shared cores; 3 s of warm-up lets the HDD cells'
+        // cache ring wrap once before measuring (about 500 ring writes/s, 1,472 slots).
+        Grid {
+            warehouses: 1,
+            duration: "4s",
+            warmup: "3s",
+            restart: "3s",
+            // Measured: 15-24 s per plain cell, 23-29 s with the restart, 28-34 s on the
+            // aged cache device (3 repeats, 2 cores shared with other builds).
+            estimate: 20,
+        },
+        // The seed: 100 warehouses, 16 connections; here 8 warehouses (about 1 GiB).
+        Grid {
+            warehouses: 8,
+            duration: "3m",
+            warmup: "30s",
+            restart: "30s",
+            estimate: 330,
+        },
+    )
+}
 
 pub(super) fn cells(scale: Scale) -> Vec<Cell> {
-    let (warehouses, duration, estimate, configs) = scale.pick(
-        (1u32, "2s", 9u64, &CONFIGS[..2]),
-        (1, "15s", 31, &CONFIGS[..2]),
-        (8, "5m", 420, &CONFIGS[..]),
-    );
+    let g = grid(scale);
     // About 120 MiB of 16 KiB pages per warehouse: DRAM 2 %, flash cache 20 % of that.
-    let db_mib = 120 * warehouses;
+    let db_mib = 120 * g.warehouses;
     let buffer = format!("{}MiB", (db_mib * 2).div_ceil(100).max(3));
     let flash_size = format!("{}MiB", db_mib * 20 / 100);
-    let w = warehouses.to_string();
-    let mut out = Vec::new();
+    let load_buffer = format!("{}MiB", db_mib * 2);
+    let w = g.warehouses.to_string();
+    let clients = CLIENTS.to_string();
+    let mut runs: Vec<(&str, &str, &str, &str)> = Vec::new();
     for (data, _, device) in DATA {
-        for &conf in configs {
+        for conf in CONFIGS {
+            runs.push((data, device, conf, "fresh"));
+        }
+    }
+    for conf in ["face", "lru"] {
+        runs.push(("ssd", DATA[0].2, conf, "full"));
+    }
+    runs.into_iter()
+        .map(|(data, device, conf, cache)| {
             let mut args = vec![
                 "bench",
                 "tpcc",
                 "--warehouses",
                 &w,
                 "--threads",
-                "16",
+                &clients,
                 "--duration",
-                duration,
+                g.duration,
+                "--warmup",
+                g.warmup,
                 "--buffer",
                 &buffer,
+                // Loaded in DRAM and checkpointed, then reopened with the small buffer: the
+                // load costs CPU only.
+                "--load-buffer",
+                &load_buffer,
+                // MySQL 5.6's default redo log (2 x 48 MB); the whole 1 GiB device would add
+                // seconds of log scan to every open.
+                "--log-size",
+                "96MiB",
                 "--page-size",
                 "16KiB",
                 "--data",
@@ -59,122 +133,309 @@ pub(super) fn cells(scale: Scale) -> Vec<Cell> {
             ];
             args.extend(scale.tpcc_size());
             if conf == "original" {
-                args.extend(["--torn", "doublewrite"]);
+                args.extend(["--torn", ORIGINAL_TORN]);
             } else {
                 args.extend([
                     "--torn",
                     "none",
                     "--flash-cache",
-                    FLASH,
+                    if cache == "full" { FLASH_FULL } else { FLASH },
                     "--flash-cache-size",
                     &flash_size,
                     "--flash-cache-policy",
                     conf,
                 ]);
             }
-            out.push(Cell::new(
+            let restart =
+                cache == "fresh" && data == RESTART_DATA && RESTART_CONFIGS.contains(&conf);
+            if restart {
+                args.extend(["--crash-restart", g.restart]);
+            }
+            let name = match cache {
+                "full" => format!("{data}.{conf}.full-cache"),
+                _ => format!("{data}.{conf}"),
+            };
+            // The aged device is slower (garbage collection) and preconditions at open.
+            let estimate = g.estimate
+                + if restart { g.estimate * 2 / 5 } else { 0 }
+                + if cache == "full" {
+                    g.estimate * 3 / 5
+                } else {
+                    0
+                };
+            Cell::new(
                 EXP,
-                &format!("{data}.{conf}"),
+                &name,
                 &args,
                 estimate,
-                json!({ "data": data, "config": conf, "warehouses": warehouses,
-                        "buffer": buffer, "flash_cache_size": flash_size }),
-            ));
-        }
-    }
-    out
+                json!({ "data": data, "config": conf, "cache": cache, "restart": restart,
+                        "warehouses": g.warehouses, "clients": CLIENTS, "buffer": buffer,
+                        "flash_cache_size": flash_size }),
+            )
+        })
+        .collect()
+}
+
+fn get<'a>(results: &[&'a CellResult], data: &str, conf: &str, cache: &str) -> Option<Group<'a>> {
+    find(
+        results,
+        &[("data", data), ("config", conf), ("cache", cache)],
+    )
 }
 
 pub(super) fn section(ctx: &Ctx, results: &[&CellResult]) -> CliResult<Section> {
-    let mut body = String::from(
-        "TPC-C (tpcc-mysql mix), 16 clients, 16 KiB pages, latency emulated. Original: \
-         double-write buffer on, no flash cache. FaCE: dirty pages only, `--torn none` (the \
-         flash cache is the torn-write protection). Seed: MySQL 5.6, 100 warehouses, DRAM 2 %, \
-         flash cache 20 % on an 840 Pro.\n\n\
-         | data | config | tpmC | vs original | seed tpmC | seed vs original | DRAM hit | flash hit | data-device writes (4 KiB) |\n\
-         |---|---|---|---|---|---|---|---|---|\n",
+    let first = results.first();
+    let p = |k: &str| {
+        first.and_then(|r| r.param(k)).map_or("?".to_string(), |v| {
+            v.to_string().trim_matches('"').to_string()
+        })
+    };
+    let mut body = format!(
+        "TPC-C (tpcc-mysql mix), 16 KiB pages, latency emulated; devices are emulated, so \
+         absolute tpmC depends on this machine. Original: InnoDB's double-write buffer \
+         (`--torn {ORIGINAL_TORN}`), no flash cache. FaCE: dirty pages only, `--torn none` (the \
+         cache is the torn-write protection). Seed: MySQL 5.6, 100 warehouses, DRAM 2 %, flash \
+         cache 20 % on an 840 Pro.\n\n{}",
+        regime::settings(&[
+            ("DRAM buffer / data", "2 % (200 MB of ~10 GB)",
+             format!("about 2 % ({} of about {} MiB; {} warehouse(s))", p("buffer"),
+                 120 * first.map_or(1, |r| r.param_f64("warehouses") as u64), p("warehouses"))),
+            ("flash cache / data", "20 % (2 GB)", format!("20 % ({})", p("flash_cache_size"))),
+            ("cache device vs data device", "both Samsung 840 Pro (SSD case); data on 8 x 15k-RPM RAID-0 (HDD case)",
+             format!("`{FLASH}` for cache and SSD data (the same 840 Pro-class model); extra row: `{FLASH_FULL}`")),
+            ("clients per core", "16 connections (cores not stated)",
+             format!("{CLIENTS} on 2 cores (16 on one warehouse wait on row conflicts and the commit lock, not on I/O)")),
+            ("run length", "not stated (minutes)",
+             format!("{} s measured after {} of warm-up per cell", first.and_then(|r| r.num("duration_s")).unwrap_or(0.0),
+                 first.and_then(|r| r.cell.args.iter().position(|a| a == "--warmup").map(|i| r.cell.args[i + 1].clone())).unwrap_or_default())),
+            ("redo log", "not stated (MySQL 5.6 default 2 x 48 MB)", "96 MiB".to_string()),
+        ])
     );
-    let mut headlines = Vec::new();
+    body.push_str(
+        "\n| data | config | tpmC | vs original | seed tpmC | seed vs original | DRAM hit | flash hit (of DRAM misses) | cache-device WAF | data-device writes (4 KiB) |\n|---|---|---|---|---|---|---|---|---|---|\n",
+    );
     let mut bars: Vec<(String, Vec<f64>)> = CONFIGS
         .iter()
         .map(|c| (format!("ours: {c}"), Vec::new()))
         .collect();
     bars.push(("seed: FaCE dirty-only".to_string(), Vec::new()));
     let mut cats = Vec::new();
+    let mut headlines = Vec::new();
     for ((data, label, _), (_, s_orig, s_face)) in DATA.iter().zip(SEED) {
-        let tpmc = |conf: &str| {
-            find(results, &[("data", data), ("config", conf)]).and_then(|r| r.num("tpmC"))
-        };
-        let base = tpmc("original");
+        let base = get(results, data, "original", "fresh");
         for (i, conf) in CONFIGS.iter().enumerate() {
-            let Some(r) = find(results, &[("data", data), ("config", conf)]) else {
-                bars[i].1.push(0.0);
-                continue;
-            };
-            let t = r.num("tpmC");
+            let g = get(results, data, conf, "fresh");
+            let rel = repeats::ratio(g.as_ref(), base.as_ref(), "tpmC");
+            bars[i].1.push(rel.map_or(0.0, |s| s.median));
             let (seed_t, seed_r) = match *conf {
                 "original" => (fmt_num(Some(s_orig)), "1.00x".to_string()),
                 "face" => (fmt_num(Some(s_face)), format!("{:.2}x", s_face / s_orig)),
                 _ => ("–".to_string(), "–".to_string()),
             };
-            let rel = ratio(t, base);
-            bars[i].1.push(rel.unwrap_or(0.0));
+            let n = |k: &str| g.as_ref().and_then(|g| g.num(k));
             let _ = writeln!(
                 body,
-                "| {label} | {conf} | {} | {} | {seed_t} | {seed_r} | {} | {} | {} |",
-                fmt_num(t),
-                rel.map_or("–".to_string(), |v| format!("{v:.2}x")),
-                fmt_frac(r.num("engine/buffer_hit_ratio")),
-                fmt_frac(r.num("engine/flash_cache_hit_ratio")),
-                fmt_num(r.num("devices/data/host_write_pages")),
+                "| {label} | {conf} | {} | {} | {seed_t} | {seed_r} | {} | {} | {} | {} |",
+                fmt_num(n("tpmC")),
+                rel.map_or("–".to_string(), |s| s.times()),
+                fmt_frac(n("engine/buffer_hit_ratio")),
+                fmt_frac(n("engine/flash_cache_hit_ratio")),
+                n("devices/flash_cache/waf").map_or("–".to_string(), |v| format!("{v:.2}")),
+                fmt_num(n("devices/data/host_write_pages")),
             );
         }
         bars[CONFIGS.len()].1.push(s_face / s_orig);
         cats.push(label.to_string());
-        let seed_ratio = s_face / s_orig;
-        let hits = |conf: &str, key: &str| {
-            find(results, &[("data", data), ("config", conf)])
-                .and_then(|r| r.num(key))
-                .map_or("–".to_string(), |v| format!("{v:.3}"))
-        };
-        let measured = format!(
-            "DRAM hit ratio {} (original), the flash cache answers {} of DRAM misses; a \
-             database of {} warehouse(s) against the seed's 100",
-            hits("original", "engine/buffer_hit_ratio"),
-            hits("face", "engine/flash_cache_hit_ratio"),
-            find(results, &[("data", data), ("config", "original")]).map_or("?".to_string(), |r| r
-                .param("warehouses")
-                .map_or("?".to_string(), ToString::to_string)),
-        );
-        headlines.push(Headline::ratio(
-            &format!("FaCE vs original tpmC, {label}"),
-            &format!("{seed_ratio:.1}x"),
-            ratio(tpmc("face"), base).and_then(|v| super::repeats::Spread::of(vec![v])),
-            &super::report::Band::range(seed_ratio / 1.5, seed_ratio * 1.5, ""),
-            &format!("a smaller gain than the seed's (measured: {measured})"),
-            &format!("a larger gain than the seed's (measured: {measured})"),
-        ));
+        headlines.extend(device_headlines(results, data, label, s_face / s_orig));
     }
-    // Only configurations that ran (quick runs original and face).
-    bars.retain(|(_, v)| v.iter().any(|&x| x > 0.0));
+    body.push_str(&full_cache_table(results));
+    headlines.push(full_cache_headline(results));
+    body.push_str(&restart_table(results));
+    body.push_str(&regime::cells(results));
     let (path, link) = ctx.plot("face-tpmc.svg");
     bar_chart(
         &path,
         &BarChart {
-            title: "Seed 000: TPC-C throughput relative to original",
+            title: "Seed 000: TPC-C throughput relative to original (median of repeats)",
             y_label: "tpmC / original's tpmC",
             categories: &cats,
             series: &bars,
         },
     )?;
-    let _ = write!(
-        body,
-        "\nThe band: a single-number result of the seed counts as reproduced when ours is within \
-         a factor 1.5 of it, in the same direction.\n\n![tpmC relative to original]({link})\n"
-    );
+    let _ = writeln!(body, "\n![tpmC relative to original]({link})");
     Ok(Section {
         title: "Seed 000 — FaCE flash cache (TPC-C)".to_string(),
         body,
         headlines,
     })
+}
+
+/// What bounded a ratio's two cells, when one of them was not where the seed's was.
+fn off(a: Option<&Group>, a_want: &[&str], b: Option<&Group>, b_want: &[&str]) -> Option<String> {
+    let mut why: Vec<String> = Vec::new();
+    for (g, want) in [(a, a_want), (b, b_want)] {
+        if let Some(g) = g {
+            let label = format!("`{}`", g.runs[0].cell.id);
+            why.extend(g.out_of_regime(want, &label));
+        }
+    }
+    (!why.is_empty()).then(|| why.join("; "))
+}
+
+const IO: [&str; 2] = ["data", "flash_cache"];
+
+/// Measured figures of a cell for a miss's reason.
+fn figures(g: Option<&Group>) -> String {
+    let Some(g) = g else {
+        return "not run".to_string();
+    };
+    format!(
+        "`{}`: flash hit {}, cache WAF {}, data busy {:.0} %, cache busy {:.0} %",
+        g.runs[0].cell.id,
+        fmt_frac(g.num("engine/flash_cache_hit_ratio")),
+        g.num("devices/flash_cache/waf")
+            .map_or("–".to_string(), |v| format!("{v:.2}")),
+        g.num("regime/busy/data").unwrap_or(0.0) * 100.0,
+        g.num("regime/busy/flash_cache").unwrap_or(0.0) * 100.0,
+    )
+}
+
+fn device_headlines(
+    results: &[&CellResult],
+    data: &str,
+    label: &str,
+    seed_ratio: f64,
+) -> Vec<Headline> {
+    let orig = get(results, data, "original", "fresh");
+    let face = get(results, data, "face", "fresh");
+    let gsc = get(results, data, "face-gsc", "fresh");
+    let lru = get(results, data, "lru", "fresh");
+    let why_vs_orig = format!(
+        "measured: original DRAM hit {}, data busy {:.0} %; {}; a database of 1 warehouse against the seed's 100",
+        fmt_frac(orig.as_ref().and_then(|g| g.num("engine/buffer_hit_ratio"))),
+        orig.as_ref().and_then(|g| g.num("regime/busy/data")).unwrap_or(0.0) * 100.0,
+        figures(face.as_ref())
+    );
+    vec![
+        Headline::ratio(
+            &format!("FaCE vs original tpmC, {label}"),
+            &format!("{seed_ratio:.1}x"),
+            repeats::ratio(face.as_ref(), orig.as_ref(), "tpmC"),
+            &Band::around(seed_ratio, &format!("seed {seed_ratio:.1}x")),
+            &format!("a smaller gain than the seed's ({why_vs_orig})"),
+            &format!("a larger gain than the seed's ({why_vs_orig})"),
+        )
+        .regime(off(face.as_ref(), &IO, orig.as_ref(), &["data"])),
+        Headline::ratio(
+            &format!("FaCE vs LRU flash cache tpmC, {label}, fresh cache device"),
+            "FaCE > LRU (FIFO appends beat LRU's in-place writes)",
+            repeats::ratio(face.as_ref(), lru.as_ref(), "tpmC"),
+            &Band::at_least(1.0, "FaCE >= LRU"),
+            &format!(
+                "on a fresh cache device random writes cost no more than appends (no garbage \
+                 collection yet) and LRU keeps more hits ({}; {})",
+                figures(face.as_ref()),
+                figures(lru.as_ref())
+            ),
+            "",
+        )
+        .regime(off(face.as_ref(), &IO, lru.as_ref(), &IO)),
+        Headline::ratio(
+            &format!("FaCE-GSC vs FaCE tpmC, {label}"),
+            "GSC raises the hit ratio over FaCE",
+            repeats::ratio(gsc.as_ref(), face.as_ref(), "tpmC"),
+            &Band::at_least(1.0, "GSC >= FaCE"),
+            &format!(
+                "second chances cost more than they gain here ({}; {})",
+                figures(gsc.as_ref()),
+                figures(face.as_ref())
+            ),
+            "",
+        )
+        .regime(off(gsc.as_ref(), &IO, face.as_ref(), &IO)),
+    ]
+}
+
+fn full_cache_table(results: &[&CellResult]) -> String {
+    let mut body = format!(
+        "\nExtra row: the flash cache on an aged, full device of the same model (`{FLASH_FULL}`: \
+         every logical page written and overwritten once before the run, so garbage collection \
+         works within the 7 % over-provisioning), SSD data:\n\n\
+         | cache device | config | tpmC | FaCE vs LRU | flash hit | cache-device WAF | cache busy |\n|---|---|---|---|---|---|---|\n"
+    );
+    for cache in ["fresh", "full"] {
+        let lru = get(results, "ssd", "lru", cache);
+        for conf in ["face", "lru"] {
+            let g = get(results, "ssd", conf, cache);
+            let n = |k: &str| g.as_ref().and_then(|g| g.num(k));
+            let rel = (conf == "face")
+                .then(|| repeats::ratio(g.as_ref(), lru.as_ref(), "tpmC"))
+                .flatten();
+            let _ = writeln!(
+                body,
+                "| {cache} | {conf} | {} | {} | {} | {} | {} |",
+                fmt_num(n("tpmC")),
+                rel.map_or("–".to_string(), |s| s.times()),
+                fmt_frac(n("engine/flash_cache_hit_ratio")),
+                n("devices/flash_cache/waf").map_or("–".to_string(), |v| format!("{v:.2}")),
+                n("regime/busy/flash_cache")
+                    .map_or("–".to_string(), |v| format!("{:.0} %", v * 100.0)),
+            );
+        }
+    }
+    body
+}
+
+fn full_cache_headline(results: &[&CellResult]) -> Headline {
+    let face = get(results, "ssd", "face", "full");
+    let lru = get(results, "ssd", "lru", "full");
+    Headline::ratio(
+        "FaCE vs LRU flash cache tpmC, SSD data, full preconditioned cache device",
+        "FaCE > LRU (FIFO appends beat LRU's in-place writes)",
+        repeats::ratio(face.as_ref(), lru.as_ref(), "tpmC"),
+        &Band::at_least(1.0, "FaCE >= LRU"),
+        &format!(
+            "LRU's random writes cost the aged device no more than FaCE's appends ({}; {})",
+            figures(face.as_ref()),
+            figures(lru.as_ref())
+        ),
+        "",
+    )
+    .regime(off(face.as_ref(), &IO, lru.as_ref(), &IO))
+}
+
+fn restart_table(results: &[&CellResult]) -> String {
+    let mut body = String::from(
+        "\nRestart after a crash (`bench tpcc --crash-restart`), HDD RAID-0 data: right after the \
+         measured run, with no checkpoint, the database is dropped (DRAM lost) and power is cut \
+         on every emulated device; the open that follows is timed (log scan, redo from the last \
+         checkpoint, and with the cache the rebuild of its directory from the cache device), \
+         then TPC-C runs again with no warm-up. Both cells start from their own run's state: \
+         the log since the last checkpoint differs (records replayed).\n\n\
+         | config | restart (open) ms | of which cache rebuild ms | records replayed | pages read from data | tpmC after restart | vs tpmC before the crash |\n|---|---|---|---|---|---|---|\n",
+    );
+    for conf in RESTART_CONFIGS {
+        let g = get(results, RESTART_DATA, conf, "fresh");
+        let n = |k: &str| g.as_ref().and_then(|g| g.num(k));
+        let after = g.as_ref().and_then(|g| {
+            let before = g.per_seed("tpmC");
+            Spread::of(
+                g.per_seed("restart/after/tpmC")
+                    .iter()
+                    .filter_map(|(s, a)| before.get(s).filter(|b| **b > 0.0).map(|b| a / b))
+                    .collect(),
+            )
+        });
+        let _ = writeln!(
+            body,
+            "| {conf} | {} | {} | {} | {} | {} | {} |",
+            fmt_num(n("restart/open_ms")),
+            fmt_num(n("restart/flash_rebuild_ms")),
+            fmt_num(n("restart/records_replayed")),
+            fmt_num(n("restart/pages_read_from_data")),
+            fmt_num(n("restart/after/tpmC")),
+            after.map_or("–".to_string(), |s| s.times()),
+        );
+    }
+    body
 }
