@@ -223,8 +223,8 @@ fn plan_cell_and_report_refuse_bad_input() {
             "{exp} has no cells"
         );
     }
-    // The quick scale, with its three repeats, is planned to fit in 20 minutes here.
-    assert!(plan["estimate_s"].as_u64().unwrap() <= 20 * 60);
+    // The quick scale, with its three repeats, is planned within 30 minutes of runs here.
+    assert!(plan["estimate_s"].as_u64().unwrap() <= 30 * 60);
     assert_eq!(plan["seeds"], serde_json::json!([1, 2, 3]));
 
     let tmp = tempfile::tempdir().unwrap();

@@ -26,7 +26,7 @@ pub(crate) fn write(dir: &Path, to: &Path, summary: &str) -> CliResult<()> {
     let mut md = String::from("# Seed reproduction\n\n");
     let command: Vec<String> = std::env::args()
         .skip(1)
-        .map(|a| a.replace(|c: char| c == '`', ""))
+        .map(|a| a.replace('`', ""))
         .collect();
     let _ = writeln!(
         md,
