@@ -1,18 +1,25 @@
 //! Seed 004 (does an SSD make a DBMS faster?): YCSB read-only with the `latest` distribution
-//! and many clients, the DRAM buffer swept from a small to a large fraction of the database,
-//! data on an emulated 15k-RPM disk and on an emulated SATA SSD. Beside the sweep, one
-//! `pagoda advise buffer` run at one buffer size predicts the whole sweep from the engine's
-//! own page references (miss-ratio curve) and a probe of each device.
+//! and many clients, the DRAM buffer swept in equal steps from 1/6 of the table to all of it
+//! (the seed: 2-12 GB by 1 GB over a ~12 GB working set), data on an emulated 15k-RPM disk
+//! and on an emulated SATA SSD. The seed's findings are shapes along that sweep, each judged
+//! per repeat by a rule in `shapes`. Beside the sweep, one `pagoda advise buffer` run predicts
+//! the whole sweep from the engine's own page references (`advise`).
+
+mod advise;
+mod shapes;
 
 use super::cell::{Cell, CellResult, Scale};
 use super::plot::{line_chart, LineChart, Series};
-use super::repeats::Spread;
-use super::report::{find, fmt_frac, fmt_num, median, Ctx, Headline, Section, Verdict};
+use super::regime;
+use super::repeats::{Group, Spread};
+use super::report::{find, fmt_frac, fmt_num, median, Ctx, Headline, Section};
 use crate::error::CliResult;
-use serde_json::{json, Value};
+use serde_json::json;
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 const EXP: &str = "buffer-sweep";
+/// (id, label, device): HDD first.
 const DEVICES: [(&str, &str, &str); 2] = [
     ("hdd", "HDD (hdd-15k)", "hdd-15k,latency=emulate"),
     (
@@ -21,64 +28,90 @@ const DEVICES: [(&str, &str, &str); 2] = [
         "sata-ssd,capacity=2GiB,latency=emulate",
     ),
 ];
-const MIB: f64 = 1048576.0;
+const PAGE_KIB: u64 = 16;
+const THREADS: &str = "32";
+/// Measured: 10,000 YCSB records (10 fields of 100 B, hashed key order) fill 999 pages of
+/// 16 KiB and 12,000 fill 1,197 (the cold misses of uniform reads through a larger pool).
+const RECORDS_PER_PAGE: u64 = 10;
+/// Random 16 KiB reads per second the emulated 15k-RPM disk serves 32 readers: 446-449 by
+/// `advise`'s probe, 440 while a cold pool fills; taken 10 % low so a warm-up of
+/// `pages / this` seconds fills the pool before the measured window.
+const HDD_FILL_READS_S: f64 = 400.0;
+/// The smallest buffers, where the seed's runs were device-bound: up to 4 of its 12 GB.
+const SMALL_TWELFTHS: u64 = 4;
 
 struct Plan {
-    records: &'static str,
-    buffers_mib: &'static [u32],
-    advise_mib: u32,
-    warmup: &'static str,
-    duration: &'static str,
-    estimate: u64,
+    records: u64,
+    /// The sweep's points in twelfths of the table (the seed's 2..12 GB of ~12 GB).
+    twelfths: &'static [u32],
+    advise_twelfths: u32,
+    /// Warm-up of an SSD cell (it fills any pool here within milliseconds) and of the advise
+    /// run; an HDD cell adds the time its disk takes to fill the pool.
+    warmup_s: f64,
+    duration_s: f64,
+    /// Seconds of an (HDD, SSD) cell besides warm-up and run: start, load, checkpoint, reopen.
+    overhead_s: (f64, f64),
+    /// The advise run in all, its device probes included.
+    advise_s: u64,
     load_buffer: &'static str,
 }
 
+const ALL_TWELFTHS: [u32; 11] = [2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12];
+
 fn plan(scale: Scale) -> Plan {
     scale.pick(
+        // Runs, not shapes: too few points for the rules.
         Plan {
-            records: "5000",
-            buffers_mib: &[1, 4],
-            advise_mib: 1,
-            warmup: "1s",
-            duration: "1s",
-            estimate: 5,
+            records: 2000,
+            twelfths: &[2, 7, 12],
+            advise_twelfths: 6,
+            warmup_s: 0.2,
+            duration_s: 0.5,
+            overhead_s: (1.0, 1.0),
+            advise_s: 6,
             load_buffer: "64MiB",
         },
+        // Overheads measured over 3 repeats at load average 8 on 2 cores (other builds
+        // running): 0.7-1.5 s per cell, the advise run 6.4-6.8 s. A 1.5 s window, as the
+        // CPU those builds leave varies from second to second.
         Plan {
-            records: "100000",
-            buffers_mib: &[4, 8, 16, 32, 64, 128],
-            advise_mib: 16,
-            warmup: "2s",
-            duration: "6s",
-            estimate: 15,
+            records: 10_000,
+            twelfths: &ALL_TWELFTHS,
+            advise_twelfths: 6,
+            warmup_s: 0.3,
+            duration_s: 1.5,
+            overhead_s: (1.0, 1.0),
+            advise_s: 7,
             load_buffer: "512MiB",
         },
+        // 24,000 pages (375 MiB); load at the quick scale's ~10,000 records/s.
         Plan {
-            records: "1000000",
-            buffers_mib: &[32, 64, 128, 256, 384, 512, 768, 1024, 1536],
-            advise_mib: 256,
-            warmup: "30s",
-            duration: "2m",
-            estimate: 200,
-            load_buffer: "4GiB",
+            records: 240_000,
+            twelfths: &ALL_TWELFTHS,
+            advise_twelfths: 6,
+            warmup_s: 10.0,
+            duration_s: 60.0,
+            overhead_s: (30.0, 25.0),
+            advise_s: 110,
+            load_buffer: "1GiB",
         },
     )
 }
 
-fn common<'a>(p: &'a Plan, buffer: &'a str, warmup: &'a str) -> Vec<&'a str> {
-    vec![
+fn common(p: &Plan, buffer: &str, warmup: &str, duration: &str) -> Vec<String> {
+    [
         "--workload",
         "c",
         "--distribution",
         "latest",
         "--records",
-        p.records,
+        &p.records.to_string(),
         "--threads",
-        "32",
+        THREADS,
         "--warmup",
         warmup,
         "--duration",
-        p.duration,
+        duration,
         "--buffer",
         buffer,
         "--load-buffer",
@@ -89,237 +122,392 @@ fn common<'a>(p: &'a Plan, buffer: &'a str, warmup: &'a str) -> Vec<&'a str> {
         "--log",
         "mem",
     ]
+    .iter()
+    .map(ToString::to_string)
+    .collect()
+}
+
+fn secs(s: f64) -> String {
+    format!("{}s", (s * 100.0).round() / 100.0)
 }
 
 pub(super) fn cells(scale: Scale) -> Vec<Cell> {
     let p = plan(scale);
+    let table = p.records / RECORDS_PER_PAGE;
+    let step = table / 12;
     let mut out = Vec::new();
     for (dev, _, spec) in DEVICES {
-        for &mib in p.buffers_mib {
-            let buffer = format!("{mib}MiB");
-            // The pool starts cold after the reopen; a disk refills it at ~600 reads/s, so
-            // its warm-up grows with the buffer (1 s per 8 MiB of 16 KiB pages).
-            let warm_s = if dev == "hdd" && scale != Scale::Tiny {
-                (mib / 8).max(2)
+        for &i in p.twelfths {
+            let pages = step * u64::from(i);
+            // A cold pool fills one miss at a time: on the disk that takes as long as its
+            // random reads need, and a window that starts before it is full measures the fill.
+            let (warm, overhead) = if dev == "hdd" {
+                (p.warmup_s + pages as f64 / HDD_FILL_READS_S, p.overhead_s.0)
             } else {
-                0
+                (p.warmup_s, p.overhead_s.1)
             };
-            let warmup = if warm_s > 0 {
-                format!("{warm_s}s")
-            } else {
-                p.warmup.to_string()
-            };
-            let mut args = vec!["bench", "ycsb"];
-            args.extend(common(&p, &buffer, &warmup));
-            args.extend(["--data", spec]);
+            let mut args = vec!["bench".to_string(), "ycsb".to_string()];
+            args.extend(common(
+                &p,
+                &format!("{}KiB", pages * PAGE_KIB),
+                &secs(warm),
+                &secs(p.duration_s),
+            ));
+            args.extend(["--data".to_string(), spec.to_string()]);
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
             out.push(Cell::new(
                 EXP,
-                &format!("{dev}.{mib:04}mib"),
+                &format!("{dev}.p{pages:05}"),
                 &args,
-                p.estimate + u64::from(warm_s),
-                json!({ "kind": "sweep", "device": dev, "buffer_mib": mib }),
+                (overhead + warm + p.duration_s).round() as u64,
+                json!({ "kind": "sweep", "device": dev, "buffer_pages": pages, "twelfths": i,
+                        "table_pages": table, "records": p.records }),
             ));
         }
     }
-    let buffer = format!("{}MiB", p.advise_mib);
+    let pages = step * u64::from(p.advise_twelfths);
     let devices = format!("{},{}", DEVICES[0].2, DEVICES[1].2);
-    let mut args = vec!["advise", "buffer"];
-    args.extend(common(&p, &buffer, p.warmup));
-    args.extend(["--data", DEVICES[1].2, "--devices", &devices]);
+    let mut args = vec!["advise".to_string(), "buffer".to_string()];
+    args.extend(common(
+        &p,
+        &format!("{}KiB", pages * PAGE_KIB),
+        &secs(p.warmup_s),
+        &secs(p.duration_s),
+    ));
+    args.extend([
+        "--data".to_string(),
+        DEVICES[1].2.to_string(),
+        "--devices".to_string(),
+        devices,
+    ]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
     out.push(Cell::new(
         EXP,
         "advise",
         &args,
-        p.estimate * 2 + 5,
-        json!({ "kind": "advise", "buffer_mib": p.advise_mib }),
+        p.advise_s,
+        json!({ "kind": "advise", "buffer_pages": pages }),
     ));
     out
 }
 
-/// Linear interpolation of `(x, y)` points (sorted by x) at `x`, in log x; clamps at the ends.
-fn interpolate(points: &[(f64, f64)], x: f64) -> Option<f64> {
-    let first = points.first()?;
-    let last = points.last()?;
-    if x <= first.0 {
-        return Some(first.1);
-    }
-    if x >= last.0 {
-        return Some(last.1);
-    }
-    let w = points.windows(2).find(|w| w[0].0 <= x && x <= w[1].0)?;
-    let (a, b) = (w[0], w[1]);
-    let t = (x.ln() - a.0.ln()) / (b.0.ln() - a.0.ln()).max(1e-12);
-    Some(a.1 + t * (b.1 - a.1))
+/// A number each sweep cell gives.
+#[derive(Clone, Copy, Debug)]
+enum Metric {
+    Tps,
+    Hit,
+    /// Data-device read requests per second over the whole window (warm-up included, as the
+    /// device counters are).
+    ReadsPerS,
 }
 
-/// `(buffer MiB, value)` points of an advise JSON array.
-fn curve(items: Option<&Value>, key: &str) -> Vec<(f64, f64)> {
-    let mut v: Vec<(f64, f64)> = items
-        .and_then(Value::as_array)
-        .map(|a| {
-            a.iter()
-                .filter_map(|p| Some((p["buffer_bytes"].as_f64()? / MIB, p[key].as_f64()?)))
+fn per_seed(g: &Group, m: Metric) -> BTreeMap<u64, f64> {
+    match m {
+        Metric::Tps => g.per_seed("throughput_ops_s"),
+        Metric::Hit => g.per_seed("engine/buffer_hit_ratio"),
+        Metric::ReadsPerS => {
+            let w = g.per_seed("regime/window_s");
+            g.per_seed("devices/data/host_read_requests")
+                .into_iter()
+                .filter_map(|(s, n)| Some((s, n / *w.get(&s).filter(|w| **w > 0.0)?)))
                 .collect()
-        })
-        .unwrap_or_default();
-    v.sort_by(|a, b| a.0.total_cmp(&b.0));
-    v
+        }
+    }
 }
 
-/// The advise run's predicted TPS curve for a device of ours.
-fn predicted(advise: Option<&CellResult>, spec: &str) -> Vec<(f64, f64)> {
-    let preset = spec.split(',').next().unwrap_or(spec);
-    let dev = advise.and_then(|a| {
-        a.result["devices"].as_array().and_then(|ds| {
-            ds.iter().find(|d| {
-                d["device"]
-                    .as_str()
-                    .is_some_and(|n| n.split(',').next() == Some(preset))
+/// The sweep's cells: per buffer size, each device's repeats.
+struct Sweep<'a> {
+    /// (buffer pages, twelfths of the table, [HDD, SSD]) by buffer size.
+    rows: Vec<(u64, u64, [Option<Group<'a>>; 2])>,
+    table_pages: u64,
+    records: u64,
+}
+
+fn mib(pages: u64) -> f64 {
+    (pages * PAGE_KIB) as f64 / 1024.0
+}
+
+impl<'a> Sweep<'a> {
+    fn new(results: &[&'a CellResult]) -> Self {
+        let sweep: Vec<&CellResult> = results
+            .iter()
+            .copied()
+            .filter(|r| r.param_str("kind") == "sweep")
+            .collect();
+        let mut sizes: Vec<(u64, u64)> = sweep
+            .iter()
+            .map(|r| {
+                (
+                    r.param_f64("buffer_pages") as u64,
+                    r.param_f64("twelfths") as u64,
+                )
             })
-        })
-    });
-    curve(dev.map(|d| &d["predicted"]), "tps")
-}
-
-struct Point {
-    mib: f64,
-    tps: Option<f64>,
-    hit: Option<f64>,
-    reads_per_s: Option<f64>,
-}
-
-fn measured(results: &[&CellResult], dev: &str, sizes: &[f64]) -> Vec<Point> {
-    sizes
-        .iter()
-        .filter_map(|&mib| {
-            let r = find(
-                results,
-                &[
-                    ("kind", "sweep"),
-                    ("device", dev),
-                    ("buffer_mib", &format!("{mib}")),
-                ],
-            )?;
-            let secs = r.num("duration_s").filter(|&s| s > 0.0);
-            Some(Point {
-                mib,
-                tps: r.num("throughput_ops_s"),
-                hit: r.num("engine/buffer_hit_ratio"),
-                reads_per_s: r
-                    .num("devices/data/host_read_requests")
-                    .zip(secs)
-                    .map(|(n, s)| n / s),
+            .collect();
+        sizes.sort_unstable();
+        sizes.dedup();
+        let rows = sizes
+            .into_iter()
+            .map(|(pages, tw)| {
+                let g = |dev: &str| {
+                    find(
+                        results,
+                        &[
+                            ("kind", "sweep"),
+                            ("device", dev),
+                            ("buffer_pages", &pages.to_string()),
+                        ],
+                    )
+                };
+                (pages, tw, [g(DEVICES[0].0), g(DEVICES[1].0)])
             })
-        })
-        .collect()
+            .collect();
+        let first = sweep.first();
+        Self {
+            rows,
+            table_pages: first.map_or(0, |r| r.param_f64("table_pages") as u64),
+            records: first.map_or(0, |r| r.param_f64("records") as u64),
+        }
+    }
+
+    /// Median over the repeats at each buffer size (MiB) where the device's cell ran.
+    fn median(&self, dev: usize, m: Metric) -> Vec<(f64, f64)> {
+        self.rows
+            .iter()
+            .filter_map(|(p, _, g)| {
+                let v: Vec<f64> = per_seed(g[dev].as_ref()?, m).into_values().collect();
+                Some((mib(*p), Spread::of(v)?.median))
+            })
+            .collect()
+    }
+
+    /// Each repeat's own curve (buffer MiB, value), for the repeats that have every point.
+    fn by_seed(&self, dev: usize, m: Metric) -> BTreeMap<u64, Vec<(f64, f64)>> {
+        let mut out: BTreeMap<u64, Vec<(f64, f64)>> = BTreeMap::new();
+        for (p, _, g) in &self.rows {
+            for (seed, v) in g[dev].as_ref().map(|g| per_seed(g, m)).unwrap_or_default() {
+                out.entry(seed).or_default().push((mib(*p), v));
+            }
+        }
+        out.retain(|_, c| c.len() == self.rows.len());
+        out
+    }
+
+    /// The repeats of a device's cells at the smallest buffers, as one group.
+    fn small(&self, dev: usize) -> Group<'a> {
+        Group {
+            runs: self
+                .rows
+                .iter()
+                .filter(|(_, tw, _)| *tw <= SMALL_TWELFTHS)
+                .filter_map(|(_, _, g)| g[dev].as_ref())
+                .flat_map(|g| g.runs.iter().copied())
+                .collect(),
+        }
+    }
+
+    fn table_mib(&self) -> f64 {
+        mib(self.table_pages)
+    }
 }
 
 pub(super) fn section(ctx: &Ctx, results: &[&CellResult]) -> CliResult<Section> {
-    let mut sizes: Vec<f64> = results
-        .iter()
-        .filter(|r| r.param_str("kind") == "sweep")
-        .filter_map(|r| r.param("buffer_mib").and_then(Value::as_f64))
-        .collect();
-    sizes.sort_by(f64::total_cmp);
-    sizes.dedup();
-    let advise = find(results, &[("kind", "advise")]).map(|g| g.runs[0]);
-    let mrc = curve(advise.map(|a| &a.result["mrc"]), "hit_ratio");
-    let pts: Vec<Vec<Point>> = DEVICES
-        .iter()
-        .map(|(d, _, _)| measured(results, d, &sizes))
-        .collect();
-    let preds: Vec<Vec<(f64, f64)>> = DEVICES
-        .iter()
-        .map(|(_, _, spec)| predicted(advise, spec))
-        .collect();
-    let records = results
-        .first()
-        .and_then(|r| {
-            r.cell
-                .args
-                .iter()
-                .position(|a| a == "--records")
-                .map(|i| r.cell.args[i + 1].clone())
-        })
-        .unwrap_or_default();
+    let sweep = Sweep::new(results);
+    let advise = find(results, &[("kind", "advise")]);
+    let pred = advise::Predictions::new(advise.as_ref());
     let mut body = format!(
-        "YCSB workload C (read-only), `latest` distribution, {records} records of 1 KB, 32 \
-         clients, 16 KiB pages; the buffer swept, data on an emulated 15k-RPM disk and on an \
-         emulated SATA SSD (latency emulated); loaded with a large buffer, then reopened with \
-         the swept one and warmed up. Seed: CUBRID, 60 clients, 2–12 GB buffers, 2 HDDs vs 4 \
-         SSDs. Predicted: from one `pagoda advise buffer` run on the SSD at {} MiB (miss-ratio \
-         curve of its own page references, pure LRU, and a probe of each device).\n\n\
-         | buffer (MiB) | HDD TPS | HDD hit | HDD reads/s | SSD TPS | SSD hit | SSD reads/s | SSD/HDD | predicted hit (LRU curve) | predicted HDD TPS | predicted SSD TPS |\n\
-         |---|---|---|---|---|---|---|---|---|---|---|\n",
-        advise.map_or(0.0, |a| a.param_f64("buffer_mib"))
+        "YCSB workload C (read-only), `latest` distribution, {} records of 1 KB, {THREADS} \
+         clients, 16 KiB pages; the buffer swept in equal steps, data on an emulated 15k-RPM \
+         disk and on an emulated SATA SSD (latency emulated); loaded with a large buffer, then \
+         reopened with the swept one and warmed up (on the disk until a cold pool has filled). \
+         Seed: CUBRID, 60 clients, 2–12 GB buffers by 1 GB over a ~12 GB working set, 2 HDDs \
+         vs 4 SSDs. Predicted: from one `pagoda advise buffer` run per repeat on the SSD at \
+         {:.1} MiB (miss-ratio curve of its own page references, pure LRU, and a probe of each \
+         device).\n\n{}",
+        sweep.records,
+        advise
+            .as_ref()
+            .and_then(|g| g.param("buffer_pages"))
+            .and_then(serde_json::Value::as_u64)
+            .map_or(0.0, mib),
+        settings(&sweep, results)
     );
-    for &mib in &sizes {
-        let at = |i: usize| pts[i].iter().find(|p| p.mib == mib);
-        let (h, s) = (at(0), at(1));
-        let ratio = super::report::ratio(s.and_then(|p| p.tps), h.and_then(|p| p.tps));
+    body.push_str(
+        "\n| step (of 12) | buffer (MiB) | HDD TPS | HDD hit | HDD reads/s | SSD TPS | SSD hit | SSD reads/s | SSD/HDD | predicted hit (LRU curve) | predicted HDD TPS | predicted SSD TPS |\n\
+         |---|---|---|---|---|---|---|---|---|---|---|---|\n",
+    );
+    for (pages, tw, g) in &sweep.rows {
+        let x = mib(*pages);
+        let n = |d: usize, m: Metric| {
+            g[d].as_ref()
+                .and_then(|g| Spread::of(per_seed(g, m).into_values().collect()))
+                .map(|s| s.median)
+        };
+        let ratio = super::repeats::ratio(g[1].as_ref(), g[0].as_ref(), "throughput_ops_s");
         let _ = writeln!(
             body,
-            "| {mib} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
-            fmt_num(h.and_then(|p| p.tps)),
-            fmt_frac(h.and_then(|p| p.hit)),
-            fmt_num(h.and_then(|p| p.reads_per_s)),
-            fmt_num(s.and_then(|p| p.tps)),
-            fmt_frac(s.and_then(|p| p.hit)),
-            fmt_num(s.and_then(|p| p.reads_per_s)),
-            ratio.map_or("–".to_string(), |r| format!("{r:.1}x")),
-            fmt_frac(interpolate(&mrc, mib)),
-            fmt_num(interpolate(&preds[0], mib)),
-            fmt_num(interpolate(&preds[1], mib)),
+            "| {tw} | {x:.1} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            fmt_num(n(0, Metric::Tps)),
+            fmt_frac(n(0, Metric::Hit)),
+            fmt_num(n(0, Metric::ReadsPerS)),
+            fmt_num(n(1, Metric::Tps)),
+            fmt_frac(n(1, Metric::Hit)),
+            fmt_num(n(1, Metric::ReadsPerS)),
+            ratio.map_or("–".to_string(), |r| format!("{:.1}x", r.median)),
+            fmt_frac(pred.hit(x)),
+            fmt_num(pred.tps(0, x)),
+            fmt_num(pred.tps(1, x)),
         );
     }
-    if let Some(a) = advise {
-        let text = a.result["advice"]["text"].as_str().unwrap_or("");
-        let _ = writeln!(body, "\nAdvice (`pagoda advise buffer`, one run): {text}");
+    if let Some(text) = advise
+        .as_ref()
+        .and_then(|g| g.runs[0].result["advice"]["text"].as_str())
+    {
+        let _ = writeln!(
+            body,
+            "\nAdvice (`pagoda advise buffer`, first repeat): {text}"
+        );
     }
-    // Plots: TPS (log y, measured solid, predicted dashed), hit ratio, reads per second.
-    let mut tps = Vec::new();
-    let mut hits = Vec::new();
-    let mut io = Vec::new();
-    for (i, (_, label, _)) in DEVICES.iter().enumerate() {
-        let m = |f: fn(&Point) -> Option<f64>| -> Vec<(f64, f64)> {
-            pts[i].iter().filter_map(|p| Some((p.mib, f(p)?))).collect()
-        };
-        tps.push(series(
-            &format!("{label}, measured"),
-            m(|p| p.tps),
-            false,
-            i,
-        ));
-        hits.push(series(
-            &format!("{label}, measured"),
-            m(|p| p.hit),
-            false,
-            i,
-        ));
-        io.push(series(label, m(|p| p.reads_per_s), false, i));
-    }
-    for (i, (_, label, _)) in DEVICES.iter().enumerate() {
-        let within: Vec<(f64, f64)> = preds[i]
-            .iter()
-            .copied()
-            .filter(|p| sizes.first().is_some_and(|&lo| p.0 >= lo / 1.5))
-            .filter(|p| sizes.last().is_some_and(|&hi| p.0 <= hi * 1.5))
-            .collect();
-        tps.push(series(&format!("{label}, predicted"), within, true, i));
-    }
-    let mrc_in: Vec<(f64, f64)> = mrc
+    let sweep_cells: Vec<&CellResult> = results
         .iter()
         .copied()
-        .filter(|p| sizes.last().is_some_and(|&hi| p.0 <= hi * 1.5))
+        .filter(|r| r.param_str("kind") == "sweep")
         .collect();
-    hits.push(series("LRU miss-ratio curve (one run)", mrc_in, true, 2));
+    body.push_str(&regime::cells(&sweep_cells));
+    plots(ctx, &sweep, &pred, &mut body)?;
+    let mut headlines = shape_headlines(&sweep);
+    headlines.extend(advise::headlines(&sweep, advise.as_ref()));
+    Ok(Section {
+        title: "Seed 004 — buffer size vs device (YCSB read-only, latest)".to_string(),
+        body,
+        headlines,
+    })
+}
+
+fn settings(sweep: &Sweep, results: &[&CellResult]) -> String {
+    let (lo, hi) = (
+        sweep.rows.first().map_or(0, |r| r.0),
+        sweep.rows.last().map_or(0, |r| r.0),
+    );
+    let step = sweep.rows.get(1).map_or(0, |r| r.0) - lo;
+    let table = sweep.table_pages.max(1) as f64;
+    let cores = results
+        .first()
+        .and_then(|r| r.machine["cores"].as_u64())
+        .unwrap_or(1);
+    // Sorted values of a number over one device's cells.
+    let vals = |dev: &str, key: &str| -> Vec<f64> {
+        let mut v: Vec<f64> = results
+            .iter()
+            .filter(|r| r.param_str("device") == dev)
+            .filter_map(|r| r.num(key))
+            .collect();
+        v.sort_by(f64::total_cmp);
+        v
+    };
+    let hw = vals("hdd", "config/driver/warmup_s");
+    let (hw0, hw1) = (
+        hw.first().copied().unwrap_or(0.0),
+        hw.last().copied().unwrap_or(0.0),
+    );
+    let sw = median(&mut vals("ssd", "config/driver/warmup_s")).unwrap_or(0.0);
+    let dur = median(&mut vals("ssd", "duration_s"));
+    regime::settings(&[
+        (
+            "working set",
+            "about 12 GB",
+            format!(
+                "the table: {} records in about {} pages of 16 KiB ({:.1} MiB)",
+                sweep.records,
+                sweep.table_pages,
+                sweep.table_mib()
+            ),
+        ),
+        (
+            "buffer range",
+            "2–12 GB: 1/6 of the working set to all of it",
+            format!(
+                "{:.1}–{:.1} MiB: {:.2} to {:.2} of the table",
+                mib(lo),
+                mib(hi),
+                lo as f64 / table,
+                hi as f64 / table
+            ),
+        ),
+        (
+            "steps",
+            "linear, 1 GB (11 points)",
+            format!(
+                "linear, {step} pages = {:.2} MiB ({} points)",
+                mib(step),
+                sweep.rows.len()
+            ),
+        ),
+        (
+            "clients per core",
+            "60 clients (the server's cores are not in our notes of the seed)",
+            format!("{THREADS} clients on {cores} cores"),
+        ),
+        (
+            "devices",
+            "2 HDDs vs 4 SSDs",
+            "one emulated 15k-RPM disk vs one emulated SATA SSD".to_string(),
+        ),
+        (
+            "run length",
+            "not in our notes of the seed",
+            format!(
+                "{:.1} s measured after a warm-up of {sw:.1} s (SSD) or {hw0:.1}–{hw1:.1} s \
+                 (HDD: until a cold pool fills at {HDD_FILL_READS_S} reads/s)",
+                dur.unwrap_or(0.0)
+            ),
+        ),
+        (
+            "regime at small buffers",
+            "device-bound",
+            format!(
+                "the cells at ≤ {SMALL_TWELFTHS}/12 of the table: see their bottleneck in the \
+                 regime table below"
+            ),
+        ),
+    ])
+}
+
+fn series(name: &str, points: Vec<(f64, f64)>, dashed: bool, color: usize) -> Series {
+    Series {
+        name: name.to_string(),
+        points,
+        dashed,
+        color,
+    }
+}
+
+/// TPS (measured solid, predicted dashed), hit ratio and reads per second, against the buffer
+/// in MiB on a linear axis as the seed's figures; medians of the repeats.
+fn plots(ctx: &Ctx, sweep: &Sweep, pred: &advise::Predictions, body: &mut String) -> CliResult<()> {
+    let xs: Vec<f64> = sweep.rows.iter().map(|r| mib(r.0)).collect();
+    let at = |f: &dyn Fn(f64) -> Option<f64>| -> Vec<(f64, f64)> {
+        xs.iter().filter_map(|&x| Some((x, f(x)?))).collect()
+    };
+    let (mut tps, mut hits, mut io) = (Vec::new(), Vec::new(), Vec::new());
+    for (i, (_, label, _)) in DEVICES.iter().enumerate() {
+        let m = format!("{label}, measured");
+        tps.push(series(&m, sweep.median(i, Metric::Tps), false, i));
+        hits.push(series(&m, sweep.median(i, Metric::Hit), false, i));
+        io.push(series(label, sweep.median(i, Metric::ReadsPerS), false, i));
+    }
+    for (i, (_, label, _)) in DEVICES.iter().enumerate() {
+        let p = at(&|x| pred.tps(i, x));
+        tps.push(series(&format!("{label}, predicted"), p, true, i));
+    }
+    let mrc = at(&|x| pred.hit(x));
+    hits.push(series("LRU miss-ratio curve (one run)", mrc, true, 2));
     for (name, title, y, s, log_y) in [
         (
             "buffer-sweep-tps.svg",
             "Seed 004: TPS vs buffer size",
-            "TPS (log scale)",
+            "TPS",
             &tps,
-            true,
+            false,
         ),
         (
             "buffer-sweep-hit.svg",
@@ -331,9 +519,9 @@ pub(super) fn section(ctx: &Ctx, results: &[&CellResult]) -> CliResult<Section> 
         (
             "buffer-sweep-io.svg",
             "Seed 004: device reads per second vs buffer size",
-            "reads/s",
+            "reads/s (log scale)",
             &io,
-            false,
+            true,
         ),
     ] {
         let s: Vec<Series> = s.iter().filter(|x| !x.points.is_empty()).cloned().collect();
@@ -353,139 +541,193 @@ pub(super) fn section(ctx: &Ctx, results: &[&CellResult]) -> CliResult<Section> 
         )?;
         let _ = writeln!(body, "\n![{title}]({link})");
     }
-    Ok(Section {
-        title: "Seed 004 — buffer size vs device (YCSB read-only, latest)".to_string(),
-        body,
-        headlines: headlines(&pts, &preds, &mrc),
-    })
+    Ok(())
 }
 
-fn series(name: &str, points: Vec<(f64, f64)>, dashed: bool, color: usize) -> Series {
-    Series {
-        name: name.to_string(),
-        points,
-        dashed,
-        color,
-    }
+/// `median (min–max)` of per-repeat values, or `–`.
+fn spread_text(v: Vec<f64>, f: impl Fn(f64) -> String) -> String {
+    Spread::of(v).map_or("–".to_string(), |s| s.fmt(f))
 }
 
-fn headlines(pts: &[Vec<Point>], preds: &[Vec<(f64, f64)>], mrc: &[(f64, f64)]) -> Vec<Headline> {
-    let missing = || Verdict::Missing("a sweep cell failed or did not run".to_string());
-    let mut out = Vec::new();
-    // 1. Hit ratio concave: each step's gain per MiB no larger than the one before (SSD run).
-    let hit: Vec<(f64, f64)> = pts[1]
-        .iter()
-        .filter_map(|p| Some((p.mib, p.hit?)))
-        .collect();
-    let slopes: Vec<f64> = hit
-        .windows(2)
-        .map(|w| (w[1].1 - w[0].1) / (w[1].0 - w[0].0))
-        .collect();
-    let concave = slopes.windows(2).all(|w| w[1] <= w[0] + 1e-4);
-    out.push(Headline {
-        what: "hit ratio vs buffer size".to_string(),
-        seed: "concave, towards 100 %".to_string(),
-        ours: match (hit.first(), hit.last()) {
-            (Some(a), Some(b)) => format!(
-                "{:.3} → {:.3}{}",
-                a.1,
-                b.1,
-                if concave {
-                    ", concave"
-                } else {
-                    ", not concave"
-                }
-            ),
-            _ => "–".to_string(),
-        },
-        value: (hit.last().map(|p| p.1)).and_then(|v| Spread::of(vec![v])),
-        band: String::new(),
-        ablation: None,
-        verdict: if hit.len() < 3 {
-            missing()
-        } else if concave {
-            Verdict::Within
-        } else {
-            Verdict::Miss(
-                "the gain per MiB rises somewhere along the sweep (see the table)".to_string(),
-            )
-        },
-    });
-    // 2. The device matters less as the buffer grows: SSD/HDD TPS falls from the smallest to
-    // the largest buffer.
-    let ratio_at = |i: usize| -> Option<f64> {
-        let mib = pts[0].get(i).map(|p| p.mib)?;
-        let s = pts[1].iter().find(|p| p.mib == mib)?.tps?;
-        let h = pts[0].get(i)?.tps?;
-        (h > 0.0).then(|| s / h)
+/// The seed's four shapes, each judged on every repeat's own curve.
+fn shape_headlines(sweep: &Sweep) -> Vec<Headline> {
+    let table = sweep.table_mib().max(1e-9);
+    let pct = |x: f64| format!("{:.0} %", x / table * 100.0);
+    let off = |dev: usize| {
+        sweep.small(dev).out_of_regime(
+            &["data"],
+            &format!("{} at ≤ {SMALL_TWELFTHS}/12 of the table", DEVICES[dev].1),
+        )
     };
-    let (lo, hi) = (ratio_at(0), pts[0].len().checked_sub(1).and_then(ratio_at));
-    out.push(Headline {
-        what: "SSD/HDD TPS, smallest → largest buffer".to_string(),
-        seed: "the device matters less as the hit ratio rises".to_string(),
-        ours: match (lo, hi) {
-            (Some(a), Some(b)) => format!("{a:.1}x → {b:.1}x"),
-            _ => "–".to_string(),
-        },
-        value: (lo.zip(hi).map(|(a, b)| a / b)).and_then(|v| Spread::of(vec![v])),
-        band: String::new(),
-        ablation: None,
-        verdict: match (lo, hi) {
-            (Some(a), Some(b)) if b * 2.0 <= a => Verdict::Within,
-            (Some(_), Some(_)) => {
-                Verdict::Miss("the SSD's lead did not shrink by half across the sweep".to_string())
-            }
-            _ => missing(),
-        },
-    });
-    // 3. One run's miss-ratio curve against the measured hit ratios (both devices).
-    let errs: Vec<f64> = pts
-        .iter()
-        .flatten()
-        .filter_map(|p| Some((interpolate(mrc, p.mib)? - p.hit?).abs()))
+    let mut out = Vec::new();
+
+    // Hit ratio (SSD cells: their warm-up fills the pool within milliseconds, so the window's
+    // hit ratio is the steady one). What bounds throughput does not change a hit ratio, so
+    // this row has no regime condition.
+    let knees: Vec<shapes::Knee> = sweep
+        .by_seed(1, Metric::Hit)
+        .values()
+        .filter_map(|c| shapes::knee(c))
         .collect();
-    let mae = (!errs.is_empty()).then(|| errs.iter().sum::<f64>() / errs.len() as f64);
-    out.push(Headline {
-        what: "hit ratio predicted from one run vs measured (mean abs. error)".to_string(),
-        seed: "beyond the seed; target ≤ 0.05".to_string(),
-        ours: mae.map_or("–".to_string(), |e| format!("{e:.3}")),
-        value: (mae).and_then(|v| Spread::of(vec![v])),
-        band: String::new(),
-        ablation: None,
-        verdict: match mae {
-            None => Verdict::Missing("the advise cell or the sweep did not run".to_string()),
-            Some(e) if e <= 0.05 => Verdict::Within,
-            Some(_) => Verdict::Miss(
-                "the pure-LRU curve differs from the midpoint-LRU pool by more than 0.05"
-                    .to_string(),
+    out.push(Headline::rule(
+        "hit ratio vs buffer size (SSD cells)",
+        "concave with a knee at ~2/3 of the working set (8 of 12 GB)",
+        &format!(
+            "concave (no step gains more than {} above the step before) and a knee: at the best \
+             two-line fit's break, the slope after ≤ {:.2} of the slope before",
+            shapes::CONCAVE_TOL,
+            shapes::KNEE_RATIO
+        ),
+        &knees.iter().map(shapes::Knee::holds).collect::<Vec<_>>(),
+        format!(
+            "knee at {} of the table; slope after/before {}; concave in {} of {}",
+            spread_text(knees.iter().map(|k| k.at).collect(), pct),
+            spread_text(
+                knees.iter().map(shapes::Knee::ratio).collect(),
+                |v| format!("{v:.2}")
             ),
-        },
-    });
-    // 4. Predicted TPS against the sweep (median abs. relative error over both devices).
-    let mut rel: Vec<f64> = pts
-        .iter()
-        .zip(preds)
-        .flat_map(|(ps, pr)| {
-            ps.iter()
-                .filter_map(|p| Some(((interpolate(pr, p.mib)? - p.tps?) / p.tps?).abs()))
-        })
+            knees.iter().filter(|k| k.concave).count(),
+            knees.len()
+        ),
+        "the hit ratio bends too little (or somewhere gains more than the step before)",
+    ));
+
+    // SSD TPS roughly proportional to the buffer.
+    let fits: Vec<(shapes::Fit, bool)> = sweep
+        .by_seed(1, Metric::Tps)
+        .values()
+        .filter_map(|c| shapes::proportional(c))
         .collect();
-    let med = median(&mut rel);
-    out.push(Headline {
-        what: "TPS predicted from one run vs measured (median abs. error)".to_string(),
-        seed: "beyond the seed; target ≤ 30 %".to_string(),
-        ours: med.map_or("–".to_string(), |e| format!("{:.0} %", e * 100.0)),
-        value: (med).and_then(|v| Spread::of(vec![v])),
-        band: String::new(),
-        ablation: None,
-        verdict: match med {
-            None => Verdict::Missing("the advise cell or the sweep did not run".to_string()),
-            Some(e) if e <= 0.3 => Verdict::Within,
-            Some(_) => Verdict::Miss(
-                "the closed-system model misses the measured TPS by more than 30 % (see the table)"
-                    .to_string(),
+    let ssd = sweep.median(1, Metric::Tps);
+    let top = ssd.iter().map(|p| p.1).fold(0.0, f64::max);
+    let flat_from = ssd.iter().find(|p| p.1 >= 0.9 * top).map(|p| p.0);
+    out.push(
+        Headline::rule(
+            "SSD TPS vs buffer size",
+            "close to proportional (roughly linear)",
+            &format!(
+                "a straight line fits TPS vs buffer with R² ≥ {} and rising",
+                shapes::R2_MIN
             ),
-        },
-    });
+            &fits.iter().map(|f| f.1).collect::<Vec<_>>(),
+            format!(
+                "R² {}, slope {} TPS per MiB",
+                spread_text(fits.iter().map(|f| f.0.r2).collect(), |v| format!("{v:.2}")),
+                spread_text(fits.iter().map(|f| f.0.slope).collect(), |v| fmt_num(Some(
+                    v
+                )))
+            ),
+            &format!(
+                "TPS reaches 90 % of its top ({}) at {} of the table and stays there (medians); \
+                 the regime table says what bounds those cells",
+                fmt_num(Some(top)),
+                flat_from.map_or("–".to_string(), pct)
+            ),
+        )
+        .regime(off(1)),
+    );
+
+    // HDD TPS an S-curve.
+    let ss: Vec<shapes::SCurve> = sweep
+        .by_seed(0, Metric::Tps)
+        .values()
+        .filter_map(|c| shapes::s_curve(c))
+        .collect();
+    let where_steepest = |s: &shapes::SCurve| {
+        if s.steepest == 0 {
+            "the first step"
+        } else if s.steepest + 1 == s.steps {
+            "the last step"
+        } else {
+            "inside"
+        }
+    };
+    let mut places: Vec<&str> = ss.iter().map(where_steepest).collect();
+    places.dedup();
+    // The steepest step of the median curve, with the hit ratios around it.
+    let hdd = sweep.median(0, Metric::Tps);
+    let hdd_hit = sweep.median(0, Metric::Hit);
+    let steepest = hdd
+        .windows(2)
+        .enumerate()
+        .max_by(|a, b| (a.1[1].1 - a.1[0].1).total_cmp(&(b.1[1].1 - b.1[0].1)))
+        .map_or("–".to_string(), |(k, w)| {
+            let h = |i: usize| fmt_frac(hdd_hit.get(i).map(|p| p.1));
+            format!(
+                "{} → {} TPS from {} to {} of the table (hit ratio {} → {})",
+                fmt_num(Some(w[0].1)),
+                fmt_num(Some(w[1].1)),
+                pct(w[0].0),
+                pct(w[1].0),
+                h(k),
+                h(k + 1)
+            )
+        });
+    out.push(
+        Headline::rule(
+            "HDD TPS vs buffer size",
+            "an S-curve, inflection near 10 of 12 GB (83 % of the working set)",
+            &format!(
+                "the steepest step is neither the first nor the last, and the first and last \
+                 steps are each ≤ {} of its slope",
+                shapes::S_END_RATIO
+            ),
+            &ss.iter().map(shapes::SCurve::holds).collect::<Vec<_>>(),
+            format!(
+                "inflection (steepest step) at {} of the table; first/last step {} / {} of it",
+                spread_text(ss.iter().map(|s| s.at).collect(), pct),
+                spread_text(ss.iter().map(|s| s.first).collect(), |v| format!("{v:.2}")),
+                spread_text(ss.iter().map(|s| s.last).collect(), |v| format!("{v:.2}")),
+            ),
+            &format!(
+                "the steepest step is {} of the sweep (medians: {steepest}), or an end is more \
+                 than half as steep",
+                places.join(" / ")
+            ),
+        )
+        .regime(off(0)),
+    );
+
+    // SSD read requests decaying exponentially.
+    let decays: Vec<(shapes::Fit, bool)> = sweep
+        .by_seed(1, Metric::ReadsPerS)
+        .values()
+        .filter_map(|c| shapes::exp_decay(c))
+        .collect();
+    let io = sweep.median(1, Metric::ReadsPerS);
+    let io_at = |k: usize| io.get(k).map_or("–".to_string(), |p| fmt_num(Some(p.1)));
+    out.push(
+        Headline::rule(
+            "SSD read requests per second vs buffer size",
+            "decaying exponentially",
+            &format!(
+                "a straight line fits log(reads/s) vs buffer with R² ≥ {} and falling",
+                shapes::R2_MIN
+            ),
+            &decays.iter().map(|f| f.1).collect::<Vec<_>>(),
+            format!(
+                "R² {}, halving every {} MiB",
+                spread_text(decays.iter().map(|f| f.0.r2).collect(), |v| format!(
+                    "{v:.2}"
+                )),
+                spread_text(
+                    decays
+                        .iter()
+                        .filter(|f| f.0.slope < 0.0)
+                        .map(|f| -std::f64::consts::LN_2 / f.0.slope)
+                        .collect(),
+                    |v| format!("{v:.1}")
+                ),
+            ),
+            &format!(
+                "log(reads/s) is no falling straight line: {} / {} / {} reads/s at the first, \
+                 middle and last buffer (medians)",
+                io_at(0),
+                io_at(io.len() / 2),
+                io_at(io.len().saturating_sub(1))
+            ),
+        )
+        .regime(off(1)),
+    );
     out
 }
