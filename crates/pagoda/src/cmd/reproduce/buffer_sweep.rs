@@ -6,13 +6,14 @@
 //! the whole sweep from the engine's own page references (`advise`).
 
 mod advise;
+mod rows;
 mod shapes;
 
 use super::cell::{Cell, CellResult, Scale};
 use super::plot::{line_chart, LineChart, Series};
 use super::regime;
 use super::repeats::{Group, Spread};
-use super::report::{find, fmt_frac, fmt_num, median, Ctx, Headline, Section};
+use super::report::{find, fmt_frac, fmt_num, median, Ctx, Section};
 use crate::error::CliResult;
 use serde_json::json;
 use std::collections::BTreeMap;
@@ -374,7 +375,7 @@ pub(super) fn section(ctx: &Ctx, results: &[&CellResult]) -> CliResult<Section> 
         .collect();
     body.push_str(&regime::cells(&sweep_cells));
     plots(ctx, &sweep, &pred, &mut body)?;
-    let mut headlines = shape_headlines(&sweep);
+    let mut headlines = rows::shapes(&sweep);
     headlines.extend(advise::headlines(&sweep, advise.as_ref()));
     Ok(Section {
         title: "Seed 004 — buffer size vs device (YCSB read-only, latest)".to_string(),
@@ -542,192 +543,4 @@ fn plots(ctx: &Ctx, sweep: &Sweep, pred: &advise::Predictions, body: &mut String
         let _ = writeln!(body, "\n![{title}]({link})");
     }
     Ok(())
-}
-
-/// `median (min–max)` of per-repeat values, or `–`.
-fn spread_text(v: Vec<f64>, f: impl Fn(f64) -> String) -> String {
-    Spread::of(v).map_or("–".to_string(), |s| s.fmt(f))
-}
-
-/// The seed's four shapes, each judged on every repeat's own curve.
-fn shape_headlines(sweep: &Sweep) -> Vec<Headline> {
-    let table = sweep.table_mib().max(1e-9);
-    let pct = |x: f64| format!("{:.0} %", x / table * 100.0);
-    let off = |dev: usize| {
-        sweep.small(dev).out_of_regime(
-            &["data"],
-            &format!("{} at ≤ {SMALL_TWELFTHS}/12 of the table", DEVICES[dev].1),
-        )
-    };
-    let mut out = Vec::new();
-
-    // Hit ratio (SSD cells: their warm-up fills the pool within milliseconds, so the window's
-    // hit ratio is the steady one). What bounds throughput does not change a hit ratio, so
-    // this row has no regime condition.
-    let knees: Vec<shapes::Knee> = sweep
-        .by_seed(1, Metric::Hit)
-        .values()
-        .filter_map(|c| shapes::knee(c))
-        .collect();
-    out.push(Headline::rule(
-        "hit ratio vs buffer size (SSD cells)",
-        "concave with a knee at ~2/3 of the working set (8 of 12 GB)",
-        &format!(
-            "concave (no step gains more than {} above the step before) and a knee: at the best \
-             two-line fit's break, the slope after ≤ {:.2} of the slope before",
-            shapes::CONCAVE_TOL,
-            shapes::KNEE_RATIO
-        ),
-        &knees.iter().map(shapes::Knee::holds).collect::<Vec<_>>(),
-        format!(
-            "knee at {} of the table; slope after/before {}; concave in {} of {}",
-            spread_text(knees.iter().map(|k| k.at).collect(), pct),
-            spread_text(
-                knees.iter().map(shapes::Knee::ratio).collect(),
-                |v| format!("{v:.2}")
-            ),
-            knees.iter().filter(|k| k.concave).count(),
-            knees.len()
-        ),
-        "the hit ratio bends too little (or somewhere gains more than the step before)",
-    ));
-
-    // SSD TPS roughly proportional to the buffer.
-    let fits: Vec<(shapes::Fit, bool)> = sweep
-        .by_seed(1, Metric::Tps)
-        .values()
-        .filter_map(|c| shapes::proportional(c))
-        .collect();
-    let ssd = sweep.median(1, Metric::Tps);
-    let top = ssd.iter().map(|p| p.1).fold(0.0, f64::max);
-    let flat_from = ssd.iter().find(|p| p.1 >= 0.9 * top).map(|p| p.0);
-    out.push(
-        Headline::rule(
-            "SSD TPS vs buffer size",
-            "close to proportional (roughly linear)",
-            &format!(
-                "a straight line fits TPS vs buffer with R² ≥ {} and rising",
-                shapes::R2_MIN
-            ),
-            &fits.iter().map(|f| f.1).collect::<Vec<_>>(),
-            format!(
-                "R² {}, slope {} TPS per MiB",
-                spread_text(fits.iter().map(|f| f.0.r2).collect(), |v| format!("{v:.2}")),
-                spread_text(fits.iter().map(|f| f.0.slope).collect(), |v| fmt_num(Some(
-                    v
-                )))
-            ),
-            &format!(
-                "TPS reaches 90 % of its top ({}) at {} of the table and stays there (medians); \
-                 the regime table says what bounds those cells",
-                fmt_num(Some(top)),
-                flat_from.map_or("–".to_string(), pct)
-            ),
-        )
-        .regime(off(1)),
-    );
-
-    // HDD TPS an S-curve.
-    let ss: Vec<shapes::SCurve> = sweep
-        .by_seed(0, Metric::Tps)
-        .values()
-        .filter_map(|c| shapes::s_curve(c))
-        .collect();
-    let where_steepest = |s: &shapes::SCurve| {
-        if s.steepest == 0 {
-            "the first step"
-        } else if s.steepest + 1 == s.steps {
-            "the last step"
-        } else {
-            "inside"
-        }
-    };
-    let mut places: Vec<&str> = ss.iter().map(where_steepest).collect();
-    places.dedup();
-    // The steepest step of the median curve, with the hit ratios around it.
-    let hdd = sweep.median(0, Metric::Tps);
-    let hdd_hit = sweep.median(0, Metric::Hit);
-    let steepest = hdd
-        .windows(2)
-        .enumerate()
-        .max_by(|a, b| (a.1[1].1 - a.1[0].1).total_cmp(&(b.1[1].1 - b.1[0].1)))
-        .map_or("–".to_string(), |(k, w)| {
-            let h = |i: usize| fmt_frac(hdd_hit.get(i).map(|p| p.1));
-            format!(
-                "{} → {} TPS from {} to {} of the table (hit ratio {} → {})",
-                fmt_num(Some(w[0].1)),
-                fmt_num(Some(w[1].1)),
-                pct(w[0].0),
-                pct(w[1].0),
-                h(k),
-                h(k + 1)
-            )
-        });
-    out.push(
-        Headline::rule(
-            "HDD TPS vs buffer size",
-            "an S-curve, inflection near 10 of 12 GB (83 % of the working set)",
-            &format!(
-                "the steepest step is neither the first nor the last, and the first and last \
-                 steps are each ≤ {} of its slope",
-                shapes::S_END_RATIO
-            ),
-            &ss.iter().map(shapes::SCurve::holds).collect::<Vec<_>>(),
-            format!(
-                "inflection (steepest step) at {} of the table; first/last step {} / {} of it",
-                spread_text(ss.iter().map(|s| s.at).collect(), pct),
-                spread_text(ss.iter().map(|s| s.first).collect(), |v| format!("{v:.2}")),
-                spread_text(ss.iter().map(|s| s.last).collect(), |v| format!("{v:.2}")),
-            ),
-            &format!(
-                "the steepest step is {} of the sweep (medians: {steepest}), or an end is more \
-                 than half as steep",
-                places.join(" / ")
-            ),
-        )
-        .regime(off(0)),
-    );
-
-    // SSD read requests decaying exponentially.
-    let decays: Vec<(shapes::Fit, bool)> = sweep
-        .by_seed(1, Metric::ReadsPerS)
-        .values()
-        .filter_map(|c| shapes::exp_decay(c))
-        .collect();
-    let io = sweep.median(1, Metric::ReadsPerS);
-    let io_at = |k: usize| io.get(k).map_or("–".to_string(), |p| fmt_num(Some(p.1)));
-    out.push(
-        Headline::rule(
-            "SSD read requests per second vs buffer size",
-            "decaying exponentially",
-            &format!(
-                "a straight line fits log(reads/s) vs buffer with R² ≥ {} and falling",
-                shapes::R2_MIN
-            ),
-            &decays.iter().map(|f| f.1).collect::<Vec<_>>(),
-            format!(
-                "R² {}, halving every {} MiB",
-                spread_text(decays.iter().map(|f| f.0.r2).collect(), |v| format!(
-                    "{v:.2}"
-                )),
-                spread_text(
-                    decays
-                        .iter()
-                        .filter(|f| f.0.slope < 0.0)
-                        .map(|f| -std::f64::consts::LN_2 / f.0.slope)
-                        .collect(),
-                    |v| format!("{v:.1}")
-                ),
-            ),
-            &format!(
-                "log(reads/s) is no falling straight line: {} / {} / {} reads/s at the first, \
-                 middle and last buffer (medians)",
-                io_at(0),
-                io_at(io.len() / 2),
-                io_at(io.len().saturating_sub(1))
-            ),
-        )
-        .regime(off(1)),
-    );
-    out
 }
