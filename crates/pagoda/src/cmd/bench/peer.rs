@@ -207,7 +207,8 @@ impl PeerBench {
     }
 
     /// Prints the engine's settings and counters and writes the JSON (the keys pagoda's has;
-    /// `devices` and `profile` are null: a peer has no device counters).
+    /// `devices` and `profile` are null: a peer has no device counters, so its regime names
+    /// only the CPU).
     fn finish(self, report: Option<RunReport>) -> CliResult<()> {
         let stats = self.store.stats_json();
         eprintln!("engine: {stats}");
@@ -222,6 +223,11 @@ impl PeerBench {
                     ("devices", Value::Null),
                     ("profile", Value::Null),
                     ("cpu", json!(self.cpu)),
+                    (
+                        "regime",
+                        self.cpu
+                            .map_or(Value::Null, |c| super::regime::cpu_only(&c)),
+                    ),
                 ],
             )?;
             write_json(path, &v)?;

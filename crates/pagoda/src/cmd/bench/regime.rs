@@ -85,6 +85,17 @@ pub(super) fn describe(before: &Snapshot, after: &Snapshot, cpu: &CpuUsage) -> V
     })
 }
 
+/// The regime of a run without device counters (a peer engine on files): the CPU alone.
+pub(super) fn cpu_only(cpu: &CpuUsage) -> Value {
+    json!({
+        "window_s": cpu.wall_s,
+        "busy": {},
+        "cpu_utilisation": cpu.utilisation,
+        "buffer_hit_ratio": null,
+        "bottleneck": if cpu.utilisation >= CPU_BOUND { "cpu" } else { "none" },
+    })
+}
+
 /// Adds where the clients' time went to a regime: each top-level phase's share of the summed
 /// transaction time (`phases`), and within commit its largest sub-phase. A run bound by
 /// neither a device nor the CPU is bound by what its clients wait for, and this names it.

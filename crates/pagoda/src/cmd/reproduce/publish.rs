@@ -63,7 +63,40 @@ pub(crate) fn write(dir: &Path, to: &Path, summary: &str) -> CliResult<()> {
     if let Some(parent) = to.parent().filter(|p| !p.as_os_str().is_empty()) {
         std::fs::create_dir_all(parent).map_err(|e| cell::io_err(parent, e))?;
     }
+    let plots = copy_plots(dir, to)?;
+    if !plots.is_empty() {
+        md.push_str("\nPlots of this run (medians of the repeats):\n\n");
+        for p in plots {
+            let _ = writeln!(md, "![{p}]({p})");
+        }
+    }
     std::fs::write(to, md).map_err(|e| cell::io_err(to, e))
+}
+
+/// Copies the run's SVG plots to `STEM-plots/` beside `to` (replacing an older set), and
+/// returns their paths relative to `to`'s directory.
+fn copy_plots(dir: &Path, to: &Path) -> CliResult<Vec<String>> {
+    let Ok(entries) = std::fs::read_dir(dir.join("plots")) else {
+        return Ok(Vec::new());
+    };
+    let stem = to.file_stem().and_then(|s| s.to_str()).unwrap_or("results");
+    let name = format!("{stem}-plots");
+    let dest = to.with_file_name(&name);
+    if dest.exists() {
+        std::fs::remove_dir_all(&dest).map_err(|e| cell::io_err(&dest, e))?;
+    }
+    std::fs::create_dir_all(&dest).map_err(|e| cell::io_err(&dest, e))?;
+    let mut out = Vec::new();
+    for e in entries.flatten() {
+        let file = e.file_name().to_string_lossy().to_string();
+        if file.ends_with(".svg") {
+            let target = dest.join(&file);
+            std::fs::copy(e.path(), &target).map_err(|err| cell::io_err(&target, err))?;
+            out.push(format!("{name}/{file}"));
+        }
+    }
+    out.sort();
+    Ok(out)
 }
 
 /// The checked-out commit (`unknown` outside a git work tree), `-dirty` with local changes.
