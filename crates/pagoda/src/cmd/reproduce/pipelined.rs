@@ -300,6 +300,25 @@ fn gain(results: &[&CellResult], dev: &str, mode: &str, t: u32) -> Option<Spread
     )
 }
 
+/// `mode` over sync at `t` threads on `dev`, by seed.
+fn gain_by_seed(
+    results: &[&CellResult],
+    dev: &str,
+    mode: &str,
+    t: u32,
+) -> std::collections::BTreeMap<u64, f64> {
+    let (Some(a), Some(b)) = (group(results, dev, mode, t), group(results, dev, "sync", t)) else {
+        return Default::default();
+    };
+    let (a, b) = (
+        a.per_seed("throughput_ops_s"),
+        b.per_seed("throughput_ops_s"),
+    );
+    a.iter()
+        .filter_map(|(s, x)| Some((*s, x / b.get(s).filter(|y| **y > 0.0)?)))
+        .collect()
+}
+
 /// The seed's regime: a synchronous transaction spends >= 90 % of its time committing.
 fn commit_bound(results: &[&CellResult], dev: &str, t: u32) -> Option<String> {
     group(results, dev, "sync", t)?.off_regime(
@@ -348,35 +367,7 @@ fn headlines(results: &[&CellResult]) -> Vec<Headline> {
         ),
     ];
     // The gain grows with the commits a sync carries: depth 1 < 4 < 32 in every repeat.
-    let per = |mode: &str| {
-        gain(results, "nvme", mode, 4).map(|_| {
-            repeats::paired(
-                group(results, "nvme", mode, 4).as_ref(),
-                group(results, "nvme", "sync", 4).as_ref(),
-                "throughput_ops_s",
-                |a, b| (b > 0.0).then(|| a / b),
-            )
-        })
-    };
-    let by_seed = |mode: &str| {
-        let (a, b) = (
-            group(results, "nvme", mode, 4),
-            group(results, "nvme", "sync", 4),
-        );
-        match (a, b) {
-            (Some(a), Some(b)) => {
-                let (a, b) = (
-                    a.per_seed("throughput_ops_s"),
-                    b.per_seed("throughput_ops_s"),
-                );
-                a.iter()
-                    .filter_map(|(s, x)| Some((*s, x / b.get(s)?)))
-                    .collect::<std::collections::BTreeMap<u64, f64>>()
-            }
-            _ => Default::default(),
-        }
-    };
-    let _ = per;
+    let by_seed = |mode: &str| gain_by_seed(results, "nvme", mode, 4);
     let (d1, d4, d32) = (by_seed("d1"), by_seed("d4"), by_seed("d32"));
     let holds: Vec<bool> = d32
         .iter()
@@ -399,15 +390,18 @@ fn headlines(results: &[&CellResult]) -> Vec<Headline> {
         .regime(commit_bound(results, "nvme", 4)),
     );
     // With a power-loss-protected cache a sync is cheap: the gain shrinks.
-    let plp = gain(results, "nvme-plp", "d32", 4);
-    let no_plp = gain(results, "nvme", "d32", 4);
+    let (plp, no_plp) = (
+        gain_by_seed(results, "nvme-plp", "d32", 4),
+        gain_by_seed(results, "nvme", "d32", 4),
+    );
     out.push(Headline::ratio(
         "pipelined gain with a power-loss-protected cache / without, 4 threads",
         "beyond the seed: below 1 (a cheap sync leaves less to hide)",
-        match (plp, no_plp) {
-            (Some(a), Some(b)) if b.median > 0.0 => Spread::of(vec![a.median / b.median]),
-            _ => None,
-        },
+        Spread::of(
+            plp.iter()
+                .filter_map(|(s, a)| Some(a / no_plp.get(s)?))
+                .collect(),
+        ),
         &Band::at_most(1.0, "< 1.0x"),
         "",
         "the gain does not shrink when the sync is cheap",
