@@ -195,6 +195,7 @@ pub(crate) fn machine() -> Value {
         "kernel": kernel,
         "load_average_1m_at_start": load,
         "pagoda_version": env!("CARGO_PKG_VERSION"),
+        "commit": super::publish::commit(),
     })
 }
 

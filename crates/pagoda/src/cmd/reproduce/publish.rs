@@ -37,6 +37,19 @@ pub(crate) fn write(dir: &Path, to: &Path, summary: &str) -> CliResult<()> {
     );
     let _ = writeln!(
         md,
+        "The cells were measured at commit {}.\n",
+        report["measured_at"]
+            .as_array()
+            .filter(|a| !a.is_empty())
+            .map_or("unknown (cells older than this record)".to_string(), |a| {
+                a.iter()
+                    .filter_map(Value::as_str)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            })
+    );
+    let _ = writeln!(
+        md,
         "Scale **{}**, seeds {}, {} cell runs (failed: {}). Machine: {} ({} cores, {} GiB, Linux {}); load average {} when the first cell started.\n",
         report["scale"].as_str().unwrap_or("?"),
         report["seeds"],
@@ -100,7 +113,7 @@ fn copy_plots(dir: &Path, to: &Path) -> CliResult<Vec<String>> {
 }
 
 /// The checked-out commit (`unknown` outside a git work tree), `-dirty` with local changes.
-fn commit() -> String {
+pub(crate) fn commit() -> String {
     std::process::Command::new("git")
         .args(["describe", "--always", "--dirty", "--abbrev=10"])
         .output()

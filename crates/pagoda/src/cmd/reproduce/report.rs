@@ -264,6 +264,7 @@ pub(crate) fn write(dir: &Path) -> CliResult<String> {
         "scale": scale.name(),
         "seeds": results.iter().map(|r| r.seed).collect::<std::collections::BTreeSet<_>>(),
         "machine": results[0].machine,
+        "measured_at": results.iter().filter_map(|r| r.machine["commit"].as_str()).collect::<std::collections::BTreeSet<_>>(),
         "cells": results.len(),
         "failed_cells": results.iter().filter(|r| !r.usable()).map(|r| r.cell.id.clone()).collect::<Vec<_>>(),
         "experiments": sections.iter().map(|(e, s)| json!({
