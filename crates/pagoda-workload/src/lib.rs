@@ -87,4 +87,4 @@ pub use report::{
     render_linkbench, render_load, render_text, render_tpcc, render_ycsb, LatencySummary, OpReport,
     RunReport,
 };
-pub use store::{MemStore, PendingCommit, Resolved, Store, StoreError, StoreTxn};
+pub use store::{MemStore, PendingCommit, Resolved, Store, StoreError, StoreTxn, BULK_BATCH};
