@@ -8,7 +8,7 @@ use crate::progress::Progress;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::fs;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -69,6 +69,11 @@ pub(crate) struct Cell {
     /// the result and the failure is the finding.
     #[serde(default)]
     pub may_fail: bool,
+    /// The cell's measured window uses little CPU (it waits on an emulated disk at a few % of
+    /// one core), so two light cells may run at once: each is bound by its own emulated
+    /// device, and its regime table shows whether it stayed so.
+    #[serde(default)]
+    pub light: bool,
 }
 
 impl Cell {
@@ -86,7 +91,14 @@ impl Cell {
             estimate_s,
             params,
             may_fail: false,
+            light: false,
         }
+    }
+
+    /// Marks the cell light (see [`Cell::light`]).
+    pub(crate) fn light(mut self) -> Self {
+        self.light = true;
+        self
     }
 
     /// The command line a user (or a batch system) runs for this cell alone.
@@ -199,9 +211,134 @@ pub(crate) fn machine() -> Value {
     })
 }
 
-/// Runs one cell as a child process and saves its result in `out/cells/ID.json` (also when
-/// it fails: the report then says why). `tick` is called about every 200 ms with the time
-/// spent so far.
+/// A cell's child process, started.
+struct Running<'a> {
+    cell: &'a Cell,
+    seed: u64,
+    child: std::process::Child,
+    start: Instant,
+    json: PathBuf,
+    log_path: PathBuf,
+    path: PathBuf,
+    machine: Value,
+}
+
+impl<'a> Running<'a> {
+    fn spawn(cell: &'a Cell, seed: u64, out: &Path) -> CliResult<Self> {
+        let dir = out.join("cells");
+        fs::create_dir_all(&dir).map_err(|e| io_err(&dir, e))?;
+        let stem = cell.stem(seed);
+        let json = dir.join(format!("{stem}.run.json"));
+        let log_path = dir.join(format!("{stem}.log"));
+        let _ = fs::remove_file(&json);
+        let log = fs::File::create(&log_path).map_err(|e| io_err(&log_path, e))?;
+        let log_err = log.try_clone().map_err(|e| io_err(&log_path, e))?;
+        let exe = std::env::current_exe().map_err(|e| {
+            CliError::Other(format!(
+                "cannot find the pagoda binary to run cell {}: {e}",
+                cell.id
+            ))
+        })?;
+        let machine = machine();
+        let start = Instant::now();
+        let child = Command::new(exe)
+            .args(&cell.args)
+            .arg("--seed")
+            .arg(seed.to_string())
+            .arg("--json")
+            .arg(&json)
+            .stdin(Stdio::null())
+            .stdout(log)
+            .stderr(log_err)
+            .spawn()
+            .map_err(|e| CliError::Other(format!("cannot start cell {}: {e}", cell.id)))?;
+        Ok(Self {
+            cell,
+            seed,
+            child,
+            start,
+            json,
+            log_path,
+            path: dir.join(format!("{stem}.json")),
+            machine,
+        })
+    }
+
+    /// The exit status once the child has ended, without blocking.
+    fn poll(&mut self) -> CliResult<Option<std::process::ExitStatus>> {
+        self.child
+            .try_wait()
+            .map_err(|e| CliError::Other(format!("cell {}: {e}", self.cell.id)))
+    }
+
+    /// Saves the result of the ended child.
+    fn finish(self, status: std::process::ExitStatus, scale: Scale) -> CliResult<CellResult> {
+        let elapsed_s = self.start.elapsed().as_secs_f64();
+        let result: Value = fs::read(&self.json)
+            .ok()
+            .and_then(|b| serde_json::from_slice(&b).ok())
+            .unwrap_or(Value::Null);
+        let _ = fs::remove_file(&self.json);
+        let error = (!status.success()).then(|| {
+            let text = fs::read_to_string(&self.log_path).unwrap_or_default();
+            let last = text
+                .lines()
+                .rev()
+                .find(|l| l.contains("error"))
+                .or_else(|| text.lines().rev().find(|l| !l.trim().is_empty()))
+                .unwrap_or("no output");
+            format!("{status}: {}", last.trim())
+        });
+        let r = CellResult {
+            cell: self.cell.clone(),
+            scale,
+            seed: self.seed,
+            machine: self.machine,
+            elapsed_s,
+            ok: status.success(),
+            error,
+            result,
+        };
+        let text = serde_json::to_string_pretty(&r).map_err(|e| CliError::Other(e.to_string()))?;
+        fs::write(&self.path, text).map_err(|e| io_err(&self.path, e))?;
+        Ok(r)
+    }
+}
+
+/// Runs cells as child processes at the same time and saves each result in
+/// `out/cells/ID.sSEED.json` (also when it fails: the report then says why). `tick` is called
+/// about every 200 ms with the time spent so far.
+fn run_together(
+    cells: &[&Cell],
+    scale: Scale,
+    seed: u64,
+    out: &Path,
+    tick: &mut dyn FnMut(Duration),
+) -> CliResult<Vec<CellResult>> {
+    let start = Instant::now();
+    let mut running = Vec::with_capacity(cells.len());
+    for c in cells {
+        running.push(Some(Running::spawn(c, seed, out)?));
+    }
+    let mut done: Vec<Option<CellResult>> = cells.iter().map(|_| None).collect();
+    while done.iter().any(Option::is_none) {
+        for (slot, r) in done.iter_mut().zip(running.iter_mut()) {
+            if let Some(run) = r {
+                if let Some(status) = run.poll()? {
+                    let run = r.take().expect("polled above");
+                    *slot = Some(run.finish(status, scale)?);
+                }
+            }
+        }
+        if done.iter().any(Option::is_none) {
+            tick(start.elapsed());
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+    Ok(done.into_iter().flatten().collect())
+}
+
+/// Runs one cell as a child process (see [`run_together`]).
 pub(crate) fn run_cell(
     cell: &Cell,
     scale: Scale,
@@ -209,73 +346,8 @@ pub(crate) fn run_cell(
     out: &Path,
     tick: &mut dyn FnMut(Duration),
 ) -> CliResult<CellResult> {
-    let dir = out.join("cells");
-    fs::create_dir_all(&dir).map_err(|e| io_err(&dir, e))?;
-    let stem = cell.stem(seed);
-    let json = dir.join(format!("{stem}.run.json"));
-    let log_path = dir.join(format!("{stem}.log"));
-    let _ = fs::remove_file(&json);
-    let log = fs::File::create(&log_path).map_err(|e| io_err(&log_path, e))?;
-    let log_err = log.try_clone().map_err(|e| io_err(&log_path, e))?;
-    let exe = std::env::current_exe().map_err(|e| {
-        CliError::Other(format!(
-            "cannot find the pagoda binary to run cell {}: {e}",
-            cell.id
-        ))
-    })?;
-    let machine = machine();
-    let start = Instant::now();
-    let mut child = Command::new(exe)
-        .args(&cell.args)
-        .arg("--seed")
-        .arg(seed.to_string())
-        .arg("--json")
-        .arg(&json)
-        .stdin(Stdio::null())
-        .stdout(log)
-        .stderr(log_err)
-        .spawn()
-        .map_err(|e| CliError::Other(format!("cannot start cell {}: {e}", cell.id)))?;
-    let status = loop {
-        if let Some(s) = child
-            .try_wait()
-            .map_err(|e| CliError::Other(format!("cell {}: {e}", cell.id)))?
-        {
-            break s;
-        }
-        tick(start.elapsed());
-        std::thread::sleep(Duration::from_millis(200));
-    };
-    let elapsed_s = start.elapsed().as_secs_f64();
-    let result: Value = fs::read(&json)
-        .ok()
-        .and_then(|b| serde_json::from_slice(&b).ok())
-        .unwrap_or(Value::Null);
-    let _ = fs::remove_file(&json);
-    let error = (!status.success()).then(|| {
-        let text = fs::read_to_string(&log_path).unwrap_or_default();
-        let last = text
-            .lines()
-            .rev()
-            .find(|l| l.contains("error"))
-            .or_else(|| text.lines().rev().find(|l| !l.trim().is_empty()))
-            .unwrap_or("no output");
-        format!("{status}: {}", last.trim())
-    });
-    let r = CellResult {
-        cell: cell.clone(),
-        scale,
-        seed,
-        machine,
-        elapsed_s,
-        ok: status.success(),
-        error,
-        result,
-    };
-    let path = dir.join(format!("{stem}.json"));
-    let text = serde_json::to_string_pretty(&r).map_err(|e| CliError::Other(e.to_string()))?;
-    fs::write(&path, text).map_err(|e| io_err(&path, e))?;
-    Ok(r)
+    let mut r = run_together(&[cell], scale, seed, out, tick)?;
+    Ok(r.remove(0))
 }
 
 /// Every saved cell result under `out/cells`, sorted by id. Files that do not parse are
@@ -317,7 +389,8 @@ pub(crate) fn io_err(path: &Path, source: std::io::Error) -> CliError {
 
 /// Runs every cell once per seed with one progress bar over their estimated time, in rounds:
 /// each round runs every cell once, so the configurations a ratio compares run close in time;
-/// odd rounds run the cells in reverse, so no configuration always runs first.
+/// odd rounds run the cells in reverse, so no configuration always runs first. Two light cells
+/// next to each other run at the same time.
 pub(crate) fn run_all(
     cells: &[Cell],
     scale: Scale,
@@ -335,27 +408,101 @@ pub(crate) fn run_all(
         } else {
             cells.iter().collect()
         };
-        for (i, cell) in order.into_iter().enumerate() {
+        for group in groups(&order) {
             let label = format!(
                 "run {}/{runs}: {} (seed {seed})",
-                round * cells.len() + i + 1,
-                cell.id
+                results.len() + 1,
+                group
+                    .iter()
+                    .map(|c| c.id.as_str())
+                    .collect::<Vec<_>>()
+                    .join(" + ")
             );
+            let estimate: u64 = group.iter().map(|c| c.estimate_s).sum();
             let mut tick = |t: Duration| {
-                let into = t.as_secs().min(cell.estimate_s);
+                // Together, the group's estimates elapse in the time of its longest.
+                let longest = group.iter().map(|c| c.estimate_s).max().unwrap_or(1).max(1);
+                let into = (t.as_secs() * estimate / longest).min(estimate);
                 bar.set_with_message(before + into, label.clone());
             };
-            let r = run_cell(cell, scale, seed, out, &mut tick)?;
-            if let Some(e) = &r.error {
-                if !cell.may_fail {
-                    eprintln!("reproduce: cell {} (seed {seed}) failed: {e}", cell.id);
+            for r in run_together(&group, scale, seed, out, &mut tick)? {
+                if let Some(e) = &r.error {
+                    if !r.cell.may_fail {
+                        eprintln!("reproduce: cell {} (seed {seed}) failed: {e}", r.cell.id);
+                    }
                 }
+                results.push(r);
             }
-            before += cell.estimate_s;
+            before += estimate;
             bar.set_with_message(before, label);
-            results.push(r);
         }
     }
     bar.finish();
     Ok(results)
+}
+
+/// Seconds one round of `cells` should take, light pairs counted once (by the longer).
+pub(crate) fn wall_estimate_s(cells: &[Cell]) -> u64 {
+    let order: Vec<&Cell> = cells.iter().collect();
+    groups(&order)
+        .iter()
+        .map(|g| g.iter().map(|c| c.estimate_s).max().unwrap_or(0))
+        .sum()
+}
+
+/// The order's cells in groups run together: two light cells next to each other, else one.
+fn groups<'a>(order: &[&'a Cell]) -> Vec<Vec<&'a Cell>> {
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < order.len() {
+        if order[i].light && order.get(i + 1).is_some_and(|c| c.light) {
+            out.push(vec![order[i], order[i + 1]]);
+            i += 2;
+        } else {
+            out.push(vec![order[i]]);
+            i += 1;
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cell(name: &str, light: bool) -> Cell {
+        let c = Cell::new("x", name, &[], 1, Value::Null);
+        if light {
+            c.light()
+        } else {
+            c
+        }
+    }
+
+    #[test]
+    fn only_neighbouring_light_cells_run_together() {
+        let cells = [
+            cell("a", true),
+            cell("b", true),
+            cell("c", true),
+            cell("d", false),
+            cell("e", true),
+            cell("f", false),
+        ];
+        let order: Vec<&Cell> = cells.iter().collect();
+        let ids: Vec<Vec<&str>> = groups(&order)
+            .iter()
+            .map(|g| g.iter().map(|c| c.id.as_str()).collect())
+            .collect();
+        assert_eq!(
+            ids,
+            vec![
+                vec!["x.a", "x.b"],
+                vec!["x.c"],
+                vec!["x.d"],
+                vec!["x.e"],
+                vec!["x.f"]
+            ]
+        );
+    }
 }
