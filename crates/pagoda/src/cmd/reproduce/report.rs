@@ -219,6 +219,14 @@ impl Headline {
         self.ablation = Some(text);
         self
     }
+
+    /// Attaches an ablation (when it ran) to a row that is not within its band.
+    pub(crate) fn ablation_unless_within(self, text: Option<String>) -> Self {
+        match text {
+            Some(t) if self.verdict.key() != "within" => self.ablation(t),
+            _ => self,
+        }
+    }
 }
 
 /// One seed's section of the report.
