@@ -61,6 +61,16 @@ fn grid(scale: Scale) -> Grid {
             estimate: |w| 6 + 4 * u64::from(w),
             cycles: "150",
         },
+        // Data 2.5x the buffer again, on 2 warehouses with 8 clients, 20 s windows.
+        Grid {
+            warehouses: &[2],
+            clients: &[8],
+            buffer_mib: 96,
+            warmup: "5s",
+            duration: "20s",
+            estimate: |w| 20 + 5 * u64::from(w),
+            cycles: "400",
+        },
         // The seed: 500 MB-3 GB of data, a 1 GB buffer, 20/50/100 connections, 10 minutes.
         Grid {
             warehouses: &[4, 12, 25],
@@ -154,7 +164,7 @@ pub(super) fn cells(scale: Scale) -> Vec<Cell> {
                 "sata-ssd,atomic=16KiB",
                 "--keep-going",
             ],
-            scale.pick(2, 6, 45),
+            scale.pick(2, 6, 15, 45),
             json!({ "kind": "crash", "mode": mode }),
         );
         cell.may_fail = true;

@@ -85,6 +85,17 @@ fn plan(scale: Scale) -> Plan {
             advise_s: 7,
             load_buffer: "512MiB",
         },
+        // 4,000 pages (62 MiB), 5 s windows.
+        Plan {
+            records: 40_000,
+            twelfths: &ALL_TWELFTHS,
+            advise_twelfths: 6,
+            warmup_s: 1.0,
+            duration_s: 5.0,
+            overhead_s: (3.0, 3.0),
+            advise_s: 25,
+            load_buffer: "512MiB",
+        },
         // 24,000 pages (375 MiB); load at the quick scale's ~10,000 records/s.
         Plan {
             records: 240_000,

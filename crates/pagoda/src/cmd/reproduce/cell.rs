@@ -19,8 +19,12 @@ pub(crate) enum Scale {
     /// Seconds per cell: the test suite's scale (checks that everything runs, not the effect).
     #[value(hide = true)]
     Tiny,
-    /// All experiments with their repeats in about 20 minutes on a 2-core machine.
+    /// All experiments with their repeats in about 20 minutes on a 2-core machine: every
+    /// effect's direction and each regime, on databases of tens of MiB and runs of seconds.
     Quick,
+    /// Longer runs on larger databases (about 2 hours with 3 repeats): narrower spreads and
+    /// checkpoints well inside each window.
+    Standard,
     /// The largest scale that fits one machine in a few hours.
     Full,
 }
@@ -30,6 +34,7 @@ impl Scale {
         match self {
             Scale::Tiny => "tiny",
             Scale::Quick => "quick",
+            Scale::Standard => "standard",
             Scale::Full => "full",
         }
     }
@@ -44,10 +49,11 @@ impl Scale {
     }
 
     /// Picks the value for this scale.
-    pub(crate) fn pick<T>(self, tiny: T, quick: T, full: T) -> T {
+    pub(crate) fn pick<T>(self, tiny: T, quick: T, standard: T, full: T) -> T {
         match self {
             Scale::Tiny => tiny,
             Scale::Quick => quick,
+            Scale::Standard => standard,
             Scale::Full => full,
         }
     }

@@ -40,6 +40,7 @@ pub(super) fn cells(scale: Scale) -> Vec<Cell> {
     let (nodes, requests, capacity, buffer, estimate) = scale.pick(
         ("2000", "2000", "512MiB", "1MiB", 8u64),
         ("10000", "6000", "512MiB", "4MiB", 25),
+        ("50000", "40000", "1GiB", "8MiB", 150),
         ("200000", "200000", "4GiB", "32MiB", 900),
     );
     MODES

@@ -72,6 +72,14 @@ fn grid(scale: Scale) -> Grid {
             // disks, 21 s with the restart, 14 s on the aged cache device.
             estimate: 11,
         },
+        // 2 warehouses, 20 s windows.
+        Grid {
+            warehouses: 2,
+            duration: "20s",
+            warmup: "10s",
+            restart: "10s",
+            estimate: 45,
+        },
         // The seed: 100 warehouses, 16 connections; here 8 warehouses (about 1 GiB).
         Grid {
             warehouses: 8,
@@ -164,11 +172,7 @@ pub(super) fn cells(scale: Scale) -> Vec<Cell> {
             let estimate = g.estimate
                 + if data == "hdd" { g.estimate * 2 / 5 } else { 0 }
                 + if restart { g.estimate * 3 / 5 } else { 0 }
-                + if cache == "full" {
-                    g.estimate / 4
-                } else {
-                    0
-                };
+                + if cache == "full" { g.estimate / 4 } else { 0 };
             let cell = Cell::new(
                 EXP,
                 &name,

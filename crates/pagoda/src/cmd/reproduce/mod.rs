@@ -53,7 +53,8 @@ pub enum ReproduceCommand {
 /// Flags of a reproduction run.
 #[derive(Debug, Args)]
 pub struct RunArgs {
-    /// quick (all experiments, 3 repeats, within about 20 minutes here) | full (hours).
+    /// quick (all experiments, 3 repeats, within about 20 minutes here) | standard (larger
+    /// databases, longer windows, about 2 hours) | full (the largest, many hours).
     #[arg(long, value_enum, default_value = "quick")]
     scale: Scale,
     /// Where the report, the cell results and the plots go.
@@ -82,7 +83,7 @@ impl RunArgs {
 /// Flags of `reproduce plan`.
 #[derive(Debug, Args)]
 pub struct PlanArgs {
-    /// quick | full.
+    /// quick | standard | full.
     #[arg(long, value_enum, default_value = "full")]
     scale: Scale,
     /// Seed of the first repeat.
@@ -308,7 +309,7 @@ mod tests {
 
     #[test]
     fn cell_ids_are_unique_and_file_safe() {
-        for scale in [Scale::Tiny, Scale::Quick, Scale::Full] {
+        for scale in [Scale::Tiny, Scale::Quick, Scale::Standard, Scale::Full] {
             let cells: Vec<Cell> = ALL.iter().flat_map(|e| e.cells(scale)).collect();
             let mut ids: Vec<&str> = cells.iter().map(|c| c.id.as_str()).collect();
             ids.sort_unstable();
@@ -343,5 +344,16 @@ mod tests {
         let cells: Vec<Cell> = ALL.iter().flat_map(|e| e.cells(Scale::Quick)).collect();
         let total = cell::wall_estimate_s(&cells);
         assert!(total * 3 <= 16 * 60, "quick estimate {total} s per repeat");
+    }
+
+    /// The standard scale with its three repeats stays within 2 hours.
+    #[test]
+    fn standard_scale_with_its_repeats_stays_within_two_hours() {
+        let cells: Vec<Cell> = ALL.iter().flat_map(|e| e.cells(Scale::Standard)).collect();
+        let total = cell::wall_estimate_s(&cells);
+        assert!(
+            total * 3 <= 120 * 60,
+            "standard estimate {total} s per repeat"
+        );
     }
 }

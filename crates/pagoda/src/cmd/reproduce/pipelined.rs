@@ -79,6 +79,7 @@ pub(super) fn cells(scale: Scale) -> Vec<Cell> {
     let (records, duration, estimate) = scale.pick(
         ("2000", "1s", 4u64),
         ("10000", "2s", 5),
+        ("100000", "10s", 15),
         ("1000000", "60s", 90),
     );
     grid(scale)
@@ -117,7 +118,7 @@ pub(super) fn cells(scale: Scale) -> Vec<Cell> {
                 log = "hdd-15k,capacity=1GiB,latency=emulate".to_string();
             } else {
                 // The table in the buffer: the run measures the log.
-                args.extend(["--buffer", scale.pick("512MiB", "512MiB", "2GiB")]);
+                args.extend(["--buffer", scale.pick("512MiB", "512MiB", "1GiB", "2GiB")]);
             }
             args.extend(flags);
             let mut args: Vec<String> = args.iter().map(ToString::to_string).collect();
