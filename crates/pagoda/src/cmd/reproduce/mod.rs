@@ -307,6 +307,34 @@ fn report_only(dir: &Path, publish: Option<&Path>) -> CliResult<()> {
 mod tests {
     use super::*;
 
+    /// Every cell's command line parses as a `pagoda` command and names devices that parse:
+    /// a wrong flag or device string would otherwise show only as failed cells of a run.
+    #[test]
+    fn every_cell_command_line_parses() {
+        use clap::Parser as _;
+        for scale in [Scale::Tiny, Scale::Quick, Scale::Standard, Scale::Full] {
+            for c in ALL.iter().flat_map(|e| e.cells(scale)) {
+                let argv = std::iter::once("pagoda".to_string())
+                    .chain(c.args.iter().cloned())
+                    .chain([
+                        "--seed".into(),
+                        "1".into(),
+                        "--json".into(),
+                        "r.json".into(),
+                    ]);
+                if let Err(e) = crate::Cli::try_parse_from(argv) {
+                    panic!("{} at {scale:?}: {e}", c.id);
+                }
+                for w in c.args.windows(2) {
+                    if ["--data", "--log", "--flash-cache", "--device"].contains(&w[0].as_str()) {
+                        pagoda_device::spec::DeviceSpec::parse(&w[1])
+                            .unwrap_or_else(|e| panic!("{} at {scale:?}: {e}", c.id));
+                    }
+                }
+            }
+        }
+    }
+
     #[test]
     fn cell_ids_are_unique_and_file_safe() {
         for scale in [Scale::Tiny, Scale::Quick, Scale::Standard, Scale::Full] {

@@ -78,7 +78,7 @@ fn grid(scale: Scale) -> Vec<(&'static str, &'static str, u32)> {
 pub(super) fn cells(scale: Scale) -> Vec<Cell> {
     let (records, duration, estimate) = scale.pick(
         ("2000", "1s", 4u64),
-        ("10000", "2s", 5),
+        ("10000", "1500ms", 4),
         ("100000", "10s", 15),
         ("1000000", "60s", 90),
     );
