@@ -144,7 +144,9 @@ pub(super) fn shapes(sweep: &Sweep) -> Vec<Headline> {
             ),
             &format!(
                 "the steepest step is {} of the sweep (medians: {steepest}), or an end is more \
-                 than half as steep",
+                 than half as steep; the seed's flattening at small buffers (its region C) comes \
+                 from a deep queue the disk reorders, and the emulated disk serves its queue in \
+                 arrival order (no command queueing), so TPS keeps falling with the hit ratio",
                 places.join(" / ")
             ),
         )
