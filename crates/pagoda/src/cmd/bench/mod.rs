@@ -268,8 +268,9 @@ pub(crate) fn load_and_run_ycsb(
     }
     bench.store.db().reset_profile();
     before_run(bench.store.db())?;
-    let report =
-        bench.measure(|store| with_bar("run", |p| ycsb::run(store, &cfg, &driver, Some(p))))?;
+    let report = bench.measure(driver.warmup, |store| {
+        with_bar("run", |p| ycsb::run(store, &cfg, &driver, Some(p)))
+    })?;
     print!("{}", render_text(&report));
     Ok((bench, Some(report)))
 }
@@ -347,8 +348,9 @@ fn bench_tpcc(a: &TpccArgs) -> CliResult<()> {
     let report = if a.phase.load_only {
         None
     } else {
-        let r =
-            bench.measure(|store| with_bar("run", |p| tpcc::run(store, &cfg, &driver, Some(p))))?;
+        let r = bench.measure(driver.warmup, |store| {
+            with_bar("run", |p| tpcc::run(store, &cfg, &driver, Some(p)))
+        })?;
         print!("{}", render_text(&r));
         print!("{}", render_tpcc(&r));
         Some(r)
@@ -397,8 +399,9 @@ fn bench_linkbench(a: &LinkbenchArgs) -> CliResult<()> {
     if a.phase.load_only {
         return bench.finish(None);
     }
-    let report = bench
-        .measure(|store| with_bar("run", |p| linkbench::run(store, &cfg, &driver, Some(p))))?;
+    let report = bench.measure(driver.warmup, |store| {
+        with_bar("run", |p| linkbench::run(store, &cfg, &driver, Some(p)))
+    })?;
     print!("{}", render_text(&report));
     print!("{}", render_linkbench(&report));
     bench.finish(Some(report))

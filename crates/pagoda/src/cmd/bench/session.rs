@@ -10,8 +10,10 @@ use pagoda_device::spec::{DeviceKind, DeviceSpec};
 use pagoda_device::units::{parse_duration, parse_size};
 use pagoda_engine::{CommitMode, Db, DbOptions, TornMode};
 use pagoda_workload::RunReport;
+use parking_lot::{Condvar, Mutex};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 /// An open database for a benchmark, with what it needs to report and to check that a
 /// persistent database holds what the run expects.
@@ -304,17 +306,43 @@ impl Bench {
     }
 
     /// Runs the measured phase `f`, recording its CPU use and its regime (device busy
-    /// fractions, buffer hit ratio, the bottleneck) over exactly that window: the open's log
-    /// scan and the load stay out of it.
+    /// fractions, buffer hit ratio, the bottleneck) over exactly the driver's measured window:
+    /// the open's log scan, the load and the first `warmup` of `f` stay out of it.
     pub(crate) fn measure<T>(
         &mut self,
+        warmup: Duration,
         f: impl FnOnce(&PagodaStore) -> CliResult<T>,
     ) -> CliResult<T> {
+        let db = self.store.db();
         // The phase profile covers the same window (a TPC-C load's commits stay out).
-        self.store.db().reset_profile();
-        let before = super::regime::Snapshot::take(self.store.db());
-        let cpu = pagoda_engine::CpuClock::start();
-        let out = f(&self.store)?;
+        let mark = || {
+            db.reset_profile();
+            (
+                super::regime::Snapshot::take(db),
+                pagoda_engine::CpuClock::start(),
+            )
+        };
+        let start = Mutex::new(mark());
+        let done = (Mutex::new(false), Condvar::new());
+        let out = std::thread::scope(|s| {
+            if !warmup.is_zero() {
+                // The driver measures from `warmup` after it starts; a run that ends sooner
+                // (an operation count) keeps the whole run as its window.
+                s.spawn(|| {
+                    let until = Instant::now() + warmup;
+                    let mut finished = done.0.lock();
+                    while !*finished && !done.1.wait_until(&mut finished, until).timed_out() {}
+                    if !*finished {
+                        *start.lock() = mark();
+                    }
+                });
+            }
+            let out = f(&self.store);
+            *done.0.lock() = true;
+            done.1.notify_all();
+            out
+        })?;
+        let (before, cpu) = start.into_inner();
         let usage = cpu.usage();
         let after = super::regime::Snapshot::take(self.store.db());
         self.regime = Some(super::regime::describe(&before, &after, &usage));

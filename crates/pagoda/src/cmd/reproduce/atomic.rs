@@ -404,7 +404,9 @@ fn crash_table(results: &[&CellResult]) -> String {
 /// committer ahead, which the profile does not split).
 fn page_write_bound(r: &CellResult) -> bool {
     let reg = &r.result["regime"];
-    let window = reg["window_s"].as_f64().unwrap_or(0.0);
+    // The engine's counters span warm-up and run; the regime's window is the run alone.
+    let window =
+        reg["window_s"].as_f64().unwrap_or(0.0) + r.num("config/driver/warmup_s").unwrap_or(0.0);
     let checkpoints = r.num("engine/detail/checkpoints").unwrap_or(0.0);
     reg["bottleneck"] == "data"
         || (reg["phases"]["commit"].as_f64().unwrap_or(0.0) >= 0.5

@@ -214,8 +214,8 @@ pub(super) fn cells(scale: Scale) -> Vec<Cell> {
 enum Metric {
     Tps,
     Hit,
-    /// Data-device read requests per second over the whole window (warm-up included, as the
-    /// device counters are).
+    /// Data-device read requests per second over warm-up and run (the device counters'
+    /// span; the regime's window is the run alone).
     ReadsPerS,
     /// Data-device read requests per transaction over the same window: the device's demand
     /// at a fixed transaction rate, free of the closed loop's pace.
@@ -227,7 +227,12 @@ fn per_seed(g: &Group, m: Metric) -> BTreeMap<u64, f64> {
         Metric::Tps => g.per_seed("throughput_ops_s"),
         Metric::Hit => g.per_seed("engine/buffer_hit_ratio"),
         Metric::ReadsPerS => {
-            let w = g.per_seed("regime/window_s");
+            let warm = g.per_seed("config/driver/warmup_s");
+            let w: BTreeMap<u64, f64> = g
+                .per_seed("regime/window_s")
+                .into_iter()
+                .map(|(s, w)| (s, w + warm.get(&s).copied().unwrap_or(0.0)))
+                .collect();
             g.per_seed("devices/data/host_read_requests")
                 .into_iter()
                 .filter_map(|(s, n)| Some((s, n / *w.get(&s).filter(|w| **w > 0.0)?)))
