@@ -14,7 +14,11 @@ fn main() -> Result<(), Error> {
     let db = Db::open(DbOptions::in_dir(&dir).buffer_bytes(16 << 20))?;
     db.create_table("users")?;
     let mut tx = db.begin()?; // snapshot isolation; the later of two writers of a key fails
-    for (name, role) in [("alice", "engineer"), ("bob", "analyst"), ("carol", "engineer")] {
+    for (name, role) in [
+        ("alice", "engineer"),
+        ("bob", "analyst"),
+        ("carol", "engineer"),
+    ] {
         tx.put("users", name.as_bytes(), role.as_bytes())?;
     }
     tx.commit()?; // durable when it returns
