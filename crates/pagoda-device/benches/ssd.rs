@@ -8,8 +8,9 @@
 //! (b) emulate mode: QD1 read/write latency vs the preset's nominal figures;
 //! (c) emulate mode: random 4 KiB read and write throughput vs threads, 1 … dies;
 //! (d) emulate mode: random 4 KiB write IOPS of `sata-ssd` at 512 MiB, 1 GiB and 8 GiB, fresh
-//!     (host-write parallelism alone) and preconditioned (GC running), median of 3 runs and
-//!     the max/min ratio: capacity must not change the parallelism host writes reach.
+//!     (host-write parallelism alone) and preconditioned (GC running, with the preset's
+//!     capacity-scaled blocks and with 64 KiB blocks at every capacity), median of 3 runs and
+//!     the max/min ratio: capacity must not change the parallelism writes and GC reach.
 
 use pagoda_device::ssd::synth::precondition;
 use pagoda_device::ssd::{Ssd, SsdConfig};
@@ -296,7 +297,18 @@ fn capacity_scaling(quick: bool) {
     // Fresh: every run on a new, empty device, short enough that GC never starts, so the
     // figure is the host-write parallelism alone. Steady state: one preconditioned (full) device,
     // three runs in a row, with GC running.
-    for (fill, precondition) in [("fresh, empty", "0"), ("precondition=1, full", "1")] {
+    // The preset scales the block with capacity (64 KiB at 512 MiB, 1 MiB at 8 GiB), and
+    // greedy GC's WAF falls with the block's unit count; the last set keeps 64 KiB blocks at
+    // every capacity (fewer blocks per unit on a smaller device), so only capacity changes.
+    for (fill, precondition, ppb) in [
+        ("fresh, empty", "0", None),
+        ("precondition=1, full", "1", None),
+        (
+            "precondition=1, full, pages_per_block=8 at every capacity",
+            "1",
+            Some("8"),
+        ),
+    ] {
         println!("{fill}:");
         println!(
             "{:>9} {:>5} {:>7} {:>7} {:>9} {:>9} {:>9} {:>9} {:>6}",
@@ -304,13 +316,16 @@ fn capacity_scaling(quick: bool) {
         );
         let mut medians = Vec::new();
         for capacity in ["512MiB", "1GiB", "8GiB"] {
-            let opts = [
+            let mut opts = vec![
                 ("capacity", capacity),
                 ("backing", "none"),
                 ("precondition", precondition),
                 ("latency", "emulate"),
                 ("time_scale", scale),
             ];
+            if let Some(p) = ppb {
+                opts.push(("pages_per_block", p));
+            }
             let mut d = ssd("sata-ssd", &opts);
             let mut runs = Vec::new();
             let mut waf = Vec::new();

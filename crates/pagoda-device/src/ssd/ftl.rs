@@ -111,11 +111,11 @@ pub(crate) struct Ftl {
     pub buckets: Buckets,
     free: Vec<VecDeque<u32>>,
     pub free_total: u32,
-    /// Host write points, `stream * stripe + i`.
-    host_wp: Vec<u32>,
+    /// Write points, `stream * stripe + i`: host writes round-robin over them, GC moves a
+    /// victim's units to the one of the victim's parallel unit.
+    pub host_wp: Vec<u32>,
     host_wp_allocs: Vec<u32>,
     rr: Vec<u32>,
-    pub gc_wp: Vec<u32>,
     pub next_seq: u64,
     pub flushed_seq: u64,
     pub unflushed: Vec<Unflushed>,
@@ -197,13 +197,12 @@ impl Ftl {
             closed_seq: vec![0; blocks],
             max_seq: vec![0; blocks],
             gc_buf: Vec::with_capacity(geo.units_per_block as usize),
-            buckets: Buckets::new(geo.blocks, geo.units_per_block),
+            buckets: Buckets::new(geo.blocks, geo.units_per_block, geo.pus),
             free: vec![VecDeque::new(); geo.pus as usize],
             free_total: 0,
             host_wp: vec![NONE; usize::from(streams) * geo.stripe as usize],
             host_wp_allocs: vec![0; usize::from(streams) * geo.stripe as usize],
             rr: vec![0; usize::from(streams)],
-            gc_wp: vec![NONE; usize::from(streams)],
             next_seq: 1,
             flushed_seq: 0,
             unflushed: Vec::new(),
@@ -252,7 +251,6 @@ impl Ftl {
     /// Forgets write points and the unflushed log (recovery).
     pub(crate) fn reset_write_points(&mut self) {
         self.host_wp.iter_mut().for_each(|w| *w = NONE);
-        self.gc_wp.iter_mut().for_each(|w| *w = NONE);
         self.rr.iter_mut().for_each(|r| *r = 0);
         self.unflushed.clear();
         self.unflushed_units = 0;
@@ -367,6 +365,11 @@ impl Ftl {
         Ok(b)
     }
 
+    /// Free blocks on parallel unit `pu`.
+    pub(crate) fn free_on(&self, pu: u32) -> usize {
+        self.free[pu as usize].len()
+    }
+
     /// Next physical unit of a host write point of `stream` (round-robin over the stripe).
     fn host_ppn(&mut self, stream: u16) -> Result<u32> {
         let stripe = self.geo.stripe;
@@ -375,9 +378,15 @@ impl Ftl {
         self.rr[s] = if i + 1 == stripe { 0 } else { i + 1 };
         let w = s * stripe as usize + i as usize;
         let mut b = self.host_wp[w];
+        let pref = (i + stripe * self.host_wp_allocs[w]) % self.geo.pus;
         if b == NONE {
+            // The device-wide reserve first: a unit's GC may take one block elsewhere.
             self.maybe_gc()?;
-            let pref = (i + stripe * self.host_wp_allocs[w]) % self.geo.pus;
+            self.gc_on_unit(pref)?;
+            // GC relocates into the write points, so it may have opened this one.
+            b = self.host_wp[w];
+        }
+        if b == NONE {
             self.host_wp_allocs[w] = self.host_wp_allocs[w].wrapping_add(1);
             b = self.take_free(pref, stream)?;
             self.host_wp[w] = b;
@@ -390,16 +399,16 @@ impl Ftl {
         Ok(ppn)
     }
 
-    /// The open GC block of `stream`, allocated if needed (never triggers GC).
-    pub(crate) fn gc_block(&mut self, stream: u16) -> Result<u32> {
-        let s = usize::from(stream);
-        if self.gc_wp[s] == NONE {
-            let pref = (0..self.free.len())
-                .max_by_key(|&i| self.free[i].len())
-                .unwrap_or(0) as u32;
-            self.gc_wp[s] = self.take_free(pref, stream)?;
+    /// The open block GC of a victim on parallel unit `pu` relocates `stream`'s units to: the
+    /// stream's host write point of that unit, opened (never triggering GC) if needed. Each
+    /// victim's copies stay on (usually) its own unit, so GC runs on every unit in parallel as
+    /// the host writes do, needs no open block of its own, and keeps streams apart.
+    pub(crate) fn gc_block(&mut self, stream: u16, pu: u32) -> Result<(u32, usize)> {
+        let w = usize::from(stream) * self.geo.stripe as usize + (pu % self.geo.stripe) as usize;
+        if self.host_wp[w] == NONE {
+            self.host_wp[w] = self.take_free(pu, stream)?;
         }
-        Ok(self.gc_wp[s])
+        Ok((self.host_wp[w], w))
     }
 
     /// After a unit of block `b` was programmed and counted valid: close the block when full.

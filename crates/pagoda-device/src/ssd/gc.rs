@@ -1,80 +1,124 @@
 //! Garbage collection: victim selection (greedy via valid-count buckets, or cost-benefit) and
-//! relocation of a victim's valid units to its stream's GC write point.
+//! relocation of a victim's valid units to its stream's write point on the victim's own
+//! parallel unit (on-die copyback), so GC work spreads over the units like host writes.
 
 use super::config::GcPolicy;
 use super::ftl::{prefetch, BState, Ftl, NONE};
 use crate::error::{DeviceError, Result};
 
-/// Closed blocks bucketed by valid count: intrusive doubly-linked lists (`next`/`prev` per
-/// block, one head per count). Insert/remove/move are O(1); the minimum is found from a hint
-/// that only moves down on insert and up past empty buckets on pop, so a greedy victim costs
-/// O(1) amortized (at most `units_per_block + 1` buckets are skipped between decreases).
+/// Closed blocks bucketed by valid count, one set of buckets per parallel unit (block `b` is
+/// on unit `b % units`): intrusive doubly-linked lists (`next`/`prev` per block, one head per
+/// unit and count). Insert/remove/move are O(1); each unit's minimum is found from a hint that
+/// only moves down on insert and up past empty buckets on pop, so a greedy victim on a unit
+/// costs O(1) amortized; the device-wide minimum costs O(units) more.
 #[derive(Debug)]
 pub(crate) struct Buckets {
     head: Vec<u32>,
     next: Vec<u32>,
     prev: Vec<u32>,
-    min_hint: usize,
-    len: usize,
+    /// Buckets per unit (`units_per_block + 1`).
+    width: usize,
+    units: u32,
+    min_hint: Vec<usize>,
+    len: Vec<usize>,
 }
 
 impl Buckets {
-    pub(crate) fn new(blocks: u32, units_per_block: u32) -> Self {
+    pub(crate) fn new(blocks: u32, units_per_block: u32, units: u32) -> Self {
+        let width = units_per_block as usize + 1;
         Self {
-            head: vec![NONE; units_per_block as usize + 1],
+            head: vec![NONE; width * units as usize],
             next: vec![NONE; blocks as usize],
             prev: vec![NONE; blocks as usize],
-            min_hint: 0,
-            len: 0,
+            width,
+            units,
+            min_hint: vec![0; units as usize],
+            len: vec![0; units as usize],
         }
     }
 
     #[inline]
+    fn unit(&self, b: u32) -> usize {
+        (b % self.units) as usize
+    }
+
+    #[inline]
     pub(crate) fn insert(&mut self, b: u32, valid: u32) {
+        let u = self.unit(b);
         let v = valid as usize;
-        let h = self.head[v];
+        let slot = u * self.width + v;
+        let h = self.head[slot];
         self.next[b as usize] = h;
         self.prev[b as usize] = NONE;
         if h != NONE {
             self.prev[h as usize] = b;
         }
-        self.head[v] = b;
-        self.min_hint = self.min_hint.min(v);
-        self.len += 1;
+        self.head[slot] = b;
+        self.min_hint[u] = self.min_hint[u].min(v);
+        self.len[u] += 1;
     }
 
     #[inline]
     pub(crate) fn remove(&mut self, b: u32, valid: u32) {
+        let u = self.unit(b);
         let (n, p) = (self.next[b as usize], self.prev[b as usize]);
         if p == NONE {
-            self.head[valid as usize] = n;
+            self.head[u * self.width + valid as usize] = n;
         } else {
             self.next[p as usize] = n;
         }
         if n != NONE {
             self.prev[n as usize] = p;
         }
-        self.len -= 1;
+        self.len[u] -= 1;
     }
 
-    /// The block with the fewest valid units, removed from its bucket.
-    pub(crate) fn pop_min(&mut self) -> Option<(u32, u32)> {
-        if self.len == 0 {
+    /// The fewest valid units of a closed block on unit `u` (advancing its hint), if any.
+    fn min_of(&mut self, u: usize) -> Option<usize> {
+        if self.len[u] == 0 {
             return None;
         }
-        while self.head[self.min_hint] == NONE {
-            self.min_hint += 1;
+        while self.head[u * self.width + self.min_hint[u]] == NONE {
+            self.min_hint[u] += 1;
         }
-        let v = self.min_hint as u32;
-        let b = self.head[self.min_hint];
-        self.remove(b, v);
-        Some((b, v))
+        Some(self.min_hint[u])
+    }
+
+    /// The block on unit `u` with the fewest valid units, removed from its bucket.
+    pub(crate) fn pop_min_on(&mut self, u: u32) -> Option<(u32, u32)> {
+        let u = u as usize;
+        let v = self.min_of(u)?;
+        let b = self.head[u * self.width + v];
+        self.remove(b, v as u32);
+        Some((b, v as u32))
+    }
+
+    /// The fewest valid units of a closed block on any unit.
+    pub(crate) fn min_valid(&mut self) -> Option<u32> {
+        (0..self.units as usize)
+            .filter_map(|u| self.min_of(u))
+            .min()
+            .map(|v| v as u32)
+    }
+
+    /// The block with the fewest valid units on any unit, removed from its bucket.
+    pub(crate) fn pop_min(&mut self) -> Option<(u32, u32)> {
+        let mut best: Option<(usize, usize)> = None;
+        for u in 0..self.units as usize {
+            if let Some(v) = self.min_of(u) {
+                if best.is_none_or(|(_, bv)| v < bv) {
+                    best = Some((u, v));
+                }
+            }
+        }
+        let (u, _) = best?;
+        self.pop_min_on(u as u32)
     }
 
     pub(crate) fn clear(&mut self) {
         self.head.iter_mut().for_each(|h| *h = NONE);
-        self.min_hint = 0;
-        self.len = 0;
+        self.min_hint.iter_mut().for_each(|m| *m = 0);
+        self.len.iter_mut().for_each(|l| *l = 0);
     }
 }
 
@@ -92,9 +136,42 @@ impl Ftl {
         Ok(())
     }
 
-    fn pick_victim(&mut self) -> Option<u32> {
+    /// Collects one victim on parallel unit `pu` when it has no free block left, so that GC
+    /// work lands on the units host writes reach (each unit collects its own garbage, as dies
+    /// do in parallel in a drive). Returns whether it did; a unit whose closed blocks are
+    /// all full of valid units is left to the device-wide GC.
+    pub(crate) fn gc_on_unit(&mut self, pu: u32) -> Result<bool> {
+        // Only when the device is about to collect anyway: the unit's victim replaces the
+        // device-wide one instead of adding a collection.
+        if self.free_on(pu) > 0 || self.free_total > self.gc_high {
+            return Ok(false);
+        }
+        let Some(best) = self.buckets.min_valid() else {
+            return Ok(false);
+        };
+        let Some(victim) = self.pick_victim(Some(pu)) else {
+            return Ok(false);
+        };
+        let v = self.valid[victim as usize];
+        // Not much fuller than the device's best victim (sequential writes leave empty blocks
+        // elsewhere): a unit spends no copyback that device-wide GC would not.
+        if v >= self.geo.units_per_block || v > best + best / 8 {
+            self.buckets.insert(victim, v);
+            return Ok(false);
+        }
+        self.collect(victim)?;
+        Ok(true)
+    }
+
+    /// The closed block to collect next: on `pu` if given, else anywhere; removed from the
+    /// buckets.
+    fn pick_victim(&mut self, pu: Option<u32>) -> Option<u32> {
         match self.policy {
-            GcPolicy::Greedy => self.buckets.pop_min().map(|(b, _)| b),
+            GcPolicy::Greedy => match pu {
+                Some(u) => self.buckets.pop_min_on(u),
+                None => self.buckets.pop_min(),
+            }
+            .map(|(b, _)| b),
             GcPolicy::CostBenefit => {
                 // Rosenblum & Ousterhout: benefit/cost = (1 − u) · age / (2u), with u the valid
                 // fraction and age the time (in sequence numbers) since the block was closed.
@@ -102,7 +179,8 @@ impl Ftl {
                 let upb = f64::from(self.geo.units_per_block);
                 let mut best = None;
                 let mut best_score = f64::NEG_INFINITY;
-                for b in 0..self.geo.blocks {
+                let (first, step) = pu.map_or((0, 1), |u| (u, self.geo.pus));
+                for b in (first..self.geo.blocks).step_by(step as usize) {
                     if self.state[b as usize] != BState::Closed {
                         continue;
                     }
@@ -125,9 +203,9 @@ impl Ftl {
         }
     }
 
-    /// Reclaims one victim block.
+    /// Reclaims one victim block, anywhere on the device.
     pub(crate) fn gc_once(&mut self) -> Result<()> {
-        let Some(victim) = self.pick_victim() else {
+        let Some(victim) = self.pick_victim(None) else {
             return Err(DeviceError::Full(
                 "no closed block to collect; raise op or lower streams/stripe".into(),
             ));
@@ -139,6 +217,12 @@ impl Ftl {
                 "every closed block is fully valid ({upb} units); raise op"
             )));
         }
+        self.collect(victim)
+    }
+
+    /// Moves the valid units of `victim` (out of the buckets, not fully valid) and erases it.
+    fn collect(&mut self, victim: u32) -> Result<()> {
+        let upb = self.geo.units_per_block;
         self.state[victim as usize] = BState::Open; // out of the buckets while being moved
         let stream = self.bstream[victim as usize];
         let first = victim * upb;
@@ -181,12 +265,13 @@ impl Ftl {
         Ok(())
     }
 
-    /// Moves the units `buf` to `stream`'s GC write point, a block-sized run at a time.
+    /// Moves the units `buf` (of a victim on `src_pu`) to `stream`'s write point of that
+    /// unit, a block-sized run at a time.
     fn relocate_all(&mut self, buf: &[u32], stream: u16, src_pu: u32) -> Result<()> {
         let upb = self.geo.units_per_block;
         let mut i = 0;
         while i < buf.len() {
-            let db = self.gc_block(stream)?;
+            let (db, wp) = self.gc_block(stream, src_pu)?;
             let w = self.written[db as usize];
             let k = ((upb - w) as usize).min(buf.len() - i);
             let base = db * upb + w;
@@ -231,7 +316,7 @@ impl Ftl {
             self.written[db as usize] += k as u32;
             self.valid[db as usize] += k as u32;
             if self.written[db as usize] == upb {
-                self.gc_wp[usize::from(stream)] = NONE;
+                self.host_wp[wp] = NONE;
                 self.after_program(db);
             }
             i += k;

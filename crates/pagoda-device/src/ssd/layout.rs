@@ -32,7 +32,7 @@ fn fit(logical_units: u64, op: f64, units_per_block: u32, streams: u64, reserve:
     let blocks = ((logical_units as f64 * (1.0 + op)).ceil() as u64).div_ceil(upb);
     let data_blocks = logical_units.div_ceil(upb);
     let spare = blocks - data_blocks;
-    // Open blocks (stripe host write points + 1 GC write point per stream) may use at most
+    // Open blocks (stripe write points + 1 block of GC headroom per stream) may use at most
     // half of the spare blocks: the other half guarantees GC always finds a victim with
     // invalid units, so it can never deadlock.
     let budget = (spare / 2).saturating_sub(reserve);

@@ -10,15 +10,16 @@
 //!   physical unit (LPN, sequence number, atomic group size/index) which also serves as P2L
 //!   (a unit is live iff `l2p[oob.lpn] == ppn`), a valid bitmap (live or pinned units, so GC
 //!   finds what to move without L2P lookups), per-block valid/written/erase counts. Each
-//!   stream has `stripe` host write points (round-robin over PUs, for parallelism) and one GC
-//!   write point. Free blocks sit in FIFO lists per PU, so erases rotate over all blocks
+//!   stream has `stripe` write points (round-robin over PUs, for parallelism), shared by host
+//!   writes and GC. Free blocks sit in FIFO lists per PU, so erases rotate over all blocks
 //!   (simple dynamic wear levelling); erase counts are lifetime figures (not reset by
 //!   `reset_stats`).
 //! * **GC** (`gc`): when free blocks fall below `gc_low`, victims are collected until
 //!   `gc_high`. Greedy takes the closed block with the fewest valid units from valid-count
 //!   buckets (intrusive lists, O(1) amortized, no scan); cost-benefit scans all blocks
-//!   (O(blocks) per victim). A victim's valid units go to the GC write point of the victim's
-//!   own stream, carrying their OOB (sequence number included), so streams never mix.
+//!   (O(blocks) per victim). A victim's valid units go to its own stream's write point on
+//!   its own PU (on-die copyback, so GC runs on every PU in parallel, as host writes do),
+//!   carrying their OOB (sequence number included), so streams never mix.
 //! * **Volatile cache, power cut, SPOR** (`ftl`, `spor`): writes are programmed at once but
 //!   are only guaranteed durable after `flush` (or after the device drains by itself once more
 //!   than `cache` bytes are unflushed). A power cut decides per unflushed 4 KiB unit, from the
@@ -36,7 +37,7 @@
 //!   PUs. GC copybacks and erases occupy PUs too.
 //!
 //! # Limits
-//! * Open blocks (stripe × streams + streams) may use at most half of the spare blocks, so GC
+//! * Open blocks (stripe × streams, plus one block per stream of GC headroom) may use at most half of the spare blocks, so GC
 //!   can always find a victim. Capacity never narrows the stripe: a small device has fewer
 //!   blocks per PU and, below the size where the drive's blocks leave too few spare blocks,
 //!   smaller blocks (erase time scaled with them), down to a minimum capacity ([`layout`]).
