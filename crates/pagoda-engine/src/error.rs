@@ -119,6 +119,18 @@ pub enum Error {
         /// Log capacity.
         capacity: u64,
     },
+    /// [`crate::Db::bulk_load`] into a table that has rows (or versions that running
+    /// transactions may still read).
+    #[error("bulk load into table '{0}' refused: the table is not empty (a bulk load builds a new tree and installs it as the whole table); load into a new or emptied table, or insert with transactions")]
+    TableNotEmpty(String),
+    /// [`crate::Db::bulk_load`] got a key not above the one before it. Nothing was loaded.
+    #[error("bulk load into table '{table}': row {row} has a key not above the previous row's (rows must come in strictly ascending key order, no duplicates); sort the input, or insert with transactions")]
+    KeysNotAscending {
+        /// The table.
+        table: String,
+        /// Index of the offending row (0-based).
+        row: u64,
+    },
     /// The data device is full.
     #[error("data device full: page {page} is beyond its {capacity_pages} pages; use a larger data device")]
     Full {

@@ -308,6 +308,19 @@ impl Mvcc {
         }
     }
 
+    /// Whether any key of `table` still has versions in memory.
+    pub fn has_versions(&self, table: u32) -> bool {
+        if self.chained.load(Ordering::Acquire) == 0 {
+            return false;
+        }
+        let lo = (table, Vec::new());
+        self.chains
+            .read()
+            .range(lo..)
+            .next()
+            .is_some_and(|((t, _), _)| *t == table)
+    }
+
     /// Versions held in memory.
     pub fn versions(&self) -> usize {
         self.chains.read().values().map(VecDeque::len).sum()

@@ -128,11 +128,15 @@ pub enum Sabotage {
     /// record ever imaged, also when that record lies before the redo start (so recovery
     /// never reads it): a torn write of such a page has neither a copy nor an image.
     DoublewriteOldImages,
+    /// A bulk load logs the record that installs its new tree without syncing the pages it
+    /// wrote straight to the data device first, so a power cut can leave the installed tree
+    /// pointing at pages that never reached the disk.
+    BulkSkipSync,
 }
 
 impl Sabotage {
     /// Every sabotage.
-    pub const ALL: [Sabotage; 15] = [
+    pub const ALL: [Sabotage; 16] = [
         Self::SkipLogSync,
         Self::SkipDoublewrite,
         Self::AckBeforeDurable,
@@ -148,6 +152,7 @@ impl Sabotage {
         Self::FlashTrustTornSlots,
         Self::DropOpsOfImagedRecords,
         Self::DoublewriteOldImages,
+        Self::BulkSkipSync,
     ];
 
     /// Whether the sabotage only has an effect with a flash cache.
@@ -176,6 +181,7 @@ impl Sabotage {
             Self::FlashTrustTornSlots => "flash-trust-torn-slots",
             Self::DropOpsOfImagedRecords => "drop-ops-of-imaged-records",
             Self::DoublewriteOldImages => "doublewrite-old-images",
+            Self::BulkSkipSync => "bulk-skip-sync",
         }
     }
 }

@@ -29,6 +29,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
 mod access;
+mod bulk;
 mod cleaner;
 mod evict;
 pub(crate) mod flash;

@@ -2,6 +2,7 @@
 
 mod background;
 mod bootstrap;
+mod bulk;
 mod catalog;
 mod commit;
 mod devices;

@@ -1,0 +1,322 @@
+//! Bulk load: rows in ascending key order build a table's B+tree bottom-up, each page written
+//! once, straight to the data device (as LMDB's append or RocksDB's file ingestion do).
+//!
+//! Crash safety without logging the rows: the new pages go to never-used page ids (above the
+//! meta page's `next_page`), which nothing reads until a record links them, and they are
+//! synced before the one small record that links them is logged. That record images the
+//! table's root page (now the top node of the new tree) and the meta page (`next_page` moved
+//! past the new pages). A power cut before the record is durable leaves the table empty and
+//! the pages unallocated (they are reused later); after it, the pages are on disk and redo
+//! installs the two images. So a load is all or nothing.
+//!
+//! The new pages carry an LSN just below the log's end at the start, after making the log
+//! durable to there: above every earlier record (redo never applies one of those to them, so
+//! an earlier put and delete of a key cannot remove a loaded row) and below every later one
+//! (redo applies later changes to them, and a later record's image of a reused page id
+//! replaces a page a failed load left there).
+
+use super::txn::Txn;
+use super::Db;
+use crate::btree::{inline_max, payload_max, Apply};
+use crate::buffer::Pool;
+use crate::error::{Error, Result};
+use crate::format::{encode_page, internal_entry_len, leaf_entry_len, Key, Node, Page, Val};
+use crate::probe::{self, Sabotage};
+use crate::MAX_VALUE_LEN;
+
+/// Pages per device write (4 MiB of 16 KiB pages).
+const RUN_PAGES: usize = 256;
+
+impl Db {
+    /// Loads `rows` (strictly ascending keys, no duplicates) into the empty table `table` and
+    /// returns the number of rows; the load is durable and visible when this returns.
+    ///
+    /// Full leaves are built bottom-up and written once, outside the log; one small commit
+    /// record installs the new tree (see the module docs of `db/bulk.rs`). A power cut at any
+    /// point leaves the table either empty or with every row. Other commits wait while the
+    /// load runs (it holds the commit lock); readers go on. Transactions that began before the
+    /// load and read the table see the rows (a load is not snapshot-isolated), and the rows
+    /// become visible to readers a moment before the install record is durable.
+    ///
+    /// Errors, with nothing loaded: [`Error::TableNotEmpty`] (rows, or versions a running
+    /// transaction may still read), [`Error::KeysNotAscending`], [`Error::KeyTooLarge`],
+    /// [`Error::ValueTooLarge`], [`Error::Full`] (the never-used pages run out), and device
+    /// errors while writing the pages.
+    pub fn bulk_load(
+        &self,
+        table: &str,
+        rows: &mut dyn Iterator<Item = (Vec<u8>, Vec<u8>)>,
+    ) -> Result<u64> {
+        let pool = &self.inner.pool;
+        let meta = self.inner.meta_page;
+        // The install record holds two page images.
+        self.ensure_log_space(4 * pool.page_size() as u64)?;
+        self.check_writable()?;
+        let cs = self.lock_writable()?;
+        let t = self.table(table)?;
+        self.inner.mvcc.gc();
+        let empty = matches!(&pool.read(t.root)?.node, Node::Leaf(es) if es.is_empty());
+        if !empty || self.inner.mvcc.has_versions(t.id) {
+            return Err(Error::TableNotEmpty(table.to_string()));
+        }
+        // Every earlier record durable, so that no later one can get an LSN below the pages'.
+        let end = self.inner.wal.end();
+        self.wait(end)?;
+        let next_page = match &pool.read(meta)?.node {
+            Node::Meta(m) => m.next_page,
+            _ => return Err(Error::corrupt(meta, "expected the meta page")),
+        };
+        let max_val = MAX_VALUE_LEN.min((self.inner.wal.capacity() / 4) as usize);
+        let mut b = Builder::new(pool, next_page, end.saturating_sub(1));
+        let mut prev: Option<Vec<u8>> = None;
+        for (i, (k, v)) in rows.enumerate() {
+            Txn::check_key(&k)?;
+            if v.len() > max_val {
+                return Err(Error::ValueTooLarge {
+                    len: v.len(),
+                    max: max_val,
+                });
+            }
+            if prev.as_ref().is_some_and(|p| p.as_slice() >= k.as_slice()) {
+                return Err(Error::KeysNotAscending {
+                    table: table.to_string(),
+                    row: i as u64,
+                });
+            }
+            b.push(&k, &v)?;
+            prev = Some(k);
+        }
+        let n = b.rows;
+        let Some((top, next_after)) = b.finish()? else {
+            return Ok(0);
+        };
+        if !probe::is(self.inner.opts.sabotage, Sabotage::BulkSkipSync) {
+            pool.sync_data()?;
+        }
+        pool.begin_undo();
+        let res = (|| {
+            let mut ap = Apply::new(pool, meta);
+            install(&mut ap, t.root, top, next_after)?;
+            self.log_and_stamp(&ap, Vec::new(), cs.next_cts.saturating_sub(1))
+        })();
+        let end = match res {
+            Ok(end) => end,
+            Err(e) => return Err(self.undo(e)),
+        };
+        drop(cs);
+        self.wait(end)?;
+        Ok(n)
+    }
+}
+
+/// Puts the new tree's top node in the table's root page and moves `next_page` past the new
+/// pages; both pages are imaged in the record.
+fn install(ap: &mut Apply<'_>, root: u64, top: Node, next_page: u64) -> Result<()> {
+    let mut r = ap.pool.write(root)?;
+    r.node = top;
+    ap.mark(&mut r, true);
+    drop(r);
+    let mut m = ap.pool.write(ap.meta)?;
+    let Node::Meta(mp) = &mut m.node else {
+        return Err(Error::corrupt(ap.meta, "expected the meta page"));
+    };
+    mp.next_page = next_page;
+    ap.mark(&mut m, true);
+    Ok(())
+}
+
+/// Builds the tree bottom-up: leaves (and overflow chains) as rows come, then each internal
+/// level from the one below. Pages get consecutive ids from `next` and are written in runs.
+struct Builder<'a> {
+    pool: &'a Pool,
+    page_size: usize,
+    lsn: u64,
+    /// Next page id to allocate.
+    next: u64,
+    /// Encoded pages not yet written: ids `run_first..next`.
+    run: Vec<u8>,
+    run_first: u64,
+    /// The leaf being filled and its payload bytes.
+    leaf: Vec<(Key, Val)>,
+    leaf_len: usize,
+    /// A full leaf not written yet: when it is the only one, it becomes the root itself.
+    held: Option<Vec<(Key, Val)>>,
+    /// Written leaves: (lowest key, page id).
+    leaves: Vec<(Key, u64)>,
+    rows: u64,
+    scratch: Vec<u8>,
+}
+
+impl<'a> Builder<'a> {
+    fn new(pool: &'a Pool, next: u64, lsn: u64) -> Self {
+        Self {
+            pool,
+            page_size: pool.page_size(),
+            lsn,
+            next,
+            run: Vec::new(),
+            run_first: next,
+            leaf: Vec::new(),
+            leaf_len: 4,
+            held: None,
+            leaves: Vec::new(),
+            rows: 0,
+            scratch: Vec::new(),
+        }
+    }
+
+    fn payload_max(&self) -> usize {
+        payload_max(self.page_size)
+    }
+
+    /// Gives `node` the next page id and queues it for writing.
+    fn alloc(&mut self, node: Node) -> Result<u64> {
+        let id = self.next;
+        if id >= self.pool.capacity_pages() {
+            return Err(Error::Full {
+                page: id,
+                capacity_pages: self.pool.capacity_pages(),
+            });
+        }
+        self.next += 1;
+        let page = Page {
+            id,
+            lsn: self.lsn,
+            node,
+        };
+        encode_page(&page, self.page_size, &mut self.scratch);
+        self.run.extend_from_slice(&self.scratch);
+        if self.run.len() >= RUN_PAGES * self.page_size {
+            self.write_run()?;
+        }
+        Ok(id)
+    }
+
+    fn write_run(&mut self) -> Result<()> {
+        if self.run.is_empty() {
+            return Ok(());
+        }
+        self.pool.write_fresh(self.run_first, &self.run)?;
+        for (i, bytes) in self.run.chunks(self.page_size).enumerate() {
+            self.pool
+                .refresh_if_resident(self.run_first + i as u64, bytes)?;
+        }
+        self.run.clear();
+        self.run_first = self.next;
+        Ok(())
+    }
+
+    fn push(&mut self, key: &[u8], value: &[u8]) -> Result<()> {
+        let val = if value.len() > inline_max(self.page_size) {
+            self.overflow(value)?
+        } else {
+            Val::Inline(value.to_vec())
+        };
+        let len = leaf_entry_len(key, &val);
+        if !self.leaf.is_empty() && self.leaf_len + len > self.payload_max() {
+            self.close_leaf()?;
+        }
+        self.leaf.push((Key::from_slice(key), val));
+        self.leaf_len += len;
+        self.rows += 1;
+        Ok(())
+    }
+
+    /// A chain of overflow pages with consecutive ids.
+    fn overflow(&mut self, value: &[u8]) -> Result<Val> {
+        let cap = self.payload_max() - 12;
+        let first = self.next;
+        let chunks = value.len().div_ceil(cap);
+        for (i, c) in value.chunks(cap).enumerate() {
+            let next = if i + 1 == chunks { 0 } else { self.next + 1 };
+            self.alloc(Node::Overflow {
+                next,
+                data: c.to_vec(),
+            })?;
+        }
+        Ok(Val::Overflow {
+            first,
+            len: value.len() as u64,
+        })
+    }
+
+    fn close_leaf(&mut self) -> Result<()> {
+        let full = std::mem::take(&mut self.leaf);
+        self.leaf_len = 4;
+        if let Some(prev) = self.held.replace(full) {
+            self.write_leaf(prev)?;
+        }
+        Ok(())
+    }
+
+    fn write_leaf(&mut self, entries: Vec<(Key, Val)>) -> Result<()> {
+        let low = entries[0].0.clone();
+        let pid = self.alloc(Node::Leaf(entries))?;
+        self.leaves.push((low, pid));
+        Ok(())
+    }
+
+    /// Writes what is left and returns the root's new node and the first page id after the
+    /// new pages; `None` when there were no rows.
+    fn finish(mut self) -> Result<Option<(Node, u64)>> {
+        if !self.leaf.is_empty() {
+            self.close_leaf()?;
+        }
+        let Some(last) = self.held.take() else {
+            return Ok(None);
+        };
+        if self.leaves.is_empty() {
+            // One leaf: it is the root.
+            self.write_run()?;
+            return Ok(Some((Node::Leaf(last), self.next)));
+        }
+        self.write_leaf(last)?;
+        let mut level = std::mem::take(&mut self.leaves);
+        loop {
+            let groups = self.groups(&level);
+            if groups.len() == 1 {
+                self.write_run()?;
+                return Ok(Some((internal(&level), self.next)));
+            }
+            let mut up = Vec::with_capacity(groups.len());
+            for g in groups {
+                let low = g[0].0.clone();
+                up.push((low, self.alloc(internal(g))?));
+            }
+            level = up;
+        }
+    }
+
+    /// Splits a level's children into full internal nodes; the last one gets at least two.
+    fn groups<'l>(&self, level: &'l [(Key, u64)]) -> Vec<&'l [(Key, u64)]> {
+        let max = self.payload_max();
+        let mut bounds = vec![0];
+        let mut len = 4 + 8;
+        for (i, (k, _)) in level.iter().enumerate().skip(1) {
+            let e = internal_entry_len(k);
+            if len + e > max {
+                bounds.push(i);
+                len = 4 + 8;
+            } else {
+                len += e;
+            }
+        }
+        // A last node of one child borrows one from the node before (which is full, so has
+        // more than two).
+        let n = bounds.len();
+        if n > 1 && level.len() - bounds[n - 1] == 1 {
+            bounds[n - 1] -= 1;
+        }
+        bounds.push(level.len());
+        bounds.windows(2).map(|w| &level[w[0]..w[1]]).collect()
+    }
+}
+
+/// The internal node over `children` (lowest key, page id): separators are the lowest keys of
+/// all children but the first.
+fn internal(children: &[(Key, u64)]) -> Node {
+    Node::Internal {
+        keys: children[1..].iter().map(|(k, _)| k.clone()).collect(),
+        children: children.iter().map(|&(_, p)| p).collect(),
+    }
+}
