@@ -26,11 +26,13 @@
 //! environment variables) and reports through the returned [`CrashTestReport`] (it prints
 //! nothing); `pagoda crashtest` is its command-line front end.
 
+mod bulk;
 mod oracle;
 mod power;
 mod run;
 mod workload;
 
+pub use bulk::{run_bulk, LOAD_CUT};
 pub use oracle::{Finding, FindingKind};
 pub use pagoda_engine::{FlashPages, FlashPolicy, FlashStep};
 pub use power::CutPoint;

@@ -17,12 +17,12 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 /// Findings kept per failed cycle (all of them when replaying a cycle).
-const FINDINGS_KEPT: usize = 10;
+pub(crate) const FINDINGS_KEPT: usize = 10;
 /// Marker rows deleted per clean-up transaction.
 const CLEANUP_CHUNK: usize = 40;
 
 /// The devices of a database under test.
-struct Devices {
+pub(crate) struct Devices {
     data: DeviceRef,
     log: DeviceRef,
     /// The flash cache device, when the run has a flash cache.
@@ -39,7 +39,7 @@ fn can_cut(d: DeviceRef) -> Result<DeviceRef> {
     Ok(d)
 }
 
-fn fresh_devices(opts: &CrashTestOptions) -> Result<Devices> {
+pub(crate) fn fresh_devices(opts: &CrashTestOptions) -> Result<Devices> {
     let (data, log) = fresh_data_log(opts)?;
     let flash = match &opts.flash_cache {
         None => None,
@@ -83,14 +83,14 @@ fn fresh_data_log(opts: &CrashTestOptions) -> Result<(DeviceRef, DeviceRef)> {
 }
 
 /// The seed of cycle `n`: every cycle's choices depend only on the run's seed and `n`.
-fn cycle_seed(seed: u64, n: u64) -> u64 {
+pub(crate) fn cycle_seed(seed: u64, n: u64) -> u64 {
     let mut z = seed ^ n.wrapping_mul(0x9e37_79b9_7f4a_7c15);
     z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
     z ^ (z >> 31)
 }
 
-fn db_options(opts: &CrashTestOptions, switch: &Arc<Switch>) -> DbOptions {
+pub(crate) fn db_options(opts: &CrashTestOptions, switch: &Arc<Switch>) -> DbOptions {
     let (d, l, f) = switch.devices();
     let o = DbOptions::with_devices(d, l)
         .page_size(opts.page_size)
@@ -122,6 +122,97 @@ fn db_options(opts: &CrashTestOptions, switch: &Arc<Switch>) -> DbOptions {
     DbOptions { dw_pages: 8, ..o }
 }
 
+/// Where the opens of a run stand between cycles.
+pub(crate) struct OpenState {
+    /// Operations the last open without a cut took (cuts during recovery fall below).
+    pub(crate) open_ops: u64,
+    /// Operations counted when that open's final checkpoint started.
+    pub(crate) open_ckpt_ops: u64,
+    /// No database was opened on the devices yet.
+    pub(crate) new_devices: bool,
+}
+
+impl OpenState {
+    pub(crate) fn new() -> Self {
+        Self {
+            open_ops: 16,
+            open_ckpt_ops: 0,
+            new_devices: true,
+        }
+    }
+}
+
+/// The open result of a cycle's database and the cuts during its recovery.
+pub(crate) type Opened = (std::result::Result<(Db, Arc<Switch>), Error>, Vec<CutPoint>);
+
+/// Opens a cycle's database; when `recovering` a workload, power is cut during recovery in
+/// some cycles and the open retried. `Err`: a configuration the engine refuses on new devices.
+pub(crate) fn open_cycle(
+    opts: &CrashTestOptions,
+    devs: &Devices,
+    rng: &mut SmallRng,
+    recovering: bool,
+    st: &mut OpenState,
+    report: &mut CrashTestReport,
+) -> Result<Opened> {
+    let mut recovery_cuts = Vec::new();
+    let opened = loop {
+        let cut_open =
+            recovering && recovery_cuts.len() < 2 && rng.gen_bool(opts.recovery_cut_chance);
+        let countdown = if cut_open {
+            let lo = if opts.bias_open_checkpoint && st.open_ckpt_ops > 0 {
+                (st.open_ckpt_ops + 1).min(st.open_ops)
+            } else {
+                1
+            };
+            rng.gen_range(lo..=st.open_ops) as i64
+        } else {
+            i64::MAX
+        };
+        let switch = Switch::new(
+            devs.data.clone(),
+            devs.log.clone(),
+            devs.flash.clone(),
+            rng.gen(),
+            rng.gen_bool(0.5),
+            countdown,
+        );
+        match Db::open(db_options(opts, &switch)) {
+            Ok(db) => {
+                switch.arm(i64::MAX);
+                if switch.is_dead() {
+                    // The background thread met the cut right after open: recover again.
+                    db.abandon();
+                    if let Some(c) = switch.cut_point() {
+                        count_cut(report, &c);
+                        recovery_cuts.push(c);
+                    }
+                    report.cuts_during_recovery += 1;
+                    continue;
+                }
+                if !cut_open {
+                    st.open_ops = switch.ops().max(1);
+                    st.open_ckpt_ops = switch.open_checkpoint_at();
+                }
+                st.new_devices = false;
+                break Ok((db, switch));
+            }
+            Err(_) if switch.is_dead() => {
+                if let Some(c) = switch.cut_point() {
+                    count_cut(report, &c);
+                    recovery_cuts.push(c);
+                }
+                report.cuts_during_recovery += 1;
+            }
+            // A configuration the engine refuses, on the first open of new devices; later,
+            // a refusal is a failed recovery (e.g. a flash cache it cannot use).
+            Err(e @ Error::Config(_)) if st.new_devices => return Err(e),
+            Err(e) => break Err(e),
+        }
+    };
+    Ok((opened, recovery_cuts))
+}
+
 /// The history of one cycle's workload.
 struct Pending {
     cycle: u64,
@@ -136,7 +227,7 @@ struct Pending {
     flash: Option<FlashCacheStats>,
 }
 
-fn count_cut(report: &mut CrashTestReport, c: &CutPoint) {
+pub(crate) fn count_cut(report: &mut CrashTestReport, c: &CutPoint) {
     let key = match c.flash_step {
         Some(step) => format!("{} ({step})", c.phase),
         None => c.phase.clone(),
@@ -227,7 +318,7 @@ fn audit_flash(report: &mut CrashTestReport, db: &Db, existing: bool) -> Vec<Fin
 
 /// Counts findings; `excused`: detected corruption is no failure (torn mode none without a
 /// flash cache), and a wrong value there is a torn page used undetected.
-fn tally(report: &mut CrashTestReport, findings: &[Finding], excused: bool) {
+pub(crate) fn tally(report: &mut CrashTestReport, findings: &[Finding], excused: bool) {
     for f in findings {
         match f.kind {
             FindingKind::LostCommit => report.lost_commits += 1,
@@ -252,7 +343,7 @@ fn tally(report: &mut CrashTestReport, findings: &[Finding], excused: bool) {
     }
 }
 
-fn note(kind: FindingKind, found: String) -> Finding {
+pub(crate) fn note(kind: FindingKind, found: String) -> Finding {
     Finding {
         kind,
         table: String::new(),
@@ -284,74 +375,23 @@ pub fn run(opts: CrashTestOptions) -> Result<CrashTestReport> {
         FINDINGS_KEPT
     };
     let mut devs = fresh_devices(&opts)?;
-    // No database was opened on `devs` yet.
-    let mut new_devices = true;
+    let mut st = OpenState::new();
     let mut model = Model::new();
     let mut pending: Option<Pending> = None;
-    let mut open_ops: u64 = 16;
-    let mut open_ckpt_ops: u64 = 0;
     let mut uid_next: u64 = 1;
     let last = opts.replay_cycle.map_or(opts.cycles, |r| r + 1);
     let mut cycle = 0;
     // Cycle `last` only recovers and verifies the last workload.
     while cycle <= last {
         let mut rng = SmallRng::seed_from_u64(cycle_seed(opts.seed, cycle));
-        let mut recovery_cuts = Vec::new();
-        let opened = loop {
-            let cut_open = pending.is_some()
-                && recovery_cuts.len() < 2
-                && rng.gen_bool(opts.recovery_cut_chance);
-            let countdown = if cut_open {
-                let lo = if opts.bias_open_checkpoint && open_ckpt_ops > 0 {
-                    (open_ckpt_ops + 1).min(open_ops)
-                } else {
-                    1
-                };
-                rng.gen_range(lo..=open_ops) as i64
-            } else {
-                i64::MAX
-            };
-            let switch = Switch::new(
-                devs.data.clone(),
-                devs.log.clone(),
-                devs.flash.clone(),
-                rng.gen(),
-                rng.gen_bool(0.5),
-                countdown,
-            );
-            match Db::open(db_options(&opts, &switch)) {
-                Ok(db) => {
-                    switch.arm(i64::MAX);
-                    if switch.is_dead() {
-                        // The background thread met the cut right after open: recover again.
-                        db.abandon();
-                        if let Some(c) = switch.cut_point() {
-                            count_cut(&mut report, &c);
-                            recovery_cuts.push(c);
-                        }
-                        report.cuts_during_recovery += 1;
-                        continue;
-                    }
-                    if !cut_open {
-                        open_ops = switch.ops().max(1);
-                        open_ckpt_ops = switch.open_checkpoint_at();
-                    }
-                    new_devices = false;
-                    break Ok((db, switch));
-                }
-                Err(_) if switch.is_dead() => {
-                    if let Some(c) = switch.cut_point() {
-                        count_cut(&mut report, &c);
-                        recovery_cuts.push(c);
-                    }
-                    report.cuts_during_recovery += 1;
-                }
-                // A configuration the engine refuses, on the first open of new devices; later,
-                // a refusal is a failed recovery (e.g. a flash cache it cannot use).
-                Err(e @ Error::Config(_)) if new_devices => return Err(e),
-                Err(e) => break Err(e),
-            }
-        };
+        let (opened, recovery_cuts) = open_cycle(
+            &opts,
+            &devs,
+            &mut rng,
+            pending.is_some(),
+            &mut st,
+            &mut report,
+        )?;
         let failed_cycle = pending.as_ref().map_or(cycle, |p| p.cycle);
         let cut = pending.as_ref().and_then(|p| p.cut.clone());
         let fail = |report: &mut CrashTestReport, findings: Vec<Finding>| {
@@ -386,7 +426,7 @@ pub fn run(opts: CrashTestOptions) -> Result<CrashTestReport> {
                 // The database is gone: start over (the cycle runs on a fresh one).
                 report.resets += 1;
                 devs = fresh_devices(&opts)?;
-                new_devices = true;
+                st.new_devices = true;
                 model.clear();
                 pending = None;
                 continue;
@@ -435,7 +475,7 @@ pub fn run(opts: CrashTestOptions) -> Result<CrashTestReport> {
                 db.abandon();
                 report.resets += 1;
                 devs = fresh_devices(&opts)?;
-                new_devices = true;
+                st.new_devices = true;
                 model.clear();
                 continue;
             }
