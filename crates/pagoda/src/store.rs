@@ -68,6 +68,20 @@ impl Store for PagodaStore {
         )))
     }
 
+    /// The engine's bottom-up build (`Db::bulk_load`): into an empty table, all or nothing.
+    fn bulk_load(
+        &self,
+        table: &str,
+        rows: &mut dyn Iterator<Item = (Vec<u8>, Vec<u8>)>,
+    ) -> Result<u64, StoreError> {
+        self.db.bulk_load(table, rows).map_err(store_err)
+    }
+
+    /// A checkpoint: every page changed so far written to the data device and synced.
+    fn make_durable(&self) -> Result<(), StoreError> {
+        self.db.checkpoint().map(|_| ()).map_err(store_err)
+    }
+
     fn stats_json(&self) -> serde_json::Value {
         let s = self.db.stats();
         let mut v = serde_json::json!({

@@ -228,8 +228,8 @@ fn one_load_serves_every_ycsb_workload() {
     ok(&pagoda(
         &[&common[..], &["--workload", "update-only", "--load-only"]].concat(),
     ));
-    // Workload C reads update-only's data once told its record shape (one 1 KiB field,
-    // 16-digit keys in key order).
+    // Every workload has YCSB's key space by default (hashed, padding 1): workload C reads
+    // update-only's data once told its record shape (one 1 KiB field).
     let json = dir.path().join("c.json");
     ok(&pagoda(
         &[
@@ -243,10 +243,6 @@ fn one_load_serves_every_ycsb_workload() {
                 "1",
                 "--field-length",
                 "1024",
-                "--zero-padding",
-                "16",
-                "--insert-order",
-                "ordered",
                 "--run-only",
                 "--json",
                 json.to_str().unwrap(),
@@ -263,10 +259,22 @@ fn one_load_serves_every_ycsb_workload() {
         .unwrap();
     assert_eq!(read["count"], 300, "{read}");
     assert_eq!(read["not_found"], 0, "every key read must exist: {read}");
-    // Another key format is refused, naming what differs.
+    // Another key format or record shape is refused, naming what differs.
+    let shape = ["--field-count", "1", "--field-length", "1024"];
+    fails_with(
+        &pagoda(
+            &[
+                &common[..],
+                &["--workload", "c", "--run-only", "--zero-padding", "16"],
+                &shape[..],
+            ]
+            .concat(),
+        ),
+        "zero_padding",
+    );
     fails_with(
         &pagoda(&[&common[..], &["--workload", "c", "--run-only"]].concat()),
-        "zero_padding",
+        "field_count",
     );
     fails_with(
         &pagoda(&["bench", "ycsb", "--insert-order", "sideways"]),

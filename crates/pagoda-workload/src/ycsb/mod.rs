@@ -7,6 +7,7 @@
 
 pub(crate) mod config;
 pub(crate) mod record;
+mod sorted;
 pub(crate) mod worker;
 
 use rand::rngs::SmallRng;
@@ -27,7 +28,9 @@ use record::FieldLengths;
 use worker::YcsbRun;
 
 /// Loads `cfg.record_count` records with `threads` loader threads (each transaction inserts
-/// `cfg.load_batch` records). Creates the table.
+/// `cfg.load_batch` records). Creates the table. With [`InsertOrder::Ordered`] the records go
+/// to [`Store::bulk_load`] instead, in ascending key order on one thread (the table must be
+/// empty): the engine's own path for sorted input.
 pub fn load(
     store: &dyn Store,
     cfg: &YcsbConfig,
@@ -38,6 +41,10 @@ pub fn load(
     cfg.validate()?;
     driver::validate_threads(threads)?;
     driver::create_tables(store, &[&cfg.table])?;
+    if cfg.insert_order == InsertOrder::Ordered {
+        // Keys in order: the engine's bulk path, one stream (as db_bench's fillseq).
+        return sorted::load(store, cfg, seed, progress);
+    }
     let batch = cfg.load_batch as u64;
     let units = cfg.record_count.div_ceil(batch);
     let lengths = FieldLengths::new(cfg);

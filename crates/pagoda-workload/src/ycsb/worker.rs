@@ -263,7 +263,7 @@ mod tests {
     use super::*;
     use crate::report::{render_text, render_ycsb, RunReport};
     use crate::store::{MemStore, StoreTxn};
-    use crate::ycsb::{load, run, FieldLengthDistribution, YcsbWorkload};
+    use crate::ycsb::{load, run, FieldLengthDistribution, InsertOrder, YcsbWorkload};
 
     fn loaded(cfg: &YcsbConfig) -> MemStore {
         let store = MemStore::new();
@@ -461,7 +461,10 @@ mod tests {
 
     #[test]
     fn update_only_writes_one_kib_values() {
-        let cfg = YcsbConfig::new(YcsbWorkload::UpdateOnly, 200);
+        let mut cfg = YcsbConfig::new(YcsbWorkload::UpdateOnly, 200);
+        // Seed 002's 20-byte keys (loaded through the bulk path: ordered keys).
+        cfg.insert_order = InsertOrder::Ordered;
+        cfg.zero_padding = 16;
         let store = loaded(&cfg);
         let r = run_ops(&store, &cfg, 1000);
         assert_eq!(r.op("UPDATE").unwrap().count, 1000);

@@ -155,13 +155,14 @@ pub struct YcsbArgs {
     /// Bytes per field (default: the workload's).
     #[arg(long)]
     field_length: Option<usize>,
-    /// Order of keys in the key space: hashed (YCSB's default, inserts land everywhere) or
-    /// ordered (default: hashed; ordered for update-only, whose 20-byte keys need key numbers
-    /// of at most 16 digits). Give the loader's order to run another workload on its data.
+    /// Order of keys in the key space: hashed (YCSB's default for every workload, inserts
+    /// land everywhere) or ordered (key numbers as they are; the load then goes through the
+    /// engine's bulk path in key order, as db_bench's fillseq). Give the loader's order to
+    /// run another workload on its data.
     #[arg(long)]
     insert_order: Option<String>,
-    /// Digits of the key number ("user" + this many digits, zero-padded; default: the
-    /// workload's, 16 for update-only's 20-byte keys, else 1).
+    /// Digits of the key number ("user" + this many digits, zero-padded; default 1, YCSB's,
+    /// for every workload; seed 002's 20-byte keys are 16 with --insert-order ordered).
     #[arg(long)]
     zero_padding: Option<usize>,
     #[command(flatten)]

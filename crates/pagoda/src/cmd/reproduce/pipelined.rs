@@ -102,6 +102,8 @@ pub(super) fn cells(scale: Scale) -> Vec<Cell> {
                 "--warmup",
                 "1s",
             ];
+            // Seed 002's 20-byte keys (no longer update-only's default key space).
+            args.extend(["--insert-order", "ordered", "--zero-padding", "16"]);
             let mut log = spec.to_string();
             if dev == "hdd" {
                 // A buffer smaller than the table, as in the seed (5 GB cache, 50 GB of data),
