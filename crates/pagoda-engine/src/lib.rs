@@ -69,7 +69,9 @@ pub use db::{
     Scan, Txn,
 };
 pub use error::{Error, Failure, Result};
-pub use options::{CommitMode, DbOptions, FlashCacheOptions, FlashPages, FlashPolicy, TornMode};
+pub use options::{
+    CommitMode, DbOptions, FlashCacheOptions, FlashPages, FlashPolicy, TornMode, DEFAULT_LOG_CAP,
+};
 pub use pipeline::{CommitInfo, CommitTicket, DurableCallback};
 pub use probe::{Event, FlashStep, Observer, RecoveryStep, Sabotage};
 pub use profile::{CpuClock, CpuUsage, PhaseStat, ProfileStats, Seed002Phases};

@@ -149,6 +149,9 @@ impl fmt::Display for CommitMode {
     }
 }
 
+/// The largest log file a new database gets by default ([`DbOptions::new_log_file_bytes`]).
+pub const DEFAULT_LOG_CAP: u64 = 1 << 30;
+
 /// Options of [`crate::Db::open`]. Build with [`DbOptions::in_dir`] (real files) or
 /// [`DbOptions::with_devices`] (any block devices), then chain setters.
 #[derive(Clone)]
@@ -327,18 +330,26 @@ impl DbOptions {
         self
     }
 
-    /// The size a new log file gets: `log_file_bytes`, or else the buffer pool's size, from
-    /// 128 MiB to 4 GiB. A checkpoint writes every page dirtied since the last one, and one
-    /// is due when half the log is used: with a log small beside the pool, each update of a
-    /// large working set costs a page write (a 128 MiB log and a 2 GiB pool of 1 KB records
-    /// measured 0.5 page writes per update); a log as large as the pool lets most pages take
-    /// many updates per write (InnoDB likewise sizes its redo log from the memory it is
-    /// given). Half the pool was measured against it: 1M records, 2 GiB pool, no-sync updates
-    /// 128k / 138k ops/s with 214k page writes in 15 s and 0.6-0.7 s stalls, against 162k /
-    /// 143k, 149k / 103k page writes and 11 ms at most.
+    /// The size a new log file gets: `log_file_bytes`, else `log_capacity` (the ring asked
+    /// for), else the buffer pool's size from 128 MiB up to [`DEFAULT_LOG_CAP`] (1 GiB).
+    ///
+    /// Why a cap: the file is written out with zeros when it is created (so that log writes
+    /// never allocate blocks), about 0.7 s per GiB here, and it takes that much disk whatever
+    /// the data: a 4 GiB pool got a 4 GiB log for 1 GB of data, and its first open took
+    /// seconds. Why not smaller: a checkpoint is due when half the log is used and writes
+    /// every page dirtied since the last one, so a log small beside a large working set
+    /// costs page writes per update (1M records of 1 KB, 2 GiB pool, no-sync updates: a
+    /// 128 MiB log gave 0.5 page writes per update and 33k updates/s, 1 GiB 128k-138k, a log
+    /// as large as the pool 143k-162k). 1 GiB (PostgreSQL's default `max_wal_size`) keeps
+    /// most of that gain at a quarter of the 4 GiB log's creation time; a larger pool that
+    /// updates a working set beyond it gains from a log sized to it (`log_file_bytes`, or
+    /// `pagoda bench --log-size`).
     pub fn new_log_file_bytes(&self) -> u64 {
         self.log_file_bytes
-            .unwrap_or_else(|| (self.buffer_bytes as u64).clamp(128 << 20, 4 << 30) / 4096 * 4096)
+            .or(self.log_capacity)
+            .unwrap_or_else(|| {
+                (self.buffer_bytes as u64).clamp(128 << 20, DEFAULT_LOG_CAP) / 4096 * 4096
+            })
     }
 
     /// Sets the size of a new log file (see [`DbOptions::new_log_file_bytes`]).

@@ -41,6 +41,7 @@ impl Bench {
     pub(super) fn open(e: &EngineArgs, p: &PhaseArgs, ident: Value) -> CliResult<Self> {
         let buffer = parse_size(&e.buffer)?;
         let load_buffer = e.load_buffer.as_deref().map(parse_size).transpose()?;
+        let log_size = e.log_size.as_deref().map(parse_size).transpose()?;
         if load_buffer.is_some() && p.run_only {
             return Err(CliError::Usage(
                 "--load-buffer applies to the load; a --run-only run has none: drop it".to_string(),
@@ -150,7 +151,7 @@ impl Bench {
                         DeviceSpec::parse(&format!("file:{}", dir.join("log.pagoda").display()))?
                     }
                 };
-                DbOptions::with_devices(d.open()?, open_log(&log, buffer)?)
+                DbOptions::with_devices(d.open()?, open_log(&log, buffer, log_size)?)
             }
             (None, Some(l)) => DbOptions::with_devices(
                 atomic_pages(
@@ -159,7 +160,7 @@ impl Bench {
                     page_size,
                 )
                 .open()?,
-                open_log(l, buffer)?,
+                open_log(l, buffer, log_size)?,
             ),
         };
         let mut opts = opts
@@ -172,8 +173,8 @@ impl Bench {
         if let Some(fc) = flash_opts {
             opts = opts.flash_cache(fc);
         }
-        if let Some(size) = &e.log_size {
-            opts = opts.log_capacity(parse_size(size)?);
+        if let Some(size) = log_size {
+            opts = opts.log_capacity(size);
         }
         let reopen = load_buffer.map(|_| opts.clone());
         let run_opts = opts.clone();
@@ -454,12 +455,17 @@ fn total_memory_bytes() -> Option<u64> {
 }
 
 /// Opens the log device. A new `file:` log without a capacity is written out with zeros first,
-/// sized for `buffer` as the engine sizes its own (`DbOptions::new_log_file_bytes`): appending
+/// sized as the engine sizes its own (`DbOptions::new_log_file_bytes`: `--log-size`, else
+/// `buffer` up to 1 GiB): appending
 /// to a sparse file allocates blocks, and every fdatasync then commits file-system metadata
 /// too (on this machine's ext4 that halved single-thread durable commits). An existing file
 /// keeps its size. Without a `direct` key the log is opened with O_DIRECT where the file
 /// system allows it.
-fn open_log(spec: &DeviceSpec, buffer: u64) -> CliResult<pagoda_device::DeviceRef> {
+fn open_log(
+    spec: &DeviceSpec,
+    buffer: u64,
+    log_size: Option<u64>,
+) -> CliResult<pagoda_device::DeviceRef> {
     let DeviceKind::File(path) = &spec.kind else {
         return Ok(spec.open()?);
     };
@@ -469,10 +475,10 @@ fn open_log(spec: &DeviceSpec, buffer: u64) -> CliResult<pagoda_device::DeviceRe
     let bytes = match std::fs::metadata(path) {
         Ok(m) => m.len(),
         Err(_) => {
-            let bytes = DbOptions::default()
-                .buffer_bytes(usize::try_from(buffer).unwrap_or(usize::MAX))
-                .new_log_file_bytes()
-                + 4096;
+            let mut o =
+                DbOptions::default().buffer_bytes(usize::try_from(buffer).unwrap_or(usize::MAX));
+            o.log_capacity = log_size;
+            let bytes = o.new_log_file_bytes() + 4096;
             pagoda_engine::preallocate_log_file(path, bytes)?;
             bytes
         }
