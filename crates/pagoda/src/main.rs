@@ -68,6 +68,7 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    cmd::bench::PROCESS_START.get_or_init(std::time::Instant::now);
     tune_allocator();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,

@@ -40,7 +40,7 @@ pub(crate) fn load(
     let mut rows = order.iter().enumerate().map(|(i, &k)| {
         let i = i as u64;
         if let Some(p) = progress {
-            if i % batch == 0 {
+            if i.is_multiple_of(batch) {
                 p(Progress {
                     done: i / batch,
                     total: Some(units),

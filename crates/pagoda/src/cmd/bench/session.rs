@@ -9,7 +9,7 @@ use pagoda::store::PagodaStore;
 use pagoda_device::spec::{DeviceKind, DeviceSpec};
 use pagoda_device::units::{parse_duration, parse_size};
 use pagoda_engine::{CommitMode, Db, DbOptions, TornMode};
-use pagoda_workload::RunReport;
+use pagoda_workload::{LoadReport, RunReport, Store, WorkloadError};
 use parking_lot::{Condvar, Mutex};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
@@ -31,6 +31,8 @@ pub(crate) struct Bench {
     pub(crate) cpu: Option<pagoda_engine::CpuUsage>,
     /// What bounded the measured run (see [`super::regime`]).
     regime: Option<Value>,
+    /// The load's timing ([`summary::load_json`]), when this process loaded.
+    load: Option<Value>,
 }
 
 /// Table and key where a persistent database records what was loaded into it.
@@ -235,6 +237,7 @@ impl Bench {
             run_opts,
             cpu: None,
             regime: None,
+            load: None,
         };
         bench.check_loaded(p.run_only, &dir)?;
         Ok(bench)
@@ -282,7 +285,22 @@ impl Bench {
     /// starts with the buffer it asked for). With `--load-buffer`, then closes the database
     /// and opens it again with `--buffer` on the same devices, their counters zeroed: the
     /// run's engine and device figures then cover the run alone.
-    pub(super) fn mark_loaded(mut self) -> CliResult<Self> {
+    ///
+    /// The load is timed two ways from process start: to its last acknowledged commit (now),
+    /// and to its data durable on disk (after [`Store::make_durable`], a checkpoint).
+    pub(super) fn mark_loaded(mut self, load: &LoadReport) -> CliResult<Self> {
+        let acked_s = super::since_start();
+        let t = Instant::now();
+        self.store
+            .make_durable()
+            .map_err(|e| CliError::Workload(WorkloadError::store("checkpointing the load", e)))?;
+        let timing = summary::LoadTiming {
+            acked_s,
+            durable_s: super::since_start(),
+            make_durable_s: t.elapsed().as_secs_f64(),
+        };
+        eprintln!("{}", summary::load_line(load, &timing));
+        self.load = Some(summary::load_json(load, &timing));
         let db = self.store.db();
         if !db.list_tables().iter().any(|t| t == META_TABLE) {
             db.create_table(META_TABLE)?;
@@ -417,6 +435,16 @@ impl Bench {
             }
             None => None,
         };
+        if let Some(l) = &self.load {
+            print!("{}", summary::render_load(l));
+        }
+        if let (Some(path), None, Some(l)) = (&self.json, &report, &self.load) {
+            // --load-only: the load is the result.
+            let v =
+                serde_json::json!({ "command": "bench load", "config": self.config, "load": l });
+            write_json(path, &v)?;
+            eprintln!("wrote {}", path.display());
+        }
         if let (Some(path), Some(r)) = (&self.json, &report) {
             let mut devices = json!({ "data": data, "log": log });
             if let (Some(d), Some(f)) = (devices.as_object_mut(), &flash_dev) {
@@ -431,6 +459,9 @@ impl Bench {
             }
             if let Some(r) = restart {
                 keys.push(("restart", r));
+            }
+            if let Some(l) = &self.load {
+                keys.push(("load", l.clone()));
             }
             let v = summary::report_json(r, &self.config, keys)?;
             write_json(path, &v)?;
