@@ -68,7 +68,9 @@ pub(super) fn cpu_line(c: &CpuUsage) -> String {
 }
 
 /// The result JSON: the run report, with the session's configuration merged into its `config`
-/// (the workload's keys win) and the engine-specific `keys` set.
+/// (the workload's keys win) and the engine-specific `keys` set. `load` is always there, null
+/// when this process did not load or the engine's load is not timed ([`load_json`]), so every
+/// engine's result has the same keys.
 pub(super) fn report_json(
     report: &RunReport,
     session_config: &Value,
@@ -82,6 +84,7 @@ pub(super) fn report_json(
             c.extend(w.iter().map(|(k, val)| (k.clone(), val.clone())));
         }
         obj.insert("config".to_string(), config);
+        obj.insert("load".to_string(), Value::Null);
         for (k, val) in keys {
             obj.insert(k.to_string(), val);
         }
