@@ -11,6 +11,7 @@ pub mod error;
 pub mod file;
 pub mod hdd;
 pub mod mem;
+pub mod partition;
 pub mod raid;
 pub mod sched;
 pub mod spec;

@@ -4,6 +4,7 @@
 mod ceiling;
 mod compare;
 mod flash;
+mod log_partition;
 mod peer;
 mod regime;
 mod restart;
@@ -73,7 +74,9 @@ pub struct EngineArgs {
     /// with ,key=value options.
     #[arg(long)]
     pub(crate) data: Option<String>,
-    /// Write-ahead-log device (default: like --data when that is emulated, else a file in --dir).
+    /// Write-ahead-log device (default: like --data when that is emulated, else a file in --dir):
+    /// a device string as for --data, or `data-partition,size=SIZE` for the last SIZE bytes of
+    /// the --data device itself (data, double-write area and log on one drive).
     #[arg(long)]
     pub(crate) log: Option<String>,
     /// DRAM buffer pool size.

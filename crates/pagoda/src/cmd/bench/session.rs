@@ -2,6 +2,7 @@
 //! checking that a persistent database holds what the run expects, and reporting at the end.
 
 use super::flash::{self, FlashPlan};
+use super::log_partition;
 use super::{summary, EngineArgs, PhaseArgs};
 use crate::error::{CliError, CliResult};
 use crate::report::write_json;
@@ -60,7 +61,12 @@ impl Bench {
             }
         }
         let data = e.data.as_deref().map(DeviceSpec::parse).transpose()?;
-        let log = e.log.as_deref().map(DeviceSpec::parse).transpose()?;
+        let log_part = log_partition::parse(e.log.as_deref())?;
+        log_partition::check(log_part, data.as_ref())?;
+        let log = match log_part {
+            Some(_) => None,
+            None => e.log.as_deref().map(DeviceSpec::parse).transpose()?,
+        };
         let flash = e.flash.plan()?;
         let emulated = |s: &Option<DeviceSpec>| {
             s.as_ref()
@@ -116,7 +122,7 @@ impl Bench {
                 .map_or_else(|| in_dir("data.pagoda"), flash::device_files);
             let log_files = match (&log, &data) {
                 (Some(l), _) => flash::device_files(l),
-                (None, Some(d)) if emulated(&data) => flash::device_files(d),
+                (None, Some(d)) if emulated(&data) || log_part.is_some() => flash::device_files(d),
                 _ => in_dir("log.pagoda"),
             };
             f.check_own_device(&data_files, &log_files)?;
@@ -145,6 +151,10 @@ impl Bench {
         let data = data.map(|d| atomic_pages(d, e.torn, page_size));
         let opts = match (&data, &log) {
             (None, None) => DbOptions::in_dir(&dir),
+            (Some(d), _) if log_part.is_some() => {
+                let (data_dev, log_dev) = log_partition::open(d, log_part.unwrap_or_default())?;
+                DbOptions::with_devices(data_dev, log_dev)
+            }
             (Some(d), l) => {
                 let log = match l {
                     Some(l) => l.clone(),
