@@ -25,7 +25,8 @@ use pagoda_workload::Store;
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::OnceLock;
 
 /// The peer engines.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -236,4 +237,85 @@ pub(crate) fn take_rows<E>(
     limit: usize,
 ) -> Result<pagoda_workload::store::Rows, E> {
     it.take(limit).collect()
+}
+
+/// The most tables a peer store holds (TPC-C has 9; LMDB's `max_dbs` is set to this).
+pub(crate) const MAX_TABLES: usize = 256;
+
+/// An append-only map from table name to an engine's handle, read without a lock: every
+/// operation looks its table up, and a shared lock there (even a read lock) is a cache line
+/// that every client thread writes. Tables are created once and never dropped.
+pub(crate) struct TableMap<T> {
+    slots: Box<[OnceLock<(String, T)>]>,
+    len: AtomicUsize,
+    add: parking_lot::Mutex<()>,
+}
+
+impl<T> Default for TableMap<T> {
+    fn default() -> Self {
+        TableMap {
+            slots: (0..MAX_TABLES).map(|_| OnceLock::new()).collect(),
+            len: AtomicUsize::new(0),
+            add: parking_lot::Mutex::new(()),
+        }
+    }
+}
+
+impl<T> fmt::Debug for TableMap<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list().entries(self.names()).finish()
+    }
+}
+
+impl<T> TableMap<T> {
+    /// The handle of `name`, if the table exists.
+    pub(crate) fn get(&self, name: &str) -> Option<&T> {
+        let len = self.len.load(Ordering::Acquire);
+        self.slots[..len]
+            .iter()
+            .filter_map(OnceLock::get)
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v)
+    }
+
+    /// The handle of `name`, or the error the `Store` contract asks for.
+    pub(crate) fn require(&self, name: &str) -> Result<&T, pagoda_workload::StoreError> {
+        self.get(name).ok_or_else(|| {
+            pagoda_workload::StoreError::Other(format!(
+                "table `{name}` does not exist; create it with create_table first"
+            ))
+        })
+    }
+
+    /// Adds `name` (made by `make` from the table's position unless it is there already) and
+    /// returns its handle. Positions are dense and stable: an id for the table.
+    pub(crate) fn insert_with<E: fmt::Display>(
+        &self,
+        name: &str,
+        make: impl FnOnce(usize) -> Result<T, E>,
+    ) -> Result<&T, pagoda_workload::StoreError> {
+        let _g = self.add.lock();
+        if let Some(v) = self.get(name) {
+            return Ok(v);
+        }
+        let len = self.len.load(Ordering::Acquire);
+        let slot = self.slots.get(len).ok_or_else(|| {
+            pagoda_workload::StoreError::Other(format!(
+                "cannot create table `{name}`: a peer store holds at most {MAX_TABLES} tables"
+            ))
+        })?;
+        let v = make(len).map_err(|e| pagoda_workload::StoreError::Other(e.to_string()))?;
+        let _ = slot.set((name.to_string(), v));
+        self.len.store(len + 1, Ordering::Release);
+        Ok(&slot.get().expect("set just above").1)
+    }
+
+    /// The table names, in creation order.
+    pub(crate) fn names(&self) -> impl Iterator<Item = &str> {
+        let len = self.len.load(Ordering::Acquire);
+        self.slots[..len]
+            .iter()
+            .filter_map(OnceLock::get)
+            .map(|(n, _)| n.as_str())
+    }
 }

@@ -2,18 +2,21 @@
 //!
 //! Settings: the default sync flags (a commit `fsync`s the data file before it returns; lazy
 //! uses `NO_SYNC`), a map of `lmdb_map_bytes` (the largest the database may grow; the file is
-//! sparse and grows with the data), read transactions without thread-local storage (so a
-//! thread may hold a reader next to its writer). LMDB has one writer at a time: `begin`
-//! waits for the writer lock, which is how LMDB is run; it never reports a conflict. It has
-//! no cache of its own: reads go through the OS page cache.
+//! sparse and grows with the data), read transactions on thread-local reader slots (LMDB's
+//! default: a thread finds its slot once, later readers reuse it without the reader-table
+//! mutex; the price is one reader at a time per thread, which the driver respects). Table
+//! handles are looked up without a lock. LMDB has one writer at a time: `begin` waits for the
+//! writer lock, which is how LMDB is run; it never reports a conflict. It has no cache of its
+//! own: reads go through the OS page cache. A bulk load appends (`MDB_APPEND`) in transactions
+//! of [`BULK_TXN_ROWS`] rows.
 
-use crate::{other, read_only, take_rows, Counters, PeerDurability, PeerOptions};
+use crate::{
+    other, read_only, take_rows, Counters, PeerDurability, PeerOptions, TableMap, MAX_TABLES,
+};
 use heed::types::{Bytes, DecodeIgnore, Str};
-use heed::{CommitOrAbort, Env, EnvFlags, EnvOpenOptions, RoTxn, RwTxn, WithoutTls};
+use heed::{CommitOrAbort, Env, EnvFlags, EnvOpenOptions, PutFlags, RoTxn, RwTxn, WithTls};
 use pagoda_workload::store::Rows;
 use pagoda_workload::{Store, StoreError, StoreTxn};
-use parking_lot::RwLock;
-use std::collections::HashMap;
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
 
@@ -21,12 +24,17 @@ use std::path::{Path, PathBuf};
 /// once that transaction committed).
 type Db = heed::Database<'static, Bytes, Bytes>;
 
+/// Rows per transaction of a bulk load: LMDB keeps a transaction's dirty pages in memory (at
+/// most 128 Ki of them), so a load of a gigabyte cannot be one transaction; 50,000 rows of
+/// 1 KB are about 13 Ki pages.
+pub(crate) const BULK_TXN_ROWS: usize = 50_000;
+
 /// An LMDB environment with its table handles.
 #[derive(Debug)]
 pub(crate) struct LmdbStore {
-    env: Env<WithoutTls>,
+    env: Env<WithTls>,
     path: PathBuf,
-    tables: RwLock<HashMap<String, Db>>,
+    tables: TableMap<Db>,
     durability: PeerDurability,
     map_bytes: u64,
     cache_bytes: u64,
@@ -40,9 +48,9 @@ fn err(e: heed::Error) -> StoreError {
 impl LmdbStore {
     pub(crate) fn open(path: &Path, opts: &PeerOptions) -> Result<Self, String> {
         std::fs::create_dir_all(path).map_err(|e| e.to_string())?;
-        let mut o = EnvOpenOptions::new().read_txn_without_tls();
+        let mut o = EnvOpenOptions::new();
         o.map_size(usize::try_from(opts.lmdb_map_bytes).map_err(|e| e.to_string())?)
-            .max_dbs(256)
+            .max_dbs(MAX_TABLES as u32)
             .max_readers(1024);
         if opts.durability == PeerDurability::Lazy {
             // SAFETY: NO_SYNC only skips the fsync at commit; the environment stays consistent
@@ -57,7 +65,7 @@ impl LmdbStore {
         let store = LmdbStore {
             env,
             path: path.to_path_buf(),
-            tables: RwLock::new(HashMap::new()),
+            tables: TableMap::default(),
             durability: opts.durability,
             map_bytes: opts.lmdb_map_bytes,
             cache_bytes: opts.cache_bytes,
@@ -69,71 +77,129 @@ impl LmdbStore {
 
     /// Opens the handles of the tables a previous process created: their names are the keys
     /// of LMDB's unnamed database.
-    fn open_existing(&self) -> Result<(), heed::Error> {
-        let rtxn = self.env.read_txn()?;
+    fn open_existing(&self) -> Result<(), StoreError> {
+        let rtxn = self.env.read_txn().map_err(err)?;
         let Some(main) = self
             .env
             .open_databases_and_commit(rtxn, |o, r| {
                 o.open_database::<Str, DecodeIgnore>(r, None)
                     .map(CommitOrAbort::<_, ()>::Commit)
-            })?
+            })
+            .map_err(err)?
             .unwrap_commit()
         else {
             return Ok(());
         };
         let names: Vec<String> = {
-            let rtxn = self.env.read_txn()?;
+            let rtxn = self.env.read_txn().map_err(err)?;
             let names = main
-                .iter(&rtxn)?
+                .iter(&rtxn)
+                .map_err(err)?
                 .map(|r| r.map(|(k, ())| k.to_string()))
-                .collect::<Result<_, _>>()?;
+                .collect::<Result<_, _>>()
+                .map_err(err)?;
             drop(rtxn);
             names
         };
         for name in names {
-            let rtxn = self.env.read_txn()?;
+            let rtxn = self.env.read_txn().map_err(err)?;
             let db = self
                 .env
                 .open_databases_and_commit(rtxn, |o, r| {
                     o.open_database::<Bytes, Bytes>(r, Some(&name))
                         .map(CommitOrAbort::<_, ()>::Commit)
-                })?
+                })
+                .map_err(err)?
                 .unwrap_commit();
             if let Some(db) = db {
-                self.tables.write().insert(name, db);
+                self.tables
+                    .insert_with(&name, |_| Ok::<_, heed::Error>(db))?;
             }
         }
         Ok(())
     }
 
     fn db(&self, table: &str) -> Result<Db, StoreError> {
-        self.tables.read().get(table).copied().ok_or_else(|| {
-            StoreError::Other(format!(
-                "table `{table}` does not exist; create it with create_table first"
-            ))
-        })
+        self.tables.require(table).copied()
+    }
+
+    /// Writes up to [`BULK_TXN_ROWS`] rows in one transaction, appended when `append`;
+    /// returns how many.
+    fn bulk_txn(
+        &self,
+        db: Db,
+        append: bool,
+        rows: &mut dyn Iterator<Item = (Vec<u8>, Vec<u8>)>,
+    ) -> Result<usize, heed::Error> {
+        let mut w = self.env.write_txn()?;
+        let flags = if append {
+            PutFlags::APPEND
+        } else {
+            PutFlags::empty()
+        };
+        let mut n = 0;
+        for (k, v) in rows.take(BULK_TXN_ROWS) {
+            db.put_with_flags(&mut w, flags, &k, &v)?;
+            n += 1;
+        }
+        w.commit()?;
+        Ok(n)
     }
 }
 
 impl Store for LmdbStore {
     fn create_table(&self, name: &str) -> Result<(), StoreError> {
-        if self.tables.read().contains_key(name) {
+        if self.tables.get(name).is_some() {
             return Ok(());
         }
-        // The table map is not locked while waiting for LMDB's writer lock: a writer that
-        // looks a table up meanwhile would wait for us while we wait for it. Two threads
-        // creating the same table both get its handle (the second opens what the first made).
-        let wtxn = self.env.write_txn().map_err(err)?;
-        let db = self
-            .env
-            .create_databases_and_commit(wtxn, |o, w| {
-                o.create_database::<Bytes, Bytes>(w, Some(name))
-                    .map(CommitOrAbort::<_, ()>::Commit)
-            })
-            .map_err(err)?
-            .unwrap_commit();
-        self.tables.write().insert(name.to_string(), db);
+        // Lookups take no lock, so a writer using a table while this waits for LMDB's writer
+        // lock cannot deadlock with it.
+        self.tables.insert_with(name, |_| {
+            let wtxn = self.env.write_txn()?;
+            let db = self
+                .env
+                .create_databases_and_commit(wtxn, |o, w| {
+                    o.create_database::<Bytes, Bytes>(w, Some(name))
+                        .map(CommitOrAbort::<_, ()>::Commit)
+                })?
+                .unwrap_commit();
+            Ok::<_, heed::Error>(db)
+        })?;
         Ok(())
+    }
+
+    /// In-order rows go through `MDB_APPEND` (each put lands at the right edge of the tree,
+    /// no search, full leaves), as LMDB's own bulk loaders do; rows that do not all sort after
+    /// the table's last key take ordinary puts.
+    fn bulk_load(
+        &self,
+        table: &str,
+        rows: &mut dyn Iterator<Item = (Vec<u8>, Vec<u8>)>,
+    ) -> Result<u64, StoreError> {
+        let db = self.db(table)?;
+        let mut rows = rows.peekable();
+        let Some((first, _)) = rows.peek() else {
+            return Ok(0);
+        };
+        let last = {
+            let r = self.env.read_txn().map_err(err)?;
+            db.last(&r).map_err(err)?.map(|(k, _)| k.to_vec())
+        };
+        let append = last.is_none_or(|l| first.as_slice() > l.as_slice());
+        let mut written = 0u64;
+        loop {
+            let n = self.bulk_txn(db, append, &mut rows).map_err(err)?;
+            if n == 0 {
+                return Ok(written);
+            }
+            self.counters.commit();
+            written += n as u64;
+        }
+    }
+
+    /// Commits already `fsync` the data file unless the store is lazy (`NO_SYNC`).
+    fn make_durable(&self) -> Result<(), StoreError> {
+        self.env.force_sync().map_err(err)
     }
 
     fn begin(&self) -> Result<Box<dyn StoreTxn + '_>, StoreError> {
@@ -167,7 +233,7 @@ impl Store for LmdbStore {
             "cache_bytes": serde_json::Value::Null,
             "cache_bytes_asked": self.cache_bytes,
             "writers": 1,
-            "tls": false,
+            "tls": true,
         }))
     }
 
@@ -190,7 +256,7 @@ fn heed_version() -> (i32, i32, i32) {
 }
 
 enum Txn<'a> {
-    Read(RoTxn<'a, WithoutTls>),
+    Read(RoTxn<'a, WithTls>),
     Write(RwTxn<'a>),
 }
 
