@@ -1,14 +1,18 @@
 //! SQLite (bundled, via rusqlite) as a store: one `WITHOUT ROWID` table per store table,
-//! keyed by a BLOB (SQLite compares BLOBs with memcmp, the store's key order).
+//! keyed by a BLOB (SQLite compares BLOBs with memcmp, the store's key order), in pages of
+//! [`PAGE_SIZE`] bytes so that a 1 KB row fits in its leaf instead of spilling to an overflow
+//! page (a `WITHOUT ROWID` leaf holds a row inline only up to about a quarter of a page; the
+//! rowid-table alternative was measured against it, see `docs/peers.md`).
 //!
 //! Settings: `journal_mode=WAL`, `synchronous=FULL` (sync) or `NORMAL` (lazy), `cache_size`
-//! of `cache_bytes` per connection, `busy_timeout` 5 s. Connections live in a pool
+//! of `cache_bytes` per connection, `busy_timeout` 5 s, statements prepared once per
+//! connection and kept (their SQL is built once per table). Connections live in a pool
 //! (a connection is not `Sync`); a transaction takes one and gives it back. Writers start with
 //! `BEGIN IMMEDIATE` (they take the write lock up front, so a transaction never fails half
 //! way); readers with `BEGIN DEFERRED` (a WAL snapshot). `SQLITE_BUSY` after the timeout is a
 //! conflict, which the driver retries.
 
-use crate::{other, read_only, take_rows, Counters, PeerDurability, PeerOptions};
+use crate::{other, read_only, take_rows, Counters, PeerDurability, PeerOptions, TableMap};
 use pagoda_workload::store::Rows;
 use pagoda_workload::{Store, StoreError, StoreTxn};
 use parking_lot::Mutex;
@@ -17,6 +21,39 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The database's page size, set before its first table exists.
+pub(crate) const PAGE_SIZE: u32 = 16 << 10;
+
+/// The statements of one table, built once (the statement cache is keyed by this text).
+#[derive(Debug)]
+struct Sql {
+    get: String,
+    upsert: String,
+    delete: String,
+    /// `[forward, reverse]` scans, without and with an upper bound.
+    scan: [[String; 2]; 2],
+}
+
+impl Sql {
+    fn new(table: &str) -> Sql {
+        let t = ident(table);
+        let scan = |upper: &str, order: &str| {
+            format!("SELECT k, v FROM {t} WHERE k >= ?1 {upper} ORDER BY k {order} LIMIT ?2")
+        };
+        Sql {
+            get: format!("SELECT v FROM {t} WHERE k = ?1"),
+            upsert: format!(
+                "INSERT INTO {t} (k, v) VALUES (?1, ?2) ON CONFLICT(k) DO UPDATE SET v = excluded.v"
+            ),
+            delete: format!("DELETE FROM {t} WHERE k = ?1"),
+            scan: [
+                [scan("", "ASC"), scan("", "DESC")],
+                [scan("AND k < ?3", "ASC"), scan("AND k < ?3", "DESC")],
+            ],
+        }
+    }
+}
 
 /// A SQLite database with a pool of connections.
 #[derive(Debug)]
@@ -27,6 +64,7 @@ pub(crate) struct SqliteStore {
     cache_bytes: u64,
     cache_kib_per_connection: u64,
     connections: Mutex<usize>,
+    tables: TableMap<Sql>,
     counters: Counters,
 }
 
@@ -54,10 +92,28 @@ impl SqliteStore {
             cache_bytes: opts.cache_bytes,
             cache_kib_per_connection: (opts.cache_bytes / 1024).max(1),
             connections: Mutex::new(0),
+            tables: TableMap::default(),
             counters: Counters::default(),
         };
         // One connection now: sets WAL (persistent in the file) and fails early on a bad path.
         let c = store.connect().map_err(|e| e.to_string())?;
+        let names: Vec<String> = {
+            let mut st = c
+                .prepare("SELECT name FROM sqlite_master WHERE type = 'table'")
+                .map_err(|e| e.to_string())?;
+            let names = st
+                .query_map([], |r| r.get::<_, String>(0))
+                .map_err(|e| e.to_string())?
+                .collect::<Result<_, _>>()
+                .map_err(|e| e.to_string())?;
+            names
+        };
+        for n in names.iter().filter_map(|n| n.strip_prefix("t_")) {
+            store
+                .tables
+                .insert_with(n, |_| Ok::<_, String>(Sql::new(n)))
+                .map_err(|e| e.to_string())?;
+        }
         store.pool.lock().push(c);
         Ok(store)
     }
@@ -76,6 +132,9 @@ impl SqliteStore {
     fn configure(&self, c: Result<Connection, rusqlite::Error>) -> Result<Connection, StoreError> {
         let c = c.map_err(err)?;
         c.busy_timeout(BUSY_TIMEOUT).map_err(err)?;
+        // Only takes effect on a database without tables yet (before WAL is set).
+        c.execute_batch(&format!("PRAGMA page_size={PAGE_SIZE}"))
+            .map_err(err)?;
         let mode: String = c
             .query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))
             .map_err(err)?;
@@ -99,7 +158,7 @@ impl SqliteStore {
         self.connect()
     }
 
-    fn begin_txn(&self, read_only: bool) -> Result<Box<dyn StoreTxn + '_>, StoreError> {
+    fn begin_txn(&self, read_only: bool) -> Result<SqliteTxn<'_>, StoreError> {
         let conn = self.take()?;
         let sql = if read_only {
             "BEGIN DEFERRED"
@@ -114,31 +173,73 @@ impl SqliteStore {
             }
             return Err(e);
         }
-        Ok(Box::new(SqliteTxn {
+        Ok(SqliteTxn {
             store: self,
             conn: Some(conn),
             read_only,
-        }))
+        })
     }
 }
 
 impl Store for SqliteStore {
     fn create_table(&self, name: &str) -> Result<(), StoreError> {
+        if self.tables.get(name).is_some() {
+            return Ok(());
+        }
         let conn = self.take()?;
         let r = conn.execute_batch(&format!(
             "CREATE TABLE IF NOT EXISTS {} (k BLOB PRIMARY KEY, v BLOB) WITHOUT ROWID",
             ident(name)
         ));
         self.pool.lock().push(conn);
-        r.map_err(err)
+        r.map_err(err)?;
+        self.tables
+            .insert_with(name, |_| Ok::<_, String>(Sql::new(name)))?;
+        Ok(())
+    }
+
+    /// One transaction for the whole load, one prepared insert: SQLite's own advice for
+    /// bulk inserts (every transaction is a WAL sync).
+    fn bulk_load(
+        &self,
+        table: &str,
+        rows: &mut dyn Iterator<Item = (Vec<u8>, Vec<u8>)>,
+    ) -> Result<u64, StoreError> {
+        let sql = self.tables.require(table)?;
+        let t = self.begin_txn(false)?;
+        let mut n = 0u64;
+        {
+            let c = t.conn()?;
+            let mut st = c.prepare_cached(&sql.upsert).map_err(err)?;
+            for (k, v) in rows {
+                st.execute(params![k, v]).map_err(err)?;
+                n += 1;
+            }
+        }
+        Box::new(t).commit()?;
+        Ok(n)
+    }
+
+    /// A truncating checkpoint: the WAL's pages go to the database file, which is synced
+    /// (`synchronous=FULL`), and the WAL is emptied.
+    fn make_durable(&self) -> Result<(), StoreError> {
+        let conn = self.take()?;
+        let r = conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| {
+            r.get::<_, i64>(0)
+        });
+        self.pool.lock().push(conn);
+        match r.map_err(err)? {
+            0 => Ok(()),
+            _ => Err(StoreError::Conflict),
+        }
     }
 
     fn begin(&self) -> Result<Box<dyn StoreTxn + '_>, StoreError> {
-        self.begin_txn(false)
+        Ok(Box::new(self.begin_txn(false)?))
     }
 
     fn begin_read(&self) -> Result<Box<dyn StoreTxn + '_>, StoreError> {
-        self.begin_txn(true)
+        Ok(Box::new(self.begin_txn(true)?))
     }
 
     fn stats_json(&self) -> serde_json::Value {
@@ -147,6 +248,8 @@ impl Store for SqliteStore {
             "version": rusqlite::version(),
             "path": self.path,
             "journal_mode": "wal",
+            "page_size": PAGE_SIZE,
+            "layout": "WITHOUT ROWID",
             "synchronous": self.synchronous,
             "cache_bytes": self.cache_bytes,
             "cache_bytes_per_connection": self.cache_kib_per_connection * 1024,
@@ -159,10 +262,11 @@ impl Store for SqliteStore {
 
     fn describe(&self) -> String {
         format!(
-            "sqlite {} ({}, journal_mode=wal, synchronous={}, cache {} KiB per connection)",
+            "sqlite {} ({}, journal_mode=wal, synchronous={}, page {} KiB, cache {} KiB per connection)",
             rusqlite::version(),
             self.path.display(),
             self.synchronous,
+            PAGE_SIZE >> 10,
             self.cache_kib_per_connection
         )
     }
@@ -219,10 +323,8 @@ impl Drop for SqliteTxn<'_> {
 
 impl StoreTxn for SqliteTxn<'_> {
     fn get(&mut self, table: &str, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
-        let c = self.conn()?;
-        let mut st = c
-            .prepare_cached(&format!("SELECT v FROM {} WHERE k = ?1", ident(table)))
-            .map_err(err)?;
+        let sql = self.store.tables.require(table)?;
+        let mut st = self.conn()?.prepare_cached(&sql.get).map_err(err)?;
         let mut rows = st.query(params![key]).map_err(err)?;
         match rows.next().map_err(err)? {
             Some(r) => Ok(Some(r.get(0).map_err(err)?)),
@@ -231,22 +333,15 @@ impl StoreTxn for SqliteTxn<'_> {
     }
 
     fn put(&mut self, table: &str, key: &[u8], value: &[u8]) -> Result<(), StoreError> {
-        let c = self.writable()?;
-        let mut st = c
-            .prepare_cached(&format!(
-                "INSERT INTO {} (k, v) VALUES (?1, ?2) ON CONFLICT(k) DO UPDATE SET v = excluded.v",
-                ident(table)
-            ))
-            .map_err(err)?;
+        let sql = self.store.tables.require(table)?;
+        let mut st = self.writable()?.prepare_cached(&sql.upsert).map_err(err)?;
         st.execute(params![key, value]).map_err(err)?;
         Ok(())
     }
 
     fn delete(&mut self, table: &str, key: &[u8]) -> Result<bool, StoreError> {
-        let c = self.writable()?;
-        let mut st = c
-            .prepare_cached(&format!("DELETE FROM {} WHERE k = ?1", ident(table)))
-            .map_err(err)?;
+        let sql = self.store.tables.require(table)?;
+        let mut st = self.writable()?.prepare_cached(&sql.delete).map_err(err)?;
         Ok(st.execute(params![key]).map_err(err)? > 0)
     }
 
@@ -261,15 +356,9 @@ impl StoreTxn for SqliteTxn<'_> {
         if end.is_some_and(|e| e <= start) || limit == 0 {
             return Ok(Vec::new());
         }
-        let c = self.conn()?;
-        let order = if reverse { "DESC" } else { "ASC" };
-        let upper = if end.is_some() { "AND k < ?3" } else { "" };
-        let mut st = c
-            .prepare_cached(&format!(
-                "SELECT k, v FROM {} WHERE k >= ?1 {upper} ORDER BY k {order} LIMIT ?2",
-                ident(table)
-            ))
-            .map_err(err)?;
+        let sql = self.store.tables.require(table)?;
+        let text = &sql.scan[usize::from(end.is_some())][usize::from(reverse)];
+        let mut st = self.conn()?.prepare_cached(text).map_err(err)?;
         // SQLite's LIMIT is a signed 64-bit integer.
         let lim = i64::try_from(limit).unwrap_or(i64::MAX);
         let map = |r: &rusqlite::Row<'_>| Ok((r.get(0)?, r.get(1)?));
