@@ -4,15 +4,13 @@
 //! made durable by the next immediate commit), a cache of `cache_bytes`. redb has one writer at
 //! a time (`begin_write` waits for the previous one) and never reports a conflict.
 
-use crate::{other, read_only, take_rows, Counters, PeerDurability, PeerOptions};
+use crate::{other, read_only, take_rows, Counters, PeerDurability, PeerOptions, TableMap};
 use pagoda_workload::store::Rows;
 use pagoda_workload::{Store, StoreError, StoreTxn};
-use parking_lot::RwLock;
 use redb::{
     Database, Durability, ReadTransaction, ReadableDatabase, ReadableTable, TableDefinition,
     TableHandle, WriteTransaction,
 };
-use std::collections::HashSet;
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
 
@@ -25,7 +23,7 @@ pub(crate) struct RedbStore {
     path: PathBuf,
     /// Tables that exist: a write transaction's `open_table` would create a missing one, so
     /// this is what tells a missing table apart.
-    tables: RwLock<HashSet<String>>,
+    tables: TableMap<()>,
     durability: PeerDurability,
     cache_bytes: u64,
     counters: Counters,
@@ -43,17 +41,23 @@ impl RedbStore {
             .map_err(|e| e.to_string())?;
         let names = {
             let r = db.begin_read().map_err(|e| e.to_string())?;
-            let names: HashSet<String> = r
+            let names: Vec<String> = r
                 .list_tables()
                 .map_err(|e| e.to_string())?
                 .map(|t| t.name().to_string())
                 .collect();
             names
         };
+        let tables = TableMap::default();
+        for n in &names {
+            tables
+                .insert_with(n, |_| Ok::<_, String>(()))
+                .map_err(|e| e.to_string())?;
+        }
         Ok(RedbStore {
             db,
             path: path.to_path_buf(),
-            tables: RwLock::new(names),
+            tables,
             durability: opts.durability,
             cache_bytes: opts.cache_bytes,
             counters: Counters::default(),
@@ -61,11 +65,7 @@ impl RedbStore {
     }
 
     fn def<'a>(&self, table: &'a str) -> Result<Def<'a>, StoreError> {
-        if !self.tables.read().contains(table) {
-            return Err(StoreError::Other(format!(
-                "table `{table}` does not exist; create it with create_table first"
-            )));
-        }
+        self.tables.require(table)?;
         Ok(TableDefinition::new(table))
     }
 
@@ -85,16 +85,47 @@ impl RedbStore {
 
 impl Store for RedbStore {
     fn create_table(&self, name: &str) -> Result<(), StoreError> {
-        if self.tables.read().contains(name) {
+        if self.tables.get(name).is_some() {
             return Ok(());
         }
-        // Not under the table set's lock: a writer that looks a table up meanwhile would wait
-        // for us while we wait for its write transaction. Creating twice is harmless.
-        let w = self.begin_write()?;
-        w.open_table(Def::new(name)).map_err(err)?;
-        w.commit().map_err(err)?;
-        self.tables.write().insert(name.to_string());
+        // Lookups take no lock, so a writer using a table while this waits for redb's write
+        // transaction cannot deadlock with it.
+        self.tables.insert_with(name, |_| {
+            let w = self.begin_write()?;
+            w.open_table(Def::new(name)).map_err(err)?;
+            w.commit().map_err(err)
+        })?;
         Ok(())
+    }
+
+    /// One write transaction for the whole load, the table opened once: redb's advice for
+    /// bulk inserts (each commit writes and syncs a new root).
+    fn bulk_load(
+        &self,
+        table: &str,
+        rows: &mut dyn Iterator<Item = (Vec<u8>, Vec<u8>)>,
+    ) -> Result<u64, StoreError> {
+        let def = self.def(table)?;
+        let mut w = self.db.begin_write().map_err(err)?;
+        w.set_durability(Durability::Immediate).map_err(err)?;
+        let mut n = 0u64;
+        {
+            let mut t = w.open_table(def).map_err(err)?;
+            for (k, v) in rows {
+                t.insert(k.as_slice(), v.as_slice()).map_err(err)?;
+                n += 1;
+            }
+        }
+        w.commit().map_err(err)?;
+        self.counters.commit();
+        Ok(n)
+    }
+
+    /// An empty immediate commit: it makes every earlier `Durability::None` commit durable.
+    fn make_durable(&self) -> Result<(), StoreError> {
+        let mut w = self.db.begin_write().map_err(err)?;
+        w.set_durability(Durability::Immediate).map_err(err)?;
+        w.commit().map_err(err)
     }
 
     fn begin(&self) -> Result<Box<dyn StoreTxn + '_>, StoreError> {
