@@ -220,11 +220,13 @@ impl Store for SqliteStore {
         Ok(n)
     }
 
-    /// A truncating checkpoint: the WAL's pages go to the database file, which is synced
-    /// (`synchronous=FULL`), and the WAL is emptied.
+    /// A restarting checkpoint: the WAL's pages go to the database file, which is synced
+    /// (`synchronous=FULL`), and the next commit overwrites the WAL from its start. Not
+    /// TRUNCATE: a WAL cut to zero grows again with every commit, and each `fdatasync` then
+    /// also commits the file's new size.
     fn make_durable(&self) -> Result<(), StoreError> {
         let conn = self.take()?;
-        let r = conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| {
+        let r = conn.query_row("PRAGMA wal_checkpoint(RESTART)", [], |r| {
             r.get::<_, i64>(0)
         });
         self.pool.lock().push(conn);
