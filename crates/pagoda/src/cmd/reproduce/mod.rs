@@ -4,12 +4,12 @@
 
 mod atomic;
 mod buffer_sweep;
-mod cell;
+pub(crate) mod cell;
 mod dwb_ftl;
 mod face;
 mod pipelined;
 pub(crate) mod plot;
-mod publish;
+pub(crate) mod publish;
 mod regime;
 mod repeats;
 mod report;
