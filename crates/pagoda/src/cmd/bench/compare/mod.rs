@@ -1,31 +1,35 @@
-//! `pagoda bench compare`: pagoda against its peers on the same YCSB cells, each engine in
-//! this process, one after another, through the same driver.
+//! `pagoda bench compare`: pagoda against its peers on the same YCSB cells and TPC-C, each
+//! engine in this process, one after another, through the same driver.
 //!
-//! For each engine, on a fresh database in `OUT/db-ENGINE` (removed afterwards unless `--keep`):
-//! load N records (16-byte keys `user` + 12 digits, one 1000-byte value), then durable
-//! single-update transactions (YCSB update-only, uniform) at each `--threads` count, point
-//! reads (YCSB C, uniform) and YCSB A at `--read-threads`. The buffer defaults to twice the
-//! data, so the reads are in cache. Out: a table on stdout, `compare.json`, `compare.csv`,
-//! `compare.svg` in `--out`.
+//! Each of `--repeats` rounds runs every engine once, in an order rotated by one engine per
+//! round (so no engine always runs first, on a cold machine, or last, after the others warmed
+//! or aged the disk). For each engine, on a fresh database in `OUT/db-ENGINE` (removed
+//! afterwards unless `--keep`): load N records (16-byte keys `user` + 12 digits, one 1000-byte
+//! value) through the engine's own bulk path, timed to the last commit and to data durable on
+//! disk; durable single-update transactions (YCSB update-only, uniform) at each `--threads`
+//! count; point reads (YCSB C, uniform) and YCSB A at `--read-threads`; TPC-C; no-sync updates.
+//! The buffer defaults to twice the data, so the reads are in cache. Out: a table of medians
+//! with min–max on stdout, `compare.json`, `compare.csv`, `compare.svg` in `--out`, and a
+//! Markdown result with `--publish`. A failed cell stops the run with one line and writes no
+//! result file.
+
+mod summary;
 
 use super::peer::{self, EngineChoice};
-use crate::cmd::reproduce::plot::{bar_chart, BarChart};
 use crate::error::{CliError, CliResult};
 use crate::progress::Progress as Bar;
-use crate::report::{write_json, Table};
 use clap::Args;
 use pagoda::store::PagodaStore;
 use pagoda_device::units::{parse_duration, parse_size};
 use pagoda_engine::{CommitMode, Db, DbOptions, TornMode};
 use pagoda_workload::driver::Progress;
 use pagoda_workload::ycsb::{self, RequestDistribution, YcsbConfig, YcsbWorkload};
-use pagoda_workload::{DriverConfig, RunLimit, Store, WorkloadError};
+use pagoda_workload::{tpcc, DriverConfig, RunLimit, Store, WorkloadError};
 use parking_lot::Mutex;
 use serde::Serialize;
 use serde_json::json;
-use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Flags of `bench compare`.
 #[derive(Debug, Args)]
@@ -66,11 +70,34 @@ pub struct CompareArgs {
     /// Seed of every random choice.
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Rounds of every engine; the order rotates by one engine each round, and each figure
+    /// is the median over the rounds with its min–max.
+    #[arg(long, default_value_t = 5)]
+    repeats: usize,
+    /// TPC-C warehouses of the TPC-C cell (0: no TPC-C cell).
+    #[arg(long, default_value_t = 1)]
+    tpcc_warehouses: u32,
+    /// Client threads of the TPC-C cell.
+    #[arg(long, default_value_t = 4)]
+    tpcc_threads: usize,
+    /// TPC-C items instead of 100,000 (tests only: a smaller database is not TPC-C).
+    #[arg(long, hide = true)]
+    tpcc_items: Option<u32>,
+    /// TPC-C customers per district instead of 3,000 (tests only).
+    #[arg(long, hide = true)]
+    tpcc_customers: Option<u32>,
+    /// Also write the result as Markdown to FILE (with the command, machine, UTC date and
+    /// commit), its plot beside it as FILE-STEM.svg: how `docs/results/compare-*.md` is made.
+    #[arg(long, value_name = "FILE")]
+    publish: Option<PathBuf>,
 }
 
 /// One measured cell.
 #[derive(Debug, Clone, Serialize)]
 struct Cell {
+    /// The round (0-based) and the engine's place in that round's order.
+    repeat: usize,
+    position: usize,
     engine: String,
     phase: String,
     threads: usize,
@@ -82,11 +109,20 @@ struct Cell {
     errors: u64,
 }
 
+/// What a phase runs.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Work {
+    /// The bulk load; its cell and the `load durable` one.
+    Load,
+    Ycsb(YcsbWorkload),
+    /// TPC-C (loaded first); the cell's figure is tpmC.
+    Tpcc,
+}
+
 /// One column of the matrix.
 struct PhaseSpec {
     label: String,
-    /// `None`: the load.
-    workload: Option<YcsbWorkload>,
+    work: Work,
     threads: usize,
     /// Run with each engine's no-sync commit (pagoda `--commit lazy`, SQLite
     /// `synchronous=NORMAL`, LMDB `NO_SYNC`, redb `Durability::None`, RocksDB `sync=false`).
@@ -95,36 +131,67 @@ struct PhaseSpec {
 
 /// The phases in order; the no-sync phase comes last (the engine is reopened for it).
 fn phases(a: &CompareArgs) -> Vec<PhaseSpec> {
-    let spec = |label: String, workload, threads, lazy| PhaseSpec {
+    let spec = |label: String, work, threads, lazy| PhaseSpec {
         label,
-        workload,
+        work,
         threads,
         lazy,
     };
     let r = a.read_threads;
-    let mut p = vec![spec("load".to_string(), None, r, false)];
+    let mut p = vec![spec("load".to_string(), Work::Load, 1, false)];
     for &t in &a.threads {
         p.push(spec(
             format!("update {t}t"),
-            Some(YcsbWorkload::UpdateOnly),
+            Work::Ycsb(YcsbWorkload::UpdateOnly),
             t,
             false,
         ));
     }
-    p.push(spec(format!("read {r}t"), Some(YcsbWorkload::C), r, false));
+    p.push(spec(format!("read {r}t"), Work::Ycsb(YcsbWorkload::C), r, false));
     p.push(spec(
         format!("ycsb-a {r}t"),
-        Some(YcsbWorkload::A),
+        Work::Ycsb(YcsbWorkload::A),
         r,
         false,
     ));
+    if a.tpcc_warehouses > 0 {
+        let t = a.tpcc_threads;
+        p.push(spec(format!("tpcc {t}t tpmC"), Work::Tpcc, t, false));
+    }
     p.push(spec(
         "no-sync update 1t".to_string(),
-        Some(YcsbWorkload::UpdateOnly),
+        Work::Ycsb(YcsbWorkload::UpdateOnly),
         1,
         true,
     ));
     p
+}
+
+/// The labels of the table's rows: the phases, with `load durable` after `load`.
+fn labels(phases: &[PhaseSpec]) -> Vec<String> {
+    let mut l = Vec::new();
+    for p in phases {
+        l.push(p.label.clone());
+        if p.work == Work::Load {
+            l.push(LOAD_DURABLE.to_string());
+        }
+    }
+    l
+}
+
+/// The row of the load timed to data durable on disk.
+const LOAD_DURABLE: &str = "load durable";
+
+/// The TPC-C configuration of the TPC-C cell.
+fn tpcc_config(a: &CompareArgs) -> tpcc::TpccConfig {
+    let mut cfg = tpcc::TpccConfig::new(a.tpcc_warehouses.max(1));
+    if let Some(n) = a.tpcc_items {
+        cfg.scale.items = n;
+    }
+    if let Some(n) = a.tpcc_customers {
+        cfg.scale.customers_per_district = n;
+    }
+    cfg
 }
 
 /// The record shape every cell shares: 16-byte keys in key order, one 1000-byte value.
@@ -147,6 +214,11 @@ pub(super) fn run(a: &CompareArgs) -> CliResult<()> {
             "--engines and --threads need at least one value each, and no 0 threads".to_string(),
         ));
     }
+    if a.repeats == 0 || a.read_threads == 0 || a.tpcc_threads == 0 {
+        return Err(CliError::Usage(
+            "--repeats, --read-threads and --tpcc-threads need at least 1".to_string(),
+        ));
+    }
     for e in &a.engines {
         if let EngineChoice::Peer(k) = e {
             if !k.is_built() {
@@ -159,77 +231,57 @@ pub(super) fn run(a: &CompareArgs) -> CliResult<()> {
     let duration = parse_duration(&a.duration)?;
     let warmup = parse_duration(&a.warmup)?;
     config(YcsbWorkload::UpdateOnly, a.records).validate()?;
+    if a.tpcc_warehouses > 0 {
+        tpcc_config(a).validate()?;
+    }
     let data = a.records * 1016;
     let buffer = match &a.buffer {
         Some(b) => parse_size(b)?,
         None => (2 * data).max(64 << 20),
     };
+    // Checked before any work: an unwritable --publish should not waste the run.
+    if let Some(p) = &a.publish {
+        if p.extension().is_none_or(|e| e != "md") {
+            return Err(CliError::Usage(format!(
+                "--publish {} should name a Markdown file (FILE.md)",
+                p.display()
+            )));
+        }
+    }
     std::fs::create_dir_all(&a.out).map_err(|e| io(&a.out, e))?;
     let _lock = lock_out(&a.out)?;
     let phases = phases(a);
     let probe = duration.min(Duration::from_secs(3));
     let ceiling_before = super::ceiling::measure(&a.out, probe)?;
-    let total = (a.engines.len() * phases.len()) as u64;
+    let n = a.engines.len();
+    let total = (a.repeats * n * phases.len()) as u64;
     let bar = Mutex::new(Bar::new("compare", "cells", total));
     let mut cells = Vec::new();
     let mut engines = serde_json::Map::new();
-    for (ei, &engine) in a.engines.iter().enumerate() {
-        let dir = peer::fresh_dir(&a.out, engine.name())?;
-        let mut store = open(engine, &dir, buffer, a, false)?;
-        let mut lazy = false;
-        engines.insert(
-            engine.name().to_string(),
-            json!({ "describe": store.as_store().describe() }),
-        );
-        for (pi, ph) in phases.iter().enumerate() {
-            let (label, workload, threads) = (&ph.label, &ph.workload, &ph.threads);
-            if ph.lazy != lazy {
-                if let Some(v) = engines.get_mut(engine.name()) {
-                    v["stats"] = store.as_store().stats_json();
-                }
-                store.close()?;
-                store = open(engine, &dir, buffer, a, ph.lazy)?;
-                lazy = ph.lazy;
-                if let Some(v) = engines.get_mut(engine.name()) {
-                    v["describe_no_sync"] = json!(store.as_store().describe());
-                }
-            }
-            let done = (ei * phases.len() + pi) as u64;
-            let name = format!("{} {label}", engine.name());
-            bar.lock().set_with_message(done, name.clone());
-            let progress = |p: Progress| {
-                let rate = p.done as f64 / p.elapsed.as_secs_f64().max(1e-9);
-                bar.lock()
-                    .set_with_message(done, format!("{name}: {rate:.0} ops/s"));
+    for repeat in 0..a.repeats {
+        for position in 0..n {
+            let engine = a.engines[(position + repeat) % n];
+            let at = Round {
+                repeat,
+                position,
+                done: ((repeat * n + position) * phases.len()) as u64,
             };
-            let cell = run_cell(
-                store.as_store(),
-                *workload,
-                *threads,
-                a,
-                (duration, warmup),
-                &progress,
-            )
-            .map_err(|e| CliError::Other(format!("{name}: {e}")))?;
-            cells.push(Cell {
-                engine: engine.name().to_string(),
-                phase: label.clone(),
-                ..cell
-            });
-        }
-        if let Some(v) = engines.get_mut(engine.name()) {
-            v[if lazy { "stats_no_sync" } else { "stats" }] = store.as_store().stats_json();
-        }
-        store.close()?;
-        if !a.keep {
-            std::fs::remove_dir_all(&dir).map_err(|e| io(&dir, e))?;
+            let dir = peer::fresh_dir(&a.out, engine.name())?;
+            let r = run_engine(a, engine, &dir, buffer, &phases, at, &bar, (duration, warmup));
+            let remove = !a.keep || r.is_err();
+            if remove && dir.exists() {
+                std::fs::remove_dir_all(&dir).map_err(|e| io(&dir, e))?;
+            }
+            let (mut c, info) = r?;
+            cells.append(&mut c);
+            engines.insert(engine.name().to_string(), info);
         }
     }
     bar.into_inner().finish();
     let ceiling = [ceiling_before, super::ceiling::measure(&a.out, probe)?];
-    let labels: Vec<String> = phases.iter().map(|p| p.label.clone()).collect();
+    let labels = labels(&phases);
     let names: Vec<&str> = a.engines.iter().map(|e| e.name()).collect();
-    let table = render(&cells, &labels, &names);
+    let table = summary::render(&cells, &labels, &names);
     print!("{table}");
     println!(
         "device ceiling of a 1-thread durable commit (4 KiB write + fdatasync, file in {}): \
@@ -238,7 +290,172 @@ pub(super) fn run(a: &CompareArgs) -> CliResult<()> {
         ceiling[0],
         ceiling[1]
     );
-    write_outputs(a, &cells, &labels, &names, buffer, json!(engines), ceiling)
+    let written = summary::write(
+        a,
+        &cells,
+        &summary::Outputs {
+            labels: &labels,
+            names: &names,
+            buffer,
+            engines: json!(engines),
+            ceiling,
+            table: &table,
+        },
+    )?;
+    let paths: Vec<String> = written.iter().map(|p| p.display().to_string()).collect();
+    eprintln!("wrote {}", paths.join(", "));
+    Ok(())
+}
+
+/// Where an engine's run falls in the whole: its round, its place in the round, and the
+/// cells done before it (for the progress bar).
+#[derive(Debug, Clone, Copy)]
+struct Round {
+    repeat: usize,
+    position: usize,
+    done: u64,
+}
+
+/// Every phase on one engine, on a fresh database in `dir`: its cells and what the JSON says
+/// about it. The first error names the engine, the phase and the round.
+#[allow(clippy::too_many_arguments)] // the run's parts, passed once per engine
+fn run_engine(
+    a: &CompareArgs,
+    engine: EngineChoice,
+    dir: &Path,
+    buffer: u64,
+    phases: &[PhaseSpec],
+    at: Round,
+    bar: &Mutex<Bar>,
+    times: (Duration, Duration),
+) -> CliResult<(Vec<Cell>, serde_json::Value)> {
+    let mut cells = Vec::new();
+    let mut info = json!({});
+    let mut store: Option<Open> = None;
+    let mut lazy = false;
+    for (pi, ph) in phases.iter().enumerate() {
+        let name = format!("{} {} (round {})", engine.name(), ph.label, at.repeat + 1);
+        let fail = |e: String| CliError::Other(format!("{name}: {e}"));
+        if ph.lazy != lazy {
+            if let Some(s) = store.take() {
+                info["stats"] = s.as_store().stats_json();
+                s.close()?;
+            }
+            lazy = ph.lazy;
+        }
+        let started = Instant::now();
+        let s = match store.take() {
+            Some(s) => s,
+            None => open(engine, dir, buffer, a, lazy).map_err(|e| fail(e.to_string()))?,
+        };
+        let key = if lazy { "describe_no_sync" } else { "describe" };
+        info[key] = json!(s.as_store().describe());
+        let done = at.done + pi as u64;
+        bar.lock().set_with_message(done, name.clone());
+        let progress = |p: Progress| {
+            let rate = p.done as f64 / p.elapsed.as_secs_f64().max(1e-9);
+            bar.lock()
+                .set_with_message(done, format!("{name}: {rate:.0} ops/s"));
+        };
+        let cell = |phase: &str, c: Cell| Cell {
+            repeat: at.repeat,
+            position: at.position,
+            engine: engine.name().to_string(),
+            phase: phase.to_string(),
+            ..c
+        };
+        let blank = |ops, ops_per_s| Cell {
+            repeat: 0,
+            position: 0,
+            engine: String::new(),
+            phase: String::new(),
+            threads: ph.threads,
+            ops,
+            ops_per_s,
+            p50_us: None,
+            p99_us: None,
+            conflicts: 0,
+            errors: 0,
+        };
+        match ph.work {
+            Work::Load => {
+                let (rows, to_commit, to_durable) =
+                    bulk_load(s.as_store(), a, started).map_err(|e| fail(e.to_string()))?;
+                let rate = |t: Duration| rows as f64 / t.as_secs_f64().max(1e-9);
+                cells.push(cell(&ph.label, blank(rows, rate(to_commit))));
+                cells.push(cell(LOAD_DURABLE, blank(rows, rate(to_durable))));
+            }
+            Work::Ycsb(w) => {
+                let c = run_ycsb(s.as_store(), w, ph.threads, a, times, &progress)
+                    .map_err(|e| fail(e.to_string()))?;
+                cells.push(cell(&ph.label, c));
+            }
+            Work::Tpcc => {
+                let cfg = tpcc_config(a);
+                tpcc::load(s.as_store(), &cfg, a.read_threads, a.seed, Some(&progress))
+                    .map_err(|e| fail(e.to_string()))?;
+                let driver = DriverConfig {
+                    threads: ph.threads,
+                    limit: RunLimit::Duration(times.0),
+                    warmup: times.1,
+                    seed: a.seed,
+                    ..DriverConfig::default()
+                };
+                let r = tpcc::run(s.as_store(), &cfg, &driver, Some(&progress))
+                    .map_err(|e| fail(e.to_string()))?;
+                let tpmc = r
+                    .tpmc
+                    .ok_or_else(|| fail("the TPC-C report has no tpmC".to_string()))?;
+                cells.push(cell(
+                    &ph.label,
+                    Cell {
+                        p50_us: Some(r.latency_us.p50),
+                        p99_us: Some(r.latency_us.p99),
+                        conflicts: r.conflicts,
+                        errors: r.errors,
+                        ..blank(r.ops, tpmc)
+                    },
+                ));
+            }
+        }
+        store = Some(s);
+    }
+    if let Some(s) = store {
+        info[if lazy { "stats_no_sync" } else { "stats" }] = s.as_store().stats_json();
+        s.close()?;
+    }
+    Ok((cells, info))
+}
+
+/// Loads the records through the store's bulk path; returns the rows and the times from
+/// `started` (before the open) to the last commit and to data durable on disk.
+fn bulk_load(
+    store: &dyn Store,
+    a: &CompareArgs,
+    started: Instant,
+) -> Result<(u64, Duration, Duration), pagoda_workload::StoreError> {
+    let cfg = config(YcsbWorkload::UpdateOnly, a.records);
+    store.create_table(&cfg.table)?;
+    let mut rng = a.seed ^ 0x9e37_79b9_7f4a_7c15;
+    let mut rows = (0..a.records).map(|k| (cfg.key(k), value(&mut rng)));
+    let n = store.bulk_load(&cfg.table, &mut rows)?;
+    let to_commit = started.elapsed();
+    store.make_durable()?;
+    Ok((n, to_commit, started.elapsed()))
+}
+
+/// A 1000-byte value of pseudo-random bytes (splitmix64), as incompressible as YCSB's.
+fn value(state: &mut u64) -> Vec<u8> {
+    let mut v = Vec::with_capacity(1000);
+    while v.len() < 1000 {
+        *state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = *state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        v.extend_from_slice(&(z ^ (z >> 31)).to_le_bytes());
+    }
+    v.truncate(1000);
+    v
 }
 
 /// pagoda or a peer, open on its directory.
@@ -306,33 +523,14 @@ fn open(
     })
 }
 
-fn run_cell(
+fn run_ycsb(
     store: &dyn Store,
-    workload: Option<YcsbWorkload>,
+    w: YcsbWorkload,
     threads: usize,
     a: &CompareArgs,
     (duration, warmup): (Duration, Duration),
     progress: &(dyn Fn(Progress) + Sync),
 ) -> Result<Cell, WorkloadError> {
-    let blank = |ops, ops_per_s| Cell {
-        engine: String::new(),
-        phase: String::new(),
-        threads,
-        ops,
-        ops_per_s,
-        p50_us: None,
-        p99_us: None,
-        conflicts: 0,
-        errors: 0,
-    };
-    let Some(w) = workload else {
-        let cfg = config(YcsbWorkload::UpdateOnly, a.records);
-        let l = ycsb::load(store, &cfg, threads, a.seed, Some(progress))?;
-        return Ok(Cell {
-            conflicts: l.conflicts,
-            ..blank(l.rows, l.rows_per_s)
-        });
-    };
     let driver = DriverConfig {
         threads,
         limit: RunLimit::Duration(duration),
@@ -342,130 +540,18 @@ fn run_cell(
     };
     let r = ycsb::run(store, &config(w, a.records), &driver, Some(progress))?;
     Ok(Cell {
+        repeat: 0,
+        position: 0,
+        engine: String::new(),
+        phase: String::new(),
+        threads,
+        ops: r.ops,
+        ops_per_s: r.throughput_ops_s,
         p50_us: Some(r.latency_us.p50),
         p99_us: Some(r.latency_us.p99),
         conflicts: r.conflicts,
         errors: r.errors,
-        ..blank(r.ops, r.throughput_ops_s)
     })
-}
-
-/// pagoda's ops/s over the best peer's in one phase (None without pagoda or a peer).
-fn ratio(cells: &[Cell], phase: &str) -> Option<f64> {
-    let of = |c: &&Cell| c.phase == phase;
-    let pagoda = cells.iter().filter(of).find(|c| c.engine == "pagoda")?;
-    let best = cells
-        .iter()
-        .filter(of)
-        .filter(|c| c.engine != "pagoda")
-        .map(|c| c.ops_per_s)
-        .fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.max(v))))?;
-    (best > 0.0).then(|| pagoda.ops_per_s / best)
-}
-
-fn render(cells: &[Cell], labels: &[String], names: &[&str]) -> String {
-    let mut header = vec!["ops/s".to_string()];
-    header.extend(names.iter().map(ToString::to_string));
-    header.push("pagoda/best peer".to_string());
-    let mut t = Table::new(&header);
-    for l in labels {
-        let mut row = vec![l.clone()];
-        for n in names {
-            let c = cells.iter().find(|c| &c.phase == l && c.engine == *n);
-            row.push(c.map_or_else(String::new, |c| format!("{:.0}", c.ops_per_s)));
-        }
-        row.push(ratio(cells, l).map_or_else(|| "-".to_string(), |r| format!("{r:.2}x")));
-        t.row(&row);
-    }
-    t.render()
-}
-
-fn write_outputs(
-    a: &CompareArgs,
-    cells: &[Cell],
-    labels: &[String],
-    names: &[&str],
-    buffer: u64,
-    engines: serde_json::Value,
-    ceiling: [f64; 2],
-) -> CliResult<()> {
-    let ratios: serde_json::Map<String, serde_json::Value> = labels
-        .iter()
-        .map(|l| (l.clone(), json!(ratio(cells, l))))
-        .collect();
-    let v = json!({
-        "command": "bench compare",
-        "config": { "engines": names, "threads": a.threads, "read_threads": a.read_threads,
-            "records": a.records, "key_bytes": 16, "value_bytes": 1000,
-            "duration": a.duration, "warmup": a.warmup, "buffer_bytes": buffer,
-            "lmdb_map_size": a.lmdb_map_size, "seed": a.seed, "commit": "sync" },
-        "cells": cells,
-        "pagoda_over_best_peer": ratios,
-        "device_ceiling_ops_per_s": { "before": ceiling[0], "after": ceiling[1],
-            "what": "one thread, 4 KiB write + fdatasync each, O_DIRECT where allowed" },
-        "engines": engines,
-    });
-    let json_path = a.out.join("compare.json");
-    write_json(&json_path, &v)?;
-    let mut csv =
-        String::from("engine,phase,threads,ops_per_s,p50_us,p99_us,ops,conflicts,errors\n");
-    let opt = |v: Option<f64>| v.map_or_else(String::new, |v| format!("{v:.1}"));
-    for c in cells {
-        let _ = writeln!(
-            csv,
-            "{},{},{},{:.1},{},{},{},{},{}",
-            c.engine,
-            c.phase,
-            c.threads,
-            c.ops_per_s,
-            opt(c.p50_us),
-            opt(c.p99_us),
-            c.ops,
-            c.conflicts,
-            c.errors
-        );
-    }
-    let csv_path = a.out.join("compare.csv");
-    std::fs::write(&csv_path, csv).map_err(|e| io(&csv_path, e))?;
-    // Reads run orders of magnitude faster than durable updates: each phase is drawn
-    // relative to its fastest engine, so every group is readable (the table has ops/s).
-    let series: Vec<(String, Vec<f64>)> = names
-        .iter()
-        .map(|n| {
-            let vals = labels
-                .iter()
-                .map(|l| {
-                    let best = cells
-                        .iter()
-                        .filter(|c| &c.phase == l)
-                        .map(|c| c.ops_per_s)
-                        .fold(0.0, f64::max);
-                    cells
-                        .iter()
-                        .find(|c| &c.phase == l && c.engine == *n)
-                        .map_or(0.0, |c| if best > 0.0 { c.ops_per_s / best } else { 0.0 })
-                })
-                .collect();
-            (n.to_string(), vals)
-        })
-        .collect();
-    let svg_path = a.out.join("compare.svg");
-    bar_chart(
-        &svg_path,
-        &BarChart {
-            title: "pagoda and peers: ops/s relative to the fastest engine per phase",
-            y_label: "ops/s / fastest",
-            categories: labels,
-            series: &series,
-        },
-    )?;
-    eprintln!(
-        "wrote {}, {}, {}",
-        json_path.display(),
-        csv_path.display(),
-        svg_path.display()
-    );
-    Ok(())
 }
 
 fn io(path: &Path, e: std::io::Error) -> CliError {
