@@ -147,7 +147,12 @@ fn phases(a: &CompareArgs) -> Vec<PhaseSpec> {
             false,
         ));
     }
-    p.push(spec(format!("read {r}t"), Work::Ycsb(YcsbWorkload::C), r, false));
+    p.push(spec(
+        format!("read {r}t"),
+        Work::Ycsb(YcsbWorkload::C),
+        r,
+        false,
+    ));
     p.push(spec(
         format!("ycsb-a {r}t"),
         Work::Ycsb(YcsbWorkload::A),
@@ -267,7 +272,16 @@ pub(super) fn run(a: &CompareArgs) -> CliResult<()> {
                 done: ((repeat * n + position) * phases.len()) as u64,
             };
             let dir = peer::fresh_dir(&a.out, engine.name())?;
-            let r = run_engine(a, engine, &dir, buffer, &phases, at, &bar, (duration, warmup));
+            let r = run_engine(
+                a,
+                engine,
+                &dir,
+                buffer,
+                &phases,
+                at,
+                &bar,
+                (duration, warmup),
+            );
             let remove = !a.keep || r.is_err();
             if remove && dir.exists() {
                 std::fs::remove_dir_all(&dir).map_err(|e| io(&dir, e))?;
