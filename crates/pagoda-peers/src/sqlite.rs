@@ -226,9 +226,7 @@ impl Store for SqliteStore {
     /// also commits the file's new size.
     fn make_durable(&self) -> Result<(), StoreError> {
         let conn = self.take()?;
-        let r = conn.query_row("PRAGMA wal_checkpoint(RESTART)", [], |r| {
-            r.get::<_, i64>(0)
-        });
+        let r = conn.query_row("PRAGMA wal_checkpoint(RESTART)", [], |r| r.get::<_, i64>(0));
         self.pool.lock().push(conn);
         match r.map_err(err)? {
             0 => Ok(()),

@@ -45,7 +45,10 @@ fn bulk_load_and_make_durable_survive_reopening() {
             assert_eq!(n, first.len() as u64, "{kind}");
             // Visible before make_durable, as the contract says.
             let mut r = s.begin_read().unwrap();
-            assert_eq!(r.get("t", &first[777].0).unwrap().as_ref(), Some(&first[777].1));
+            assert_eq!(
+                r.get("t", &first[777].0).unwrap().as_ref(),
+                Some(&first[777].1)
+            );
             drop(r);
             let n = s.bulk_load("t", &mut second.clone().into_iter()).unwrap();
             assert_eq!(n, second.len() as u64, "{kind}");
