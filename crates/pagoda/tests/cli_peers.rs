@@ -366,6 +366,7 @@ fn bad_engine_flags_fail_with_one_line() {
     for (extra, needle) in [
         (&["--engines", "pagoda,mysql"][..], "unknown engine `mysql`"),
         (&["--repeats", "0"][..], "--repeats"),
+        (&["--engines", "sqlite,lmdb,sqlite"][..], "sqlite twice"),
         (&["--publish", "result.txt"][..], "Markdown file"),
     ] {
         fails_with(&compare(&out_dir, extra), needle);

@@ -219,6 +219,18 @@ pub(super) fn run(a: &CompareArgs) -> CliResult<()> {
             "--engines and --threads need at least one value each, and no 0 threads".to_string(),
         ));
     }
+    if let Some((i, e)) = a
+        .engines
+        .iter()
+        .enumerate()
+        .find(|(i, e)| a.engines[..*i].contains(e))
+    {
+        return Err(CliError::Usage(format!(
+            "--engines names {} twice (position {}): give each engine once",
+            e.name(),
+            i + 1
+        )));
+    }
     if a.repeats == 0 || a.read_threads == 0 || a.tpcc_threads == 0 {
         return Err(CliError::Usage(
             "--repeats, --read-threads and --tpcc-threads need at least 1".to_string(),
@@ -255,6 +267,7 @@ pub(super) fn run(a: &CompareArgs) -> CliResult<()> {
     }
     std::fs::create_dir_all(&a.out).map_err(|e| io(&a.out, e))?;
     let _lock = lock_out(&a.out)?;
+    let machine = crate::cmd::reproduce::cell::machine();
     let phases = phases(a);
     let probe = duration.min(Duration::from_secs(3));
     let ceiling_before = super::ceiling::measure(&a.out, probe)?;
@@ -314,6 +327,7 @@ pub(super) fn run(a: &CompareArgs) -> CliResult<()> {
             engines: json!(engines),
             ceiling,
             table: &table,
+            machine,
         },
     )?;
     let paths: Vec<String> = written.iter().map(|p| p.display().to_string()).collect();

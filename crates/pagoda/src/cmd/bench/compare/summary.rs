@@ -118,6 +118,8 @@ pub(super) struct Outputs<'a> {
     pub(super) engines: serde_json::Value,
     pub(super) ceiling: [f64; 2],
     pub(super) table: &'a str,
+    /// `cell::machine()` taken when the run started (its load average is the start's).
+    pub(super) machine: serde_json::Value,
 }
 
 /// Writes compare.json, compare.csv, compare.svg in `--out`, and the Markdown of `--publish`.
@@ -137,7 +139,7 @@ pub(super) fn write(a: &CompareArgs, cells: &[Cell], o: &Outputs<'_>) -> CliResu
             (l.clone(), v)
         })
         .collect();
-    let machine = crate::cmd::reproduce::cell::machine();
+    let machine = &o.machine;
     let v = json!({
         "command": "bench compare",
         "argv": std::env::args().skip(1).collect::<Vec<_>>(),
@@ -184,7 +186,7 @@ pub(super) fn write(a: &CompareArgs, cells: &[Cell], o: &Outputs<'_>) -> CliResu
     plot(&svg_path, cells, labels, names)?;
     let mut written = vec![json_path, csv_path, svg_path.clone()];
     if let Some(to) = &a.publish {
-        let md = markdown(a, o, &machine, &svg_path)?;
+        let md = markdown(a, o, machine, &svg_path)?;
         std::fs::write(to, md).map_err(|e| io(to, e))?;
         written.push(to.clone());
     }
