@@ -14,7 +14,7 @@ use std::sync::Arc;
 pub(super) const NAME: &str = "data-partition";
 
 /// The log partition's size in bytes if `--log` names one; `None` for an ordinary device.
-pub(super) fn parse(log: Option<&str>) -> CliResult<Option<u64>> {
+pub(crate) fn parse(log: Option<&str>) -> CliResult<Option<u64>> {
     let Some(text) = log else {
         return Ok(None);
     };

@@ -4,7 +4,7 @@
 mod ceiling;
 mod compare;
 mod flash;
-mod log_partition;
+pub(crate) mod log_partition;
 mod peer;
 mod regime;
 mod restart;

@@ -57,8 +57,8 @@ fn grid(scale: Scale) -> Grid {
             buffer_mib: 48,
             warmup: "2s",
             duration: "4s",
-            // Measured: 11-12 s per cell with 5 s runs.
-            estimate: |w| 6 + 4 * u64::from(w),
+            // Measured: 10-12 s per cell with 4 s runs.
+            estimate: |w| 7 + 4 * u64::from(w),
             cycles: "150",
         },
         // Data 2.5x the buffer again, on 2 warehouses with 8 clients, 20 s windows.
@@ -164,7 +164,7 @@ pub(super) fn cells(scale: Scale) -> Vec<Cell> {
                 "sata-ssd,atomic=16KiB",
                 "--keep-going",
             ],
-            scale.pick(2, 6, 15, 45),
+            scale.pick(2, 3, 15, 45),
             json!({ "kind": "crash", "mode": mode }),
         );
         cell.may_fail = true;

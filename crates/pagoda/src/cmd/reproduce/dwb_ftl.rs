@@ -41,7 +41,7 @@ fn device(streams: &str, capacity: &str) -> String {
 pub(super) fn cells(scale: Scale) -> Vec<Cell> {
     let (nodes, requests, capacity, buffer, estimate) = scale.pick(
         ("2000", "2000", "512MiB", "1MiB", 8u64),
-        ("10000", "6000", "512MiB", "10MiB", 25),
+        ("10000", "6000", "512MiB", "10MiB", 17),
         // The quick scale's buffer-to-data ratio on 5x the nodes (not yet measured).
         ("50000", "40000", "1GiB", "50MiB", 150),
         ("200000", "200000", "4GiB", "32MiB", 900),
