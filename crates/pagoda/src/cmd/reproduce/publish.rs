@@ -131,14 +131,8 @@ fn copy_plots(dir: &Path, to: &Path) -> CliResult<Vec<String>> {
     Ok(out)
 }
 
-/// The checked-out commit (`unknown` outside a git work tree), `-dirty` with local changes.
+/// The commit this binary was built from (`git describe`, `-dirty` when the work tree had
+/// changes; `unknown` when built outside a git work tree), recorded by `build.rs`.
 pub(crate) fn commit() -> String {
-    std::process::Command::new("git")
-        .args(["describe", "--always", "--dirty", "--abbrev=10"])
-        .output()
-        .ok()
-        .filter(|o| o.status.success())
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
-        .filter(|s| !s.is_empty())
-        .unwrap_or_else(|| "unknown".to_string())
+    env!("PAGODA_BUILD_COMMIT").to_string()
 }
