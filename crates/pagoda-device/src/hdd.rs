@@ -54,6 +54,7 @@ use crate::{
     WriteHints, SECTOR_SIZE,
 };
 use parking_lot::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Whether an emulated device sleeps for its modeled latency.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -347,6 +348,8 @@ pub struct Hdd {
     data: MemDevice,
     caps: Capabilities,
     act: Mutex<Actuator>,
+    /// Latency suspended by [`BlockDevice::pause_timing`].
+    paused: AtomicBool,
 }
 
 impl Hdd {
@@ -371,6 +374,7 @@ impl Hdd {
             data,
             caps,
             act: Mutex::new(Actuator::default()),
+            paused: AtomicBool::new(false),
             config: cfg,
         })
     }
@@ -393,7 +397,7 @@ impl Hdd {
     /// Reserves actuator time for a request; returns its modeled completion and, for a cached
     /// write in emulate mode, the time until which it must wait for room in the cache.
     fn reserve(&self, sector: u64, sectors: u64, write: bool) -> (u64, u64) {
-        let emulate = self.config.latency == LatencyMode::Emulate;
+        let emulate = self.emulating();
         let now = if emulate { self.clock.now_ns() } else { 0 };
         let mut a = self.act.lock();
         let start = a.free_at.max(now);
@@ -408,7 +412,9 @@ impl Hdd {
             t + self.geo.rotation_ns(start + t, sector)
         };
         let end = start + position + self.geo.transfer_ns(sector, sectors);
-        a.busy_ns += end - start;
+        if !self.paused.load(Ordering::Relaxed) {
+            a.busy_ns += end - start;
+        }
         a.free_at = end;
         a.head = sector + sectors;
         a.read_ahead_from = (!write).then_some(sector + sectors);
@@ -446,9 +452,13 @@ impl Hdd {
     }
 
     fn wait(&self, until: u64) {
-        if self.config.latency == LatencyMode::Emulate {
+        if self.emulating() {
             self.clock.wait_until(until);
         }
+    }
+
+    fn emulating(&self) -> bool {
+        self.config.latency == LatencyMode::Emulate && !self.paused.load(Ordering::Relaxed)
     }
 }
 
@@ -517,6 +527,20 @@ impl BlockDevice for Hdd {
                 ..StreamStats::default()
             }],
             ..DeviceStats::default()
+        }
+    }
+
+    fn pause_timing(&self, paused: bool) {
+        let was = self.paused.swap(paused, Ordering::Relaxed);
+        if was && !paused && self.config.latency == LatencyMode::Emulate {
+            // The paused requests queued modeled time past the clock, and their writes sit in
+            // the modeled cache: resumed, the disk is idle with an empty cache (its head where
+            // the last request left it).
+            let now = self.clock.now_ns();
+            let mut a = self.act.lock();
+            a.free_at = a.free_at.min(now);
+            a.cached.clear();
+            a.cached_bytes = 0;
         }
     }
 

@@ -106,6 +106,11 @@ pub trait BlockDevice: Send + Sync + std::fmt::Debug {
     fn stats(&self) -> DeviceStats;
     /// Zeroes the counters (e.g. after preconditioning), keeping the data.
     fn reset_stats(&self) {}
+    /// Suspends (`true`) or resumes (`false`) emulated latency. While suspended, requests
+    /// complete at once and accrue no busy time, but the device's state (mapping, GC, wear,
+    /// head position) evolves exactly as it would: for set-up work whose time nobody
+    /// measures, such as a benchmark's load. A no-op where latency is not emulated.
+    fn pause_timing(&self, _paused: bool) {}
     /// A short human description, e.g. `sata-ssd(capacity=1GiB, op=0.07)`.
     fn describe(&self) -> String;
     /// The power-cut interface, on devices that emulate one.

@@ -114,6 +114,11 @@ impl BlockDevice for Partition {
         self.dev.reset_stats();
     }
 
+    // The shared device's own switch: pausing twice (data and log) is the same as once.
+    fn pause_timing(&self, paused: bool) {
+        self.dev.pause_timing(paused);
+    }
+
     fn describe(&self) -> String {
         format!(
             "partition {} (sectors {}..{}, {}) of {}",

@@ -425,6 +425,12 @@ impl BlockDevice for Raid0 {
         s
     }
 
+    fn pause_timing(&self, paused: bool) {
+        for m in &self.members {
+            m.pause_timing(paused);
+        }
+    }
+
     fn reset_stats(&self) {
         for m in &self.members {
             m.reset_stats();

@@ -218,6 +218,10 @@ impl BlockDevice for IoQueue {
         *self.stats.lock() = QueueStats::default();
     }
 
+    fn pause_timing(&self, paused: bool) {
+        self.inner.pause_timing(paused);
+    }
+
     fn describe(&self) -> String {
         format!(
             "queue(max_request={}) -> {}",

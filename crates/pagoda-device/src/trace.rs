@@ -490,6 +490,10 @@ impl BlockDevice for TracingDevice {
         self.inner.reset_stats();
     }
 
+    fn pause_timing(&self, paused: bool) {
+        self.inner.pause_timing(paused);
+    }
+
     fn describe(&self) -> String {
         format!("trace -> {}", self.inner.describe())
     }

@@ -68,6 +68,7 @@ use crate::{
 };
 use ftl::{Ftl, NONE};
 use parking_lot::Mutex;
+use timing::Timeline;
 
 /// An emulated flash SSD. See the module documentation for the model.
 pub struct Ssd {
@@ -76,6 +77,8 @@ pub struct Ssd {
     caps: Capabilities,
     clock: Option<EmuClock>,
     ftl: Mutex<Ftl>,
+    /// The timeline while [`BlockDevice::pause_timing`] holds it out of the FTL.
+    paused: Mutex<Option<Timeline>>,
     /// Address of the L2P table (allocated once, never resized), only for prefetching the
     /// entry a write will read before the lock is taken; never dereferenced.
     l2p_addr: usize,
@@ -102,6 +105,7 @@ impl Ssd {
             caps,
             clock: None,
             ftl: Mutex::new(ftl),
+            paused: Mutex::new(None),
             l2p_addr,
         };
         if ssd.cfg.precondition {
@@ -284,7 +288,8 @@ impl BlockDevice for Ssd {
         let mut s = f.stats.clone();
         s.update_waf();
         s.erase_count = Some(f.erase_stats());
-        s.busy_time_us = match &f.timing {
+        let held = self.paused.lock();
+        s.busy_time_us = match f.timing.as_ref().or(held.as_ref()) {
             Some(t) => t.busy_us(),
             // Count mode: the work at nominal timings spread perfectly over the dies.
             None => {
@@ -304,6 +309,23 @@ impl BlockDevice for Ssd {
         f.stats = ftl::fresh_stats(self.cfg.streams);
         if let Some(t) = f.timing.as_mut() {
             t.reset_busy();
+        }
+        if let Some(t) = self.paused.lock().as_mut() {
+            t.reset_busy();
+        }
+    }
+
+    fn pause_timing(&self, paused: bool) {
+        // The timeline's resources only hold "free at" times: resumed later, they lie in the
+        // past, so the first request after the pause finds the device idle.
+        let mut f = self.ftl.lock();
+        let mut slot = self.paused.lock();
+        if paused {
+            if let Some(t) = f.timing.take() {
+                *slot = Some(t);
+            }
+        } else if let Some(t) = slot.take() {
+            f.timing = Some(t);
         }
     }
 
