@@ -176,6 +176,10 @@ fn bad_flags_fail_before_any_work() {
         "page size",
     );
     fails_with(&pagoda(&["bench", "ycsb", "--run-only"]), "--dir");
+    fails_with(
+        &pagoda(&["bench", "ycsb", "--run-only", "--fast-load", "--dir", "x"]),
+        "--fast-load applies to the load",
+    );
     // A data file without --dir or --log: the log would go to a temporary directory.
     let scratch = tempfile::tempdir().unwrap();
     let data = format!("file:{}/d.pagoda", scratch.path().display());
@@ -325,4 +329,41 @@ fn a_new_file_log_is_written_out_not_sparse() {
     // Opening it again keeps its size.
     run(&["--run-only"]);
     assert_eq!(std::fs::metadata(&log).unwrap().len(), m.len());
+}
+
+#[test]
+fn a_fast_load_says_its_times_are_not_emulated_and_the_run_is() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("f.json");
+    let ssd = "sata-ssd,capacity=256MiB,latency=emulate";
+    ok(&pagoda(&[
+        "bench",
+        "ycsb",
+        "--workload",
+        "update-only",
+        "--records",
+        "2000",
+        "--ops",
+        "300",
+        "--buffer",
+        "1MiB",
+        "--data",
+        ssd,
+        "--log",
+        ssd,
+        "--fast-load",
+        "--json",
+        json.to_str().unwrap(),
+    ]));
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    assert_eq!(v["config"]["fast_load"], true, "{v}");
+    assert!(
+        v["load"]["device_latency"]
+            .as_str()
+            .is_some_and(|s| s.contains("paused")),
+        "{v}"
+    );
+    // Timing resumed for the run: the data device was busy during the measured window.
+    let busy = v["regime"]["busy"]["data"].as_f64().unwrap();
+    assert!(busy > 0.0, "data busy {busy} in the run: {v}");
 }

@@ -87,6 +87,12 @@ pub struct EngineArgs {
     /// a small-buffer run on a slow device without a slow load.
     #[arg(long)]
     pub(crate) load_buffer: Option<String>,
+    /// Load with the emulated devices' latency paused: the open and the load run at CPU speed,
+    /// and the devices end the load in the state a timed load leaves (mapping, GC, wear, head
+    /// position). Timing resumes before the measured run; the result's `load` then says its
+    /// times are not emulated ones.
+    #[arg(long)]
+    pub(crate) fast_load: bool,
     /// No background thread: the cleaner runs only when a page fault finds no clean frame and
     /// checkpoints only when the log fills. With one client thread and sync commits the I/O
     /// sequence is then a function of the seed: the same device counters run after run.

@@ -58,6 +58,7 @@ fn refuse_pagoda_flags(e: &EngineArgs, kind: PeerKind) -> CliResult<()> {
         ("--data", e.data.is_some()),
         ("--log", e.log.is_some()),
         ("--load-buffer", e.load_buffer.is_some()),
+        ("--fast-load", e.fast_load),
         ("--no-background", e.no_background),
         ("--page-size", e.page_size != "16KiB"),
         ("--torn", e.torn != TornMode::Doublewrite),

@@ -9,6 +9,7 @@ use crate::report::write_json;
 use pagoda::store::PagodaStore;
 use pagoda_device::spec::{DeviceKind, DeviceSpec};
 use pagoda_device::units::{parse_duration, parse_size};
+use pagoda_device::DeviceRef;
 use pagoda_engine::{CommitMode, Db, DbOptions, TornMode};
 use pagoda_workload::{LoadReport, RunReport, Store, WorkloadError};
 use parking_lot::{Condvar, Mutex};
@@ -34,6 +35,8 @@ pub(crate) struct Bench {
     regime: Option<Value>,
     /// The load's timing ([`summary::load_json`]), when this process loaded.
     load: Option<Value>,
+    /// With `--fast-load`: the devices whose latency is paused until the load is done.
+    paused: Vec<DeviceRef>,
 }
 
 /// Table and key where a persistent database records what was loaded into it.
@@ -48,6 +51,11 @@ impl Bench {
         if load_buffer.is_some() && p.run_only {
             return Err(CliError::Usage(
                 "--load-buffer applies to the load; a --run-only run has none: drop it".to_string(),
+            ));
+        }
+        if e.fast_load && p.run_only {
+            return Err(CliError::Usage(
+                "--fast-load applies to the load; a --run-only run has none: drop it".to_string(),
             ));
         }
         let page_size = parse_size(&e.page_size)?;
@@ -190,6 +198,20 @@ impl Bench {
         }
         let reopen = load_buffer.map(|_| opts.clone());
         let run_opts = opts.clone();
+        let paused: Vec<DeviceRef> = if e.fast_load {
+            let mut devs: Vec<DeviceRef> = [&opts.data, &opts.log]
+                .into_iter()
+                .flatten()
+                .cloned()
+                .collect();
+            devs.extend(opts.flash_cache.as_ref().map(|f| f.device.clone()));
+            devs
+        } else {
+            Vec::new()
+        };
+        for d in &paused {
+            d.pause_timing(true);
+        }
         let db = Db::open(match load_buffer {
             Some(b) => opts.buffer_bytes(b as usize),
             None => opts,
@@ -226,7 +248,7 @@ impl Bench {
             CommitMode::Pipelined => e.pipeline_depth.max(1),
         };
         let mut config = json!({
-            "dir": e.dir, "data": dd, "log": ld, "buffer_bytes": buffer, "load_buffer_bytes": load_buffer, "background": !e.no_background,
+            "dir": e.dir, "data": dd, "log": ld, "buffer_bytes": buffer, "load_buffer_bytes": load_buffer, "fast_load": e.fast_load, "background": !e.no_background,
             "page_size": page_size, "torn": e.torn.to_string(), "commit": e.commit.to_string(), "pipeline_depth": e.pipeline_depth, "lazy_flush": e.lazy_flush, "log_size": e.log_size,
             "commits_in_flight_per_thread": in_flight,
             "seed": e.seed, "threads": p.threads, "load_only": p.load_only, "run_only": p.run_only,
@@ -248,6 +270,7 @@ impl Bench {
             cpu: None,
             regime: None,
             load: None,
+            paused,
         };
         bench.check_loaded(p.run_only, &dir)?;
         Ok(bench)
@@ -310,7 +333,11 @@ impl Bench {
             make_durable_s: t.elapsed().as_secs_f64(),
         };
         eprintln!("{}", summary::load_line(load, &timing));
-        self.load = Some(summary::load_json(load, &timing));
+        let mut load_json = summary::load_json(load, &timing);
+        if !self.paused.is_empty() {
+            load_json["device_latency"] = json!("paused (--fast-load): not emulated times");
+        }
+        self.load = Some(load_json);
         let db = self.store.db();
         if !db.list_tables().iter().any(|t| t == META_TABLE) {
             db.create_table(META_TABLE)?;
@@ -320,6 +347,7 @@ impl Bench {
         tx.commit()?;
         db.checkpoint()?;
         let Some(opts) = self.reopen.take() else {
+            self.resume_timing();
             return Ok(self);
         };
         let describe = self.store.describe().to_string();
@@ -331,7 +359,15 @@ impl Bench {
             f.device.reset_stats();
         }
         self.store = PagodaStore::new(Db::open(opts)?, describe);
+        self.resume_timing();
         Ok(self)
+    }
+
+    /// Ends `--fast-load`: the measured run waits for every modeled delay again.
+    fn resume_timing(&mut self) {
+        for d in self.paused.drain(..) {
+            d.pause_timing(false);
+        }
     }
 
     /// Runs the measured phase `f`, recording its CPU use and its regime (device busy
@@ -342,6 +378,8 @@ impl Bench {
         warmup: Duration,
         f: impl FnOnce(&PagodaStore) -> CliResult<T>,
     ) -> CliResult<T> {
+        // A load that did not go through `mark_loaded` still must not leave timing paused.
+        self.resume_timing();
         let db = self.store.db();
         // The phase profile covers the same window (a TPC-C load's commits stay out).
         let mark = || {
