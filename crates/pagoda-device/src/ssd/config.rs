@@ -81,11 +81,19 @@ pub struct SsdConfig {
     /// Planes per die, 1..=8. Each plane is modeled as an independent program/read timeline
     /// (i.e. multi-plane operations are assumed always possible). Key `planes`.
     pub planes: u32,
-    /// Flash pages per erase block of the drive, 2..=4096. Key `pages_per_block`. A capacity
-    /// too small to keep every write point with such blocks is laid out with smaller ones
-    /// (halved down to `layout::MIN_PAGES_PER_BLOCK`, erase time scaled alike); the blocks
-    /// in use are [`Geometry::pages_per_block`].
+    /// Flash pages per erase block of the drive, 2..=4096. Key `pages_per_block`: a value
+    /// given there is laid out as given (and clears [`Self::block_pages`]). A capacity too
+    /// small to keep every write point with such blocks is laid out with smaller ones (halved
+    /// down to `layout::MIN_PAGES_PER_BLOCK`, erase time scaled alike); the blocks in use are
+    /// [`Geometry::pages_per_block`].
     pub pages_per_block: u32,
+    /// Pages per block the presets lay out at every capacity, smaller than the drive's
+    /// `pages_per_block` (`None`: lay out the drive's). So that capacity changes the blocks
+    /// per parallel unit and nothing else, a preset uses one block size: the largest with
+    /// which [`layout::REFERENCE_CAPACITY`](super::layout::REFERENCE_CAPACITY) keeps every
+    /// write point. Erases are charged per byte at the drive's rate. Smaller capacities fall
+    /// back to halving it. Not a key: `pages_per_block=` sets the block directly.
+    pub block_pages: Option<u32>,
     /// Flash page size in bytes, a multiple of 4 KiB up to 64 KiB; a page holds
     /// `page_size / 4 KiB` mapping units. Key `page_size`.
     pub page_size_bytes: usize,
@@ -163,6 +171,9 @@ impl SsdConfig {
     ///   are emulated as for `sata-ssd`.
     ///
     /// Both default to 1 GiB logical capacity so tests are quick; set `capacity` for more.
+    /// Both lay out one block size at every capacity, smaller than the drive's
+    /// ([`Self::block_pages`]: 64 KiB on `sata-ssd`, 128 KiB on `nvme-ssd`), so a larger
+    /// capacity adds blocks to each parallel unit and changes nothing else.
     pub fn preset(name: &str) -> Result<Self> {
         let base = Self {
             name: name.to_string(),
@@ -177,6 +188,7 @@ impl SsdConfig {
             dies_per_channel: 4,
             planes: 2,
             pages_per_block: 128,
+            block_pages: None,
             page_size_bytes: 8192,
             spare_bytes_per_page: 448,
             gc: GcPolicy::Greedy,
@@ -193,9 +205,9 @@ impl SsdConfig {
             link_mbps: 550.0,
             cmd_us: 5.0,
         };
-        match name {
-            "sata-ssd" => Ok(base),
-            "nvme-ssd" => Ok(Self {
+        let drive = match name {
+            "sata-ssd" => base,
+            "nvme-ssd" => Self {
                 op: 0.28,
                 channels: 16,
                 dies_per_channel: 4,
@@ -211,11 +223,18 @@ impl SsdConfig {
                 link_mbps: 3500.0,
                 cmd_us: 3.0,
                 ..base
-            }),
-            _ => Err(DeviceError::config(format!(
-                "unknown SSD preset '{name}': choose sata-ssd or nvme-ssd"
-            ))),
-        }
+            },
+            _ => {
+                return Err(DeviceError::config(format!(
+                    "unknown SSD preset '{name}': choose sata-ssd or nvme-ssd"
+                )))
+            }
+        };
+        let block_pages = super::layout::preset_block_pages(&drive)?;
+        Ok(Self {
+            block_pages: (block_pages != drive.pages_per_block).then_some(block_pages),
+            ..drive
+        })
     }
 
     /// Applies one `key=value` option (see [`KEYS`]).
@@ -262,7 +281,10 @@ impl SsdConfig {
             "channels" => self.channels = int(key, v)?,
             "dies" => self.dies_per_channel = int(key, v)?,
             "planes" => self.planes = int(key, v)?,
-            "pages_per_block" => self.pages_per_block = int(key, v)?,
+            "pages_per_block" => {
+                self.pages_per_block = int(key, v)?;
+                self.block_pages = None;
+            }
             "page_size" => {
                 self.page_size_bytes = usize::try_from(parse_size(v)?)
                     .map_err(|_| DeviceError::config(format!("page_size={v} is too large")))?;
@@ -356,6 +378,15 @@ impl SsdConfig {
                 self.pages_per_block
             ));
         }
+        if let Some(b) = self.block_pages {
+            if !(2..=self.pages_per_block).contains(&b) {
+                return cfg(format!(
+                    "block_pages={b} must lie in 2..=pages_per_block ({}); set \
+                     pages_per_block= for another block",
+                    self.pages_per_block
+                ));
+            }
+        }
         if self.page_size_bytes == 0
             || !self.page_size_bytes.is_multiple_of(SECTOR_SIZE)
             || self.page_size_bytes > 64 * 1024
@@ -439,8 +470,9 @@ pub struct Geometry {
     pub units_per_page: u32,
     /// Mapping units per erase block.
     pub units_per_block: u32,
-    /// Flash pages per block as laid out: the drive's `pages_per_block`, halved as often as a
-    /// small capacity needs to keep every write point (see `docs/devices.md`).
+    /// Flash pages per block as laid out: the preset's block ([`SsdConfig::block_pages`]) or
+    /// an explicit `pages_per_block`, halved as often as a capacity below the one it was
+    /// chosen for needs to keep every write point (see `docs/devices.md`).
     pub pages_per_block: u32,
     /// The drive's (configured) pages per block; an erase of a smaller block is charged
     /// `pages_per_block / drive_pages_per_block` of tBERS.

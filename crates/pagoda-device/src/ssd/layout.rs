@@ -4,12 +4,16 @@
 //! blocks on each PU, and every stream keeps one host write point per PU (unless `stripe`
 //! asks for fewer). Each write point holds an open block, and open blocks may use at most half
 //! of the spare blocks (the other half guarantees GC a victim with invalid units), so the
-//! device needs enough spare *blocks*. When the drive's block size leaves too few (a small
-//! capacity), blocks are made smaller: pages per block halved, down to
-//! [`MIN_PAGES_PER_BLOCK`]. A smaller block's erase is charged the same fraction of tBERS, so
-//! erase time per byte, and so throughput at a given WAF, stays the drive's. What scaling does
-//! not keep: fewer units per block let greedy GC find emptier victims, so steady-state WAF on
-//! a scaled-down device is lower than on the full-size one (see `docs/devices.md`).
+//! device needs enough spare *blocks*.
+//!
+//! The presets lay out one block size at every capacity: the largest with which
+//! [`REFERENCE_CAPACITY`] has those spare blocks ([`preset_block_pages`]). The block's unit
+//! count sets greedy GC's WAF and how long one victim's copybacks hold its PU, so a block that
+//! grew with capacity made full devices of different capacities differ (2.02x in IOPS, see
+//! `docs/devices.md`). Below the reference capacity, or with an explicit `pages_per_block`
+//! too large for the capacity, pages per block are halved until the spare blocks suffice,
+//! down to [`MIN_PAGES_PER_BLOCK`]. An erase is charged the block's share of the drive's
+//! tBERS, so erase time per byte stays the drive's.
 
 use super::config::{Geometry, SsdConfig, UNIT};
 use crate::error::{DeviceError, Result};
@@ -18,6 +22,21 @@ use crate::units::format_size;
 /// Smallest block the scaling makes (an explicit smaller `pages_per_block` is kept): a block
 /// several pages deep keeps GC's victim choice meaningful and the per-block tables small.
 pub const MIN_PAGES_PER_BLOCK: u32 = 4;
+
+/// The smallest capacity the reproductions run an emulated SSD at: the presets' block is
+/// the largest that still keeps every write point there.
+pub const REFERENCE_CAPACITY: u64 = 512 << 20;
+
+/// Pages per block a preset lays out at every capacity: the drive's block, halved until
+/// [`REFERENCE_CAPACITY`] keeps every write point with the preset's op, streams and stripe.
+pub(crate) fn preset_block_pages(drive: &SsdConfig) -> Result<u32> {
+    let at_reference = SsdConfig {
+        capacity_bytes: REFERENCE_CAPACITY,
+        block_pages: None,
+        ..drive.clone()
+    };
+    Ok(at_reference.geometry()?.pages_per_block)
+}
 
 /// Block counts of one candidate block size.
 struct Fit {
@@ -66,8 +85,8 @@ pub(crate) fn derive(c: &SsdConfig, units_per_page: u32) -> Result<Geometry> {
         Some(s) => s,
         None => pus,
     };
-    let floor = MIN_PAGES_PER_BLOCK.min(c.pages_per_block);
-    let mut ppb = c.pages_per_block;
+    let mut ppb = c.block_pages.unwrap_or(c.pages_per_block);
+    let floor = MIN_PAGES_PER_BLOCK.min(ppb);
     let (f, units_per_block) = loop {
         let upb = ppb * units_per_page;
         let f = fit(logical_units, c.op, upb, streams, reserve);

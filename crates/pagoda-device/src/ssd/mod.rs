@@ -2,7 +2,7 @@
 //!
 //! # Model
 //! * **Geometry** ([`config`]): channels × dies × planes parallel units (PUs); erase blocks of
-//!   `pages_per_block` flash pages of `page_size` (a page holds `page_size / 4 KiB` mapping
+//!   [`Geometry::pages_per_block`] flash pages of `page_size` (a page holds `page_size / 4 KiB` mapping
 //!   units) with `spare` OOB bytes per page. The block count is derived from `capacity` and
 //!   `op`; blocks are spread round-robin over all PUs at any capacity ([`layout`]). Presets
 //!   `sata-ssd` and `nvme-ssd` document their figures and sources on [`SsdConfig::preset`].
@@ -37,10 +37,11 @@
 //!   PUs. GC copybacks and erases occupy PUs too.
 //!
 //! # Limits
-//! * Open blocks (stripe × streams, plus one block per stream of GC headroom) may use at most half of the spare blocks, so GC
-//!   can always find a victim. Capacity never narrows the stripe: a small device has fewer
-//!   blocks per PU and, below the size where the drive's blocks leave too few spare blocks,
-//!   smaller blocks (erase time scaled with them), down to a minimum capacity ([`layout`]).
+//! * Open blocks (stripe × streams, plus one block per stream of GC headroom) may use at most
+//!   half of the spare blocks, so GC can always find a victim. Capacity never narrows the
+//!   stripe: the presets use one block size at every capacity, so a smaller device has fewer
+//!   blocks per PU; only below the presets' reference capacity are blocks halved (erase time
+//!   scaled with them), down to a minimum capacity ([`layout`]).
 //! * Up to 2³² − 2 physical units (about 16 TiB of flash).
 //!
 //! Sub-modules: [`config`] (presets, keys, geometry), [`synth`] (synthetic workloads),
@@ -333,7 +334,7 @@ impl BlockDevice for Ssd {
         let c = &self.cfg;
         format!(
             "{}(capacity={}, op={:.3}, streams={}, atomic={}, {}x{}x{} pus, \
-             {} blocks of {} units{}, page={}, stripe={}, gc={:?}, cache={}, latency={:?})",
+             {} blocks of {} ({} pages{}), page={}, stripe={}, gc={:?}, cache={}, latency={:?})",
             c.name,
             format_size(c.capacity_bytes),
             self.geo.effective_op(),
@@ -344,11 +345,15 @@ impl BlockDevice for Ssd {
             c.dies_per_channel,
             c.planes,
             self.geo.blocks,
-            self.geo.units_per_block,
+            format_size(u64::from(self.geo.units_per_block) * SECTOR_SIZE as u64),
+            self.geo.pages_per_block,
             if self.geo.pages_per_block == c.pages_per_block {
                 String::new()
             } else {
-                format!(" (scaled from {} pages)", c.pages_per_block)
+                format!(
+                    "; the drive's block is {}",
+                    format_size(u64::from(c.pages_per_block) * c.page_size_bytes as u64)
+                )
             },
             format_size(c.page_size_bytes as u64),
             self.geo.stripe,
