@@ -1,16 +1,18 @@
 //! SSD emulator benchmark (plain main, prints tables; ~1 minute).
 //!
-//! `cargo bench -p pagoda-device --bench ssd [-- quick] [-- only=a|b|c|d] [-- rows=N]` —
-//! `quick` shortens every run, `only=` picks sections, `rows=N` runs only the first N rows of
-//! (a) (for repeated A/B runs of the 1 GiB row).
+//! `cargo bench -p pagoda-device --bench ssd [-- quick] [-- only=a|b|c|d] [-- rows=N]
+//! [-- publish=PATH]` — `quick` shortens every run, `only=` picks sections, `rows=N` runs only
+//! the first N rows of (a) (for repeated A/B runs of the 1 GiB row), `publish=PATH` writes
+//! section (d) as Markdown with the command, machine, commit and load average (a relative
+//! PATH is taken from the workspace root; `docs/results/devices.md` is published so).
 //! (a) count mode: host 4 KiB writes/s with GC active (op 0.28, uniform random, steady
 //!     state), single thread, via `write_units` and via `BlockDevice::write`;
 //! (b) emulate mode: QD1 read/write latency vs the preset's nominal figures;
 //! (c) emulate mode: random 4 KiB read and write throughput vs threads, 1 … dies;
 //! (d) emulate mode: random 4 KiB write IOPS of `sata-ssd` at 512 MiB, 1 GiB and 8 GiB, fresh
-//!     (host-write parallelism alone) and preconditioned (GC running, with the preset's
-//!     capacity-scaled blocks and with 64 KiB blocks at every capacity), median of 3 runs and
-//!     the max/min ratio: capacity must not change the parallelism writes and GC reach.
+//!     (host-write parallelism alone) and preconditioned (GC running, with the preset's one
+//!     block size and with the drive's 1 MiB block where it fits), median of 3 runs and the
+//!     max/min ratio: capacity must not change the parallelism writes and GC reach.
 
 use pagoda_device::ssd::synth::precondition;
 use pagoda_device::ssd::{Ssd, SsdConfig};
@@ -285,7 +287,47 @@ fn write_iops(d: &Ssd, threads: u64, span: Duration, scale: f64, seed: u64) -> f
     iops
 }
 
-fn capacity_scaling(quick: bool) {
+/// One capacity's row of section (d).
+struct Row {
+    capacity: &'static str,
+    g: pagoda_device::ssd::Geometry,
+    runs: Vec<f64>,
+    waf: f64,
+}
+
+impl Row {
+    fn median(&self) -> f64 {
+        let mut r = self.runs.clone();
+        r.sort_by(f64::total_cmp);
+        r[r.len() / 2]
+    }
+    fn block_kib(&self) -> u64 {
+        u64::from(self.g.units_per_block) * SECTOR_SIZE as u64 / 1024
+    }
+}
+
+fn max_over_min(rows: &[Row]) -> f64 {
+    let m: Vec<f64> = rows.iter().map(Row::median).collect();
+    m.iter().copied().fold(f64::MIN, f64::max) / m.iter().copied().fold(f64::MAX, f64::min)
+}
+
+/// The device sets of section (d): label, precondition, explicit `pages_per_block`.
+const SETS: [(&str, &str, Option<&str>); 3] = [
+    ("fresh, empty device, preset blocks", "0", None),
+    (
+        "full (precondition=1, GC running), preset blocks",
+        "1",
+        None,
+    ),
+    (
+        "full, the drive's 1 MiB block where the capacity allows it (pages_per_block=128, \
+         halved below: the layout before)",
+        "1",
+        Some("128"),
+    ),
+];
+
+fn capacity_scaling(quick: bool) -> Vec<Vec<Row>> {
     let (scale, threads) = ("2", 16u64);
     let span = Duration::from_millis(if quick { 800 } else { 2000 });
     println!(
@@ -295,26 +337,17 @@ fn capacity_scaling(quick: bool) {
         span.as_secs_f64()
     );
     // Fresh: every run on a new, empty device, short enough that GC never starts, so the
-    // figure is the host-write parallelism alone. Steady state: one preconditioned (full) device,
-    // three runs in a row, with GC running.
-    // The preset scales the block with capacity (64 KiB at 512 MiB, 1 MiB at 8 GiB), and
-    // greedy GC's WAF falls with the block's unit count; the last set keeps 64 KiB blocks at
-    // every capacity (fewer blocks per unit on a smaller device), so only capacity changes.
-    for (fill, precondition, ppb) in [
-        ("fresh, empty", "0", None),
-        ("precondition=1, full", "1", None),
-        (
-            "precondition=1, full, pages_per_block=8 at every capacity",
-            "1",
-            Some("8"),
-        ),
-    ] {
+    // figure is the host-write parallelism alone. Full: one preconditioned device, three runs
+    // in a row, with GC running. The preset keeps one block size at every capacity; the last
+    // set lays out the drive's block where it fits, so the block grows with capacity.
+    let mut sets = Vec::new();
+    for (fill, precondition, ppb) in SETS {
         println!("{fill}:");
         println!(
             "{:>9} {:>5} {:>7} {:>7} {:>9} {:>9} {:>9} {:>9} {:>6}",
             "capacity", "pus", "stripe", "blocks", "block", "run 1", "run 2", "run 3", "WAF"
         );
-        let mut medians = Vec::new();
+        let mut rows = Vec::new();
         for capacity in ["512MiB", "1GiB", "8GiB"] {
             let mut opts = vec![
                 ("capacity", capacity),
@@ -328,7 +361,6 @@ fn capacity_scaling(quick: bool) {
             }
             let mut d = ssd("sata-ssd", &opts);
             let mut runs = Vec::new();
-            let mut waf = Vec::new();
             for r in 0..3 {
                 if r > 0 && precondition == "0" {
                     d = ssd("sata-ssd", &opts);
@@ -340,33 +372,126 @@ fn capacity_scaling(quick: bool) {
                     scale.parse().expect("scale"),
                     r,
                 ));
-                waf.push(d.stats().waf);
             }
-            let g = d.geometry();
+            // Over all three runs of a full device: the first alone can be a GC burst.
+            let row = Row {
+                capacity,
+                g: d.geometry(),
+                runs,
+                waf: d.stats().waf,
+            };
             println!(
                 "{capacity:>9} {:>5} {:>7} {:>7} {:>5} KiB {:>9.0} {:>9.0} {:>9.0} {:>6.2}",
-                g.pus,
-                g.stripe,
-                g.blocks,
-                u64::from(g.units_per_block) * SECTOR_SIZE as u64 / 1024,
-                runs[0],
-                runs[1],
-                runs[2],
-                // Over all three runs: the first alone can be a GC burst of a few writes.
-                waf.last().copied().unwrap_or(0.0),
+                row.g.pus,
+                row.g.stripe,
+                row.g.blocks,
+                row.block_kib(),
+                row.runs[0],
+                row.runs[1],
+                row.runs[2],
+                row.waf,
             );
-            runs.sort_by(f64::total_cmp);
-            medians.push((capacity, runs[1]));
+            rows.push(row);
         }
-        let max = medians.iter().map(|m| m.1).fold(f64::MIN, f64::max);
-        let min = medians.iter().map(|m| m.1).fold(f64::MAX, f64::min);
-        let line: Vec<String> = medians.iter().map(|(c, m)| format!("{c} {m:.0}")).collect();
+        let line: Vec<String> = rows
+            .iter()
+            .map(|r| format!("{} {:.0}", r.capacity, r.median()))
+            .collect();
         println!(
             "median write IOPS: {}; max/min {:.3}",
             line.join(", "),
-            max / min
+            max_over_min(&rows)
         );
+        sets.push(rows);
     }
+    sets
+}
+
+/// First line of a command's output ("" if it cannot run).
+fn output(cmd: &str, args: &[&str]) -> String {
+    std::process::Command::new(cmd)
+        .args(args)
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8(o.stdout).ok())
+        .and_then(|s| s.lines().next().map(str::to_string))
+        .unwrap_or_default()
+}
+
+/// A line of /proc/`file` starting with `key`, after the key and its separator.
+fn proc_field(file: &str, key: &str) -> String {
+    std::fs::read_to_string(format!("/proc/{file}"))
+        .ok()
+        .and_then(|s| {
+            s.lines().find(|l| l.starts_with(key)).map(|l| {
+                l[key.len()..]
+                    .trim_start_matches([' ', '\t', ':'])
+                    .to_string()
+            })
+        })
+        .unwrap_or_default()
+}
+
+/// Section (d) as Markdown, with the command, machine, commit and load that produced it.
+fn markdown(sets: &[Vec<Row>], args: &str, load_start: &str, quick: bool) -> String {
+    let load_end = proc_field("loadavg", "");
+    let mut m = String::from("# Emulated SSD: write IOPS across capacities\n\n");
+    m +=
+        &format!(
+        "Generated by `cargo bench -p pagoda-device --bench ssd --{args}` on {} at commit {}{}.\
+         \n\nMachine: {} ({} cores, {} RAM, Linux {}); load average (1, 5, 15 min) {} when \
+         the run started, {} when it ended. Other builds share the machine: compare rows of \
+         this run, not with other runs.\n\n",
+        output("date", &["-u", "+%Y-%m-%dT%H:%M:%SZ"]),
+        output("git", &["rev-parse", "--short=10", "HEAD"]),
+        if output("git", &["status", "--porcelain", "--untracked-files=no"]).is_empty() {
+            ""
+        } else {
+            " (with uncommitted changes)"
+        },
+        proc_field("cpuinfo", "model name"),
+        std::thread::available_parallelism().map_or(1, std::num::NonZero::get),
+        proc_field("meminfo", "MemTotal")
+            .trim_end_matches(" kB")
+            .parse::<f64>()
+            .map_or_else(|_| "unknown".into(), |kb| format!("{:.1} GiB", kb / 1048576.0)),
+        output("uname", &["-r"]),
+        load_start.split_whitespace().take(3).collect::<Vec<_>>().join(", "),
+        load_end.split_whitespace().take(3).collect::<Vec<_>>().join(", "),
+    );
+    m += &format!(
+        "`sata-ssd` preset (op 0.07, 4 streams, 512 KiB cache), `latency=emulate`, \
+         `time_scale=2`, `backing=none`: uniform random 4 KiB writes over the whole device \
+         from 16 threads, {} s per run, 3 runs per row. IOPS are modeled: requests over \
+         (wall time / time_scale). A fresh row uses a new, empty device per run (GC never \
+         starts); a full row one device preconditioned to steady state (`precondition=1`), \
+         its three runs in a row; its WAF is over the three runs.\n",
+        if quick { "0.8" } else { "2" }
+    );
+    for ((label, ..), rows) in SETS.iter().zip(sets) {
+        m += &format!("\n## {label}\n\n");
+        m += "| capacity | parallel units | stripe | blocks | blocks per unit | block \
+              | run 1 | run 2 | run 3 | median IOPS | WAF |\n";
+        m += "|---|---|---|---|---|---|---|---|---|---|---|\n";
+        for r in rows {
+            m += &format!(
+                "| {} | {} | {} | {} | {:.1} | {} KiB | {:.0} | {:.0} | {:.0} | **{:.0}** | {:.2} |\n",
+                r.capacity,
+                r.g.pus,
+                r.g.stripe,
+                r.g.blocks,
+                f64::from(r.g.blocks) / f64::from(r.g.pus),
+                r.block_kib(),
+                r.runs[0],
+                r.runs[1],
+                r.runs[2],
+                r.median(),
+                r.waf,
+            );
+        }
+        m += &format!("\nmax/min of the medians: **{:.3}**\n", max_over_min(rows));
+    }
+    m
 }
 
 fn main() {
@@ -392,7 +517,21 @@ fn main() {
         throughput(quick);
     }
     if run("d") {
-        capacity_scaling(quick);
+        let load = proc_field("loadavg", "");
+        let sets = capacity_scaling(quick);
+        if let Some(path) = args.iter().find_map(|a| a.strip_prefix("publish=")) {
+            let given: String = args[1..]
+                .iter()
+                .filter(|a| *a != "--bench")
+                .map(|a| format!(" {a}"))
+                .collect();
+            // cargo runs a bench in its package folder: a relative path is the workspace's.
+            let file = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../..")
+                .join(path);
+            std::fs::write(&file, markdown(&sets, &given, &load, quick)).expect("publish=PATH");
+            println!("wrote {}", file.display());
+        }
     }
     println!(
         "\n(total {:.1} s; shared machine, figures are noisy)",
