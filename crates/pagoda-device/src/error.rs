@@ -41,7 +41,7 @@ pub enum DeviceError {
          >= 6.16 offers them in software (copy-on-write), from one block up to a maximum the mount \
          option max_atomic_write=SIZE raises; scripts/xfs-atomic.sh builds one on a loop device. \
          Or use torn-write protection doublewrite",
-        size = crate::units::format_size(*.unit as u64)
+        size = crate::human::format_size(*.unit as u64)
     )]
     NoAtomicWrites {
         path: PathBuf,
@@ -59,8 +59,8 @@ pub enum DeviceError {
     #[error(
         "capacity {} is too small for this SSD geometry: {reason}; raise capacity to at least \
          {}, {fix}",
-        crate::units::format_size(*.capacity),
-        crate::units::format_size(*.min_capacity)
+        crate::human::format_size(*.capacity),
+        crate::human::format_size(*.min_capacity)
     )]
     CapacityTooSmall {
         /// The capacity asked for, bytes.

@@ -10,6 +10,7 @@ pub mod clock;
 pub mod error;
 pub mod file;
 pub mod hdd;
+mod human;
 pub mod mem;
 pub mod partition;
 pub mod raid;

@@ -2,6 +2,8 @@
 //! (`30s`, `2m`, `500ms`), shared by device specs and the CLI.
 
 use crate::error::{DeviceError, Result};
+// Formatting lives in `human` so that error messages can use it without a cycle.
+pub use crate::human::format_size;
 use std::time::Duration;
 
 /// Parses a byte size. Binary (`KiB`, `MiB`, `GiB`, `TiB`, also `K`, `M`, `G`, `T`) and decimal
@@ -70,24 +72,6 @@ pub fn parse_duration(text: &str) -> Result<Duration> {
         return Err(bad());
     }
     Ok(Duration::from_secs_f64(secs))
-}
-
-/// Formats a byte count with a binary unit, for tables and messages.
-pub fn format_size(bytes: u64) -> String {
-    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut v = bytes as f64;
-    let mut i = 0;
-    while v >= 1024.0 && i + 1 < UNITS.len() {
-        v /= 1024.0;
-        i += 1;
-    }
-    if i == 0 {
-        format!("{bytes} B")
-    } else if (v - v.round()).abs() < 1e-9 {
-        format!("{v:.0} {}", UNITS[i])
-    } else {
-        format!("{v:.2} {}", UNITS[i])
-    }
 }
 
 #[cfg(test)]
