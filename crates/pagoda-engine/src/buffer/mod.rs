@@ -35,6 +35,7 @@ mod evict;
 pub(crate) mod flash;
 mod hint;
 mod lru;
+mod runs;
 mod torn;
 mod trace;
 mod undo;

@@ -443,7 +443,7 @@ impl FlashCache {
         }
         out.sort_by_key(|(p, _)| *p);
         let pages: Vec<(u64, &[u8])> = out.iter().map(|(p, b)| (*p, b.as_slice())).collect();
-        super::torn::write_runs(&self.data, &pages, self.page_size, self.data_hints)?;
+        super::runs::write_runs(&self.data, &pages, self.page_size, self.data_hints)?;
         if !self.sabotaged(Sabotage::FlashUnsyncedWriteback) {
             self.data.flush()?;
         }
