@@ -390,7 +390,7 @@ impl Pool {
     }
 
     /// Flash cache counters, when a flash cache is configured.
-    pub fn flash_stats(&self) -> Option<crate::db::FlashCacheStats> {
+    pub fn flash_stats(&self) -> Option<flash::FlashCacheStats> {
         self.flash.as_ref().map(flash::FlashCache::stats)
     }
 

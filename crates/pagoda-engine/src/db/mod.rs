@@ -11,10 +11,11 @@ mod scan;
 mod stats;
 mod txn;
 
+pub use crate::buffer::flash::FlashCacheStats;
 pub(crate) use devices::devices;
 pub use devices::preallocate_log_file;
 pub use scan::Scan;
-pub use stats::{BufferStats, CheckpointInfo, DbStats, FlashCacheStats, RecoveryStats};
+pub use stats::{BufferStats, CheckpointInfo, DbStats, RecoveryStats};
 pub use txn::Txn;
 
 use crate::btree;

@@ -25,9 +25,11 @@ mod geometry;
 mod lru;
 mod rebuild;
 mod ring;
+mod stats;
 
 pub(crate) use geometry::Geometry;
 pub(crate) use rebuild::Binding;
+pub use stats::FlashCacheStats;
 
 /// `Slot::pid` of a slot holding no valid page.
 const NONE: u64 = u64::MAX;
@@ -537,7 +539,7 @@ impl FlashCache {
     }
 
     /// Counters for `Db::stats`.
-    pub(crate) fn stats(&self) -> crate::db::FlashCacheStats {
+    pub(crate) fn stats(&self) -> FlashCacheStats {
         let c = &self.c;
         let (valid, dirty) = {
             let st = self.state.lock();
@@ -547,7 +549,7 @@ impl FlashCache {
         let misses = c.misses.load(Ordering::Relaxed);
         let reqs = c.requests.load(Ordering::Relaxed);
         let slots = self.geo.slots() as u64;
-        crate::db::FlashCacheStats {
+        FlashCacheStats {
             policy: self.policy.to_string(),
             pages: self.pages.to_string(),
             slots,
