@@ -1,7 +1,6 @@
 //! Options of the flash cache tier (seed 000): which device, how large, which policy.
 
 use crate::error::{Error, Result};
-use crate::options::DbOptions;
 use pagoda_device::DeviceRef;
 use std::fmt;
 use std::str::FromStr;
@@ -142,21 +141,9 @@ impl FlashCacheOptions {
         self
     }
 
-    /// Checks what can be checked before the database's page size is known.
-    pub(crate) fn validate(&self, db: &DbOptions) -> Result<()> {
-        if db.torn.uses_doublewrite_area() {
-            return Err(Error::config(
-                "a flash cache replaces the double-write buffer (the data device is written only \
-                 from durable flash copies): use --torn none (or atomic) with --flash-cache",
-            ));
-        }
-        let same = |d: &Option<DeviceRef>| d.as_ref().is_some_and(|d| same_device(d, &self.device));
-        if same(&db.data) || same(&db.log) {
-            return Err(Error::config(format!(
-                "the flash cache device {} is also the data or log device: give it a device of its own",
-                self.device.describe()
-            )));
-        }
+    /// Checks the cache on its own (its size against its device); how it combines with the
+    /// rest of the options is `DbOptions::validate`'s to check.
+    pub(crate) fn validate(&self) -> Result<()> {
         let caps = self.device.caps();
         if let Some(s) = self.size_bytes {
             if s > caps.capacity_bytes() {

@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::time::Duration;
 
+use crate::flash_options::same_device;
 pub use crate::flash_options::{FlashCacheOptions, FlashPages, FlashPolicy};
 
 /// Torn-write protection of data pages (seed 003).
@@ -445,7 +446,7 @@ impl DbOptions {
             ));
         }
         if let Some(fc) = &self.flash_cache {
-            fc.validate(self)?;
+            self.validate_flash_cache(fc)?;
         }
         if self.data.is_none() && self.dir.is_none() {
             return Err(Error::config(
@@ -453,5 +454,24 @@ impl DbOptions {
             ));
         }
         Ok(())
+    }
+
+    /// A flash cache with the rest of the options: the torn mode it replaces, devices of its
+    /// own. Checked before the database's page size is known.
+    fn validate_flash_cache(&self, fc: &FlashCacheOptions) -> Result<()> {
+        if self.torn.uses_doublewrite_area() {
+            return Err(Error::config(
+                "a flash cache replaces the double-write buffer (the data device is written only \
+                 from durable flash copies): use --torn none (or atomic) with --flash-cache",
+            ));
+        }
+        let same = |d: &Option<DeviceRef>| d.as_ref().is_some_and(|d| same_device(d, &fc.device));
+        if same(&self.data) || same(&self.log) {
+            return Err(Error::config(format!(
+                "the flash cache device {} is also the data or log device: give it a device of its own",
+                fc.device.describe()
+            )));
+        }
+        fc.validate()
     }
 }
