@@ -7,7 +7,7 @@ use crate::btree;
 use crate::error::Result;
 use crate::mvcc::Value;
 use std::collections::{BTreeMap, VecDeque};
-use std::ops::Bound;
+use std::ops::{Bound, RangeBounds};
 
 pub(super) enum Src {
     Tree(Result<Vec<u8>>),
@@ -30,6 +30,46 @@ pub struct Scan<'t> {
     pub(super) cursor: Bound<Vec<u8>>,
     pub(super) buf: VecDeque<(Vec<u8>, Vec<u8>)>,
     pub(super) done: bool,
+}
+
+// A transaction's scans are made here, not in `txn.rs`: a `Scan` borrows its `Txn`, so the
+// cursor knows the transaction and the transaction need not know the cursor.
+impl<'db> Txn<'db> {
+    /// Forward scan of `table` over `range` (e.g. `..` or
+    /// `(Bound::Included(&b"a"[..]), Bound::Excluded(&b"m"[..]))`).
+    pub fn range<R: RangeBounds<[u8]>>(&self, table: &str, range: R) -> Result<Scan<'_>> {
+        self.scan(table, range, false)
+    }
+
+    /// Reverse scan of `table` over `range`, largest key first.
+    pub fn range_rev<R: RangeBounds<[u8]>>(&self, table: &str, range: R) -> Result<Scan<'_>> {
+        self.scan(table, range, true)
+    }
+
+    fn scan<R: RangeBounds<[u8]>>(&self, table: &str, range: R, reverse: bool) -> Result<Scan<'_>> {
+        let t = self.db.table(table)?;
+        let own = |b: Bound<&[u8]>| match b {
+            Bound::Included(k) => Bound::Included(k.to_vec()),
+            Bound::Excluded(k) => Bound::Excluded(k.to_vec()),
+            Bound::Unbounded => Bound::Unbounded,
+        };
+        let lo = own(range.start_bound());
+        let hi = own(range.end_bound());
+        let cursor = if reverse { hi.clone() } else { lo.clone() };
+        let done = !range_ok(&lo, &hi);
+        Ok(Scan {
+            txn: self,
+            name: table.to_string(),
+            table: t.id,
+            root: t.root,
+            lo,
+            hi,
+            reverse,
+            cursor,
+            buf: VecDeque::new(),
+            done,
+        })
+    }
 }
 
 impl Scan<'_> {

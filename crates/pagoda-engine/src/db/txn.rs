@@ -1,14 +1,13 @@
 //! Transactions: snapshot reads, buffered writes, scans, rollback.
 
-use super::{Db, Scan};
-use crate::bounds::{range_ok, WKey};
+use super::Db;
+use crate::bounds::WKey;
 use crate::btree::{self, MAX_KEY_LEN};
 use crate::error::{Error, Result};
 use crate::mvcc::Resolved;
 use crate::profile::{Phase, Stamp};
 use crate::MAX_VALUE_LEN;
-use std::collections::{BTreeMap, VecDeque};
-use std::ops::{Bound, RangeBounds};
+use std::collections::BTreeMap;
 
 /// A transaction. Reads see the snapshot taken at `begin` plus the transaction's own writes;
 /// writes are buffered until [`Txn::commit`]. Dropping an uncommitted transaction rolls it
@@ -132,47 +131,6 @@ impl<'db> Txn<'db> {
     /// Removes `key` from `table` (no error when absent).
     pub fn delete(&mut self, table: &str, key: &[u8]) -> Result<()> {
         self.write(table, key, None)
-    }
-
-    /// Forward scan of `table` over `range` (e.g. `..` or
-    /// `(Bound::Included(&b"a"[..]), Bound::Excluded(&b"m"[..]))`).
-    pub fn range<R: RangeBounds<[u8]>>(&self, table: &str, range: R) -> Result<Scan<'_>> {
-        self.scan(table, range, false)
-    }
-
-    /// Reverse scan of `table` over `range`, largest key first.
-    pub fn range_rev<R: RangeBounds<[u8]>>(&self, table: &str, range: R) -> Result<Scan<'_>> {
-        self.scan(table, range, true)
-    }
-
-    pub(super) fn scan<R: RangeBounds<[u8]>>(
-        &self,
-        table: &str,
-        range: R,
-        reverse: bool,
-    ) -> Result<Scan<'_>> {
-        let t = self.db.table(table)?;
-        let own = |b: Bound<&[u8]>| match b {
-            Bound::Included(k) => Bound::Included(k.to_vec()),
-            Bound::Excluded(k) => Bound::Excluded(k.to_vec()),
-            Bound::Unbounded => Bound::Unbounded,
-        };
-        let lo = own(range.start_bound());
-        let hi = own(range.end_bound());
-        let cursor = if reverse { hi.clone() } else { lo.clone() };
-        let done = !range_ok(&lo, &hi);
-        Ok(Scan {
-            txn: self,
-            name: table.to_string(),
-            table: t.id,
-            root: t.root,
-            lo,
-            hi,
-            reverse,
-            cursor,
-            buf: VecDeque::new(),
-            done,
-        })
     }
 
     /// Discards the transaction's writes.
