@@ -80,7 +80,6 @@ pub mod linkbench;
 pub mod report;
 pub mod store;
 pub mod tpcc;
-mod window;
 pub mod ycsb;
 
 pub use driver::{DriverConfig, LoadReport, Progress, ProgressFn, RunLimit, Submitted};

@@ -5,6 +5,7 @@
 pub(crate) mod load;
 pub(crate) mod stats;
 pub(crate) mod txn;
+mod window;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -17,7 +18,7 @@ pub use txn::{Finish, Submitted, TxnRunner};
 
 use crate::error::{ConfigError, WorkloadError};
 use crate::store::{Store, StoreError};
-use crate::window::{InFlight, Outcome};
+use window::{InFlight, Outcome};
 
 /// When the measured part of a run ends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]

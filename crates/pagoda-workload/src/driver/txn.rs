@@ -3,8 +3,8 @@
 
 use std::time::Duration;
 
+use super::window::Window;
 use crate::store::{PendingCommit, Store, StoreError, StoreTxn};
-use crate::window::Window;
 
 /// What a transaction body asks for at its end.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -12,7 +12,7 @@
 //! * depth d is comparable to synchronous commit with d times the client threads (the same
 //!   total number of commits in flight), which pays for it in threads.
 
-use crate::driver::OpStatus;
+use super::OpStatus;
 use crate::store::{PendingCommit, Resolved, StoreError};
 use std::collections::VecDeque;
 use std::time::Instant;
