@@ -7,6 +7,8 @@
 
 pub(crate) mod config;
 pub(crate) mod record;
+#[cfg(test)]
+mod report_tests;
 mod sorted;
 pub(crate) mod worker;
 
