@@ -5,9 +5,12 @@ use std::str::FromStr;
 
 use serde::Serialize;
 
-use super::record::MAX_RECORD_BYTES;
 use crate::dist::fnv1a64;
 use crate::error::ConfigError;
+
+/// Largest record the generator will build: the bound [`YcsbConfig`] checks its field count
+/// and lengths against.
+pub const MAX_RECORD_BYTES: usize = 16 << 20;
 
 /// Which YCSB workload.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

@@ -17,9 +17,9 @@ use rand::SeedableRng;
 
 pub use config::{
     FieldLengthDistribution, InsertOrder, Proportions, RequestDistribution, YcsbConfig,
-    YcsbWorkload,
+    YcsbWorkload, MAX_RECORD_BYTES,
 };
-pub use record::{decode_record, encode_record, MAX_RECORD_BYTES};
+pub use record::{decode_record, encode_record};
 pub use worker::OP_NAMES;
 
 use crate::driver::{self, DriverConfig, Finish, LoadReport, ProgressFn, TxnRunner};

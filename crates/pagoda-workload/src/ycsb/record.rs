@@ -8,9 +8,6 @@ use super::config::{FieldLengthDistribution, YcsbConfig};
 use crate::dist::Zipfian;
 use crate::store::StoreError;
 
-/// Largest record the generator will build.
-pub const MAX_RECORD_BYTES: usize = 16 << 20;
-
 /// Encodes a record's fields into one value (format in the [`ycsb`](super) module docs).
 pub fn encode_record(fields: &[Vec<u8>]) -> Vec<u8> {
     if let [only] = fields {
