@@ -18,8 +18,8 @@
 //!
 //! The public API is what this page lists: the items re-exported here, plus two modules for
 //! tools: [`format`](mod@format) (the documented on-disk format's encoders and decoders) and [`inspect`]
-//! (the offline inspector behind `pagoda inspect`), and [`mrc`], the buffer pool's miss-ratio
-//! curve from a recorded page trace ([`Db::start_page_trace`]). The power-cut crash test is a separate
+//! (the offline inspector behind `pagoda inspect`), and [`sizing`], buffer-pool sizing from a
+//! recorded page trace ([`Db::start_page_trace`]): the miss-ratio curve, a TPS model, advice. The power-cut crash test is a separate
 //! crate, `pagoda-crashtest`, over this public API (with the [`Observer`] probes and
 //! [`Sabotage`] switches).
 //!
@@ -51,13 +51,13 @@ mod flash_options;
 pub mod format;
 mod freelist;
 pub mod inspect;
-pub mod mrc;
 mod mvcc;
 mod options;
 mod pipeline;
 mod probe;
 mod profile;
 mod settings;
+pub mod sizing;
 mod stream;
 mod striped;
 mod wal;

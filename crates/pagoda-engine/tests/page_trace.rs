@@ -5,7 +5,7 @@
 
 use pagoda_device::mem::MemDevice;
 use pagoda_device::DeviceRef;
-use pagoda_engine::mrc::{Mrc, ShardsRate};
+use pagoda_engine::sizing::{Mrc, ShardsRate};
 use pagoda_engine::{Db, DbOptions};
 use rand::{Rng, SeedableRng};
 use std::sync::Arc;

@@ -159,7 +159,7 @@ pub struct Pool {
     /// The flash cache tier (seed 000): page writes go there, misses look there first.
     flash: Option<flash::FlashCache>,
     /// Page-reference recorder for miss-ratio curves ([`trace`]); off unless started.
-    trace: trace::Recorder,
+    trace: crate::sizing::Recorder,
 }
 
 /// A pinned frame; unpins on drop.
@@ -297,7 +297,7 @@ impl Pool {
             over_budget: std::sync::atomic::AtomicBool::new(false),
             dirty: std::sync::atomic::AtomicUsize::new(0),
             flash: None,
-            trace: trace::Recorder::default(),
+            trace: crate::sizing::Recorder::default(),
         }
     }
 

@@ -178,16 +178,16 @@ impl Db {
     }
 
     /// Starts recording every page fix of the buffer pool (hit or miss, by page id) for a
-    /// miss-ratio curve ([`crate::mrc`]), keeping the pages `rate` samples; replaces a
+    /// miss-ratio curve ([`crate::sizing`]), keeping the pages `rate` samples; replaces a
     /// recording already running. Off (the default) the recorder costs one relaxed load per
-    /// fix; on, 16 bytes per kept reference, up to [`crate::mrc::PageTrace::MAX_REFERENCES`].
-    pub fn start_page_trace(&self, rate: crate::mrc::ShardsRate) {
+    /// fix; on, 16 bytes per kept reference, up to [`crate::sizing::PageTrace::MAX_REFERENCES`].
+    pub fn start_page_trace(&self, rate: crate::sizing::ShardsRate) {
         self.inner.pool.start_trace(rate);
     }
 
     /// Stops recording and returns the references recorded since
     /// [`Db::start_page_trace`] (an empty trace when none was started).
-    pub fn take_page_trace(&self) -> crate::mrc::PageTrace {
+    pub fn take_page_trace(&self) -> crate::sizing::PageTrace {
         self.inner.pool.take_trace()
     }
 }

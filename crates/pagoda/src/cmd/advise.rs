@@ -1,26 +1,19 @@
 //! `pagoda advise buffer`: buffer-pool sizing from one YCSB run (seed 004, beyond the seed).
 //!
-//! The run records the pool's page references ([`pagoda_engine::Db::start_page_trace`]); the
-//! miss-ratio curve ([`pagoda_engine::mrc`]) gives the hit ratio at every buffer size; a short
-//! probe of each candidate device gives its read latency and throughput; [`model`] predicts
-//! TPS from them and finds the knee.
+//! The run records the pool's page references ([`pagoda_engine::Db::start_page_trace`]); a
+//! short probe of each candidate device gives its read latency and throughput; the engine's
+//! [`pagoda_engine::sizing`] turns both into the miss-ratio curve, predicted TPS, the knee and
+//! the advice. This command parses flags, runs, probes and prints.
 
-mod model;
 mod probe;
 
 use crate::cmd::bench::{load_and_run_ycsb, YcsbArgs};
 use crate::error::{CliError, CliResult};
 use crate::report::{thousands, write_json, Table};
 use clap::{Args, Subcommand};
-use model::{DeviceFigures, Measured};
 use pagoda_device::units::{format_size, parse_duration, parse_size};
-use pagoda_engine::mrc::{Mrc, ShardsRate};
+use pagoda_engine::sizing::{extent_pages, Advice, DeviceFigures, Measured, Mrc, ShardsRate};
 use serde_json::{json, Value};
-
-/// The smallest pool the engine opens, in pages.
-const MIN_PAGES: u64 = 16;
-/// Log-spaced buffer sizes reported (the run's own size comes on top).
-const POINTS: usize = 24;
 
 const MODEL_HELP: &str = "\
 The model, for buffer B (pages) with miss ratio MR(B) from the curve:
@@ -138,15 +131,8 @@ fn buffer(a: &BufferArgs) -> CliResult<()> {
             thousands((100.0 / mrc.rate()) as u64)
         );
     }
-    // The database's extent: the highest page referenced (the probe seeks over it).
-    let span_pages = trace
-        .warm
-        .iter()
-        .chain(&trace.references)
-        .max()
-        .map_or(MIN_PAGES, |p| p + 1)
-        .max(mrc.distinct_pages().ceil() as u64);
-    let sizes = model::sizes(MIN_PAGES, span_pages, m.buffer_pages, POINTS);
+    // The database's extent: the probe reads over it, the advice covers sizes up to it.
+    let span_pages = extent_pages(&trace, &mrc);
 
     let mut figures = Vec::new();
     for (name, spec) in &devices {
@@ -160,9 +146,10 @@ fn buffer(a: &BufferArgs) -> CliResult<()> {
             probe_time,
         )?);
     }
-    let tps = |d: usize, pages: f64| m.tps(&figures[d], mrc.miss_ratio(pages));
-    let knee = model::knee(&sizes, figures.len(), tps).unwrap_or(span_pages);
-    let text = model::advice(&m, &figures, knee, tps);
+    let advice = Advice::new(mrc, m, figures, span_pages);
+    let (m, mrc, figures) = (advice.measured(), advice.mrc(), advice.devices());
+    let tps = |d: usize, pages: f64| advice.tps(&figures[d], pages);
+    let (sizes, knee, text) = (advice.sizes(), advice.knee_pages(), advice.text());
 
     let own_hr = hits as f64 / fixes as f64;
     println!(
@@ -176,7 +163,7 @@ fn buffer(a: &BufferArgs) -> CliResult<()> {
         thousands(mrc.references()),
         mrc.rate()
     );
-    for f in &figures {
+    for f in figures {
         println!(
             "device {}: read latency {:.1} µs at queue depth 1, {:.0} reads/s with {} readers",
             f.name,
@@ -185,7 +172,7 @@ fn buffer(a: &BufferArgs) -> CliResult<()> {
             m.clients
         );
     }
-    print!("{}", table(&sizes, &m, &mrc, &figures, knee, &tps));
+    print!("{}", table(sizes, m, mrc, figures, knee, &tps));
     println!("{text}");
     // The run's own data device among those probed: the model at the run's buffer against
     // what the run measured.
@@ -208,9 +195,7 @@ fn buffer(a: &BufferArgs) -> CliResult<()> {
         });
 
     if let Some(path) = &e.json {
-        let mut v = to_json(
-            a, &report, &m, own_hr, &mrc, &sizes, &figures, knee, &text, &tps,
-        );
+        let mut v = to_json(a, &report, m, own_hr, mrc, sizes, figures, knee, text, &tps);
         if let (Some(obj), Some(c)) = (v.as_object_mut(), check) {
             obj.insert("model_check".to_string(), c);
         }

@@ -2,10 +2,10 @@
 //! depth 1 (read latency) and with as many readers as the workload has clients (throughput
 //! under that concurrency, queueing included).
 
-use super::model::DeviceFigures;
 use crate::error::{CliError, CliResult};
 use pagoda_device::spec::{DeviceKind, DeviceSpec};
 use pagoda_device::{DeviceRef, WriteHints};
+use pagoda_engine::sizing::DeviceFigures;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 

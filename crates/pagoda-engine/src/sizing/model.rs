@@ -1,6 +1,6 @@
-//! The throughput model of `advise buffer`: from the run's own figures, a miss-ratio curve and
-//! each device's probed read latency and throughput, predicted TPS at every buffer size; the
-//! knee; the advice.
+//! The throughput model (seed 004): from a run's own figures, a miss-ratio curve and each
+//! device's read latency and throughput, predicted TPS at every buffer size; the knee; the
+//! advice ([`Advice`]).
 //!
 //! For buffer `B` (pages), with `MR(B)` the curve's miss ratio:
 //!
@@ -14,36 +14,48 @@
 //! The first term is the seed's `A*HR + B*(1-HR)` per operation: `cpu_per_op` already holds
 //! the in-memory work `A` of every access, `read_latency` is `B`.
 
+use super::mrc::{Mrc, PageTrace};
 use pagoda_device::units::format_size;
 use std::fmt::Write as _;
 
 /// Doubling the buffer past the knee buys less than this much more TPS on every device.
-pub(super) const KNEE_GAIN: f64 = 0.05;
+pub const KNEE_GAIN: f64 = 0.05;
+/// The smallest pool the engine opens, in pages: the smallest size advised on.
+pub const MIN_PAGES: u64 = 16;
+/// Log-spaced buffer sizes the advice covers (the run's own size comes on top).
+pub const POINTS: usize = 24;
 
 /// What the run measured.
 #[derive(Clone, Debug)]
-pub(super) struct Measured {
-    pub(super) clients: usize,
-    pub(super) cores: usize,
-    pub(super) cpu_s_per_op: f64,
-    pub(super) accesses_per_op: f64,
-    pub(super) page_size: u64,
-    pub(super) buffer_pages: u64,
+pub struct Measured {
+    /// Client threads (the closed system's population).
+    pub clients: usize,
+    /// CPU cores the run could use.
+    pub cores: usize,
+    /// CPU seconds (user + system) per operation.
+    pub cpu_s_per_op: f64,
+    /// Buffer-pool page accesses (hits and misses) per operation.
+    pub accesses_per_op: f64,
+    /// Page size in bytes.
+    pub page_size: u64,
+    /// The run's own buffer, in pages.
+    pub buffer_pages: u64,
 }
 
-/// A probed device.
+/// A device's figures for the model (`pagoda advise buffer` probes them).
 #[derive(Clone, Debug)]
-pub(super) struct DeviceFigures {
-    pub(super) name: String,
+pub struct DeviceFigures {
+    /// The device's name in tables and advice.
+    pub name: String,
     /// Seconds per page read at queue depth 1.
-    pub(super) read_latency_s: f64,
+    pub read_latency_s: f64,
     /// Page reads per second with `clients` readers.
-    pub(super) iops: f64,
+    pub iops: f64,
 }
 
 impl Measured {
     /// Predicted operations per second with miss ratio `mr` on device `d`.
-    pub(super) fn tps(&self, d: &DeviceFigures, mr: f64) -> f64 {
+    pub fn tps(&self, d: &DeviceFigures, mr: f64) -> f64 {
         let cpu = self.cpu_s_per_op.max(1e-9);
         let misses = self.accesses_per_op * mr.clamp(0.0, 1.0);
         let closed = self.clients as f64 / (cpu + misses * d.read_latency_s);
@@ -57,7 +69,7 @@ impl Measured {
 }
 
 /// About `points` buffer sizes in pages, log-spaced from `min` to `max`, plus `own`.
-pub(super) fn sizes(min: u64, max: u64, own: u64, points: usize) -> Vec<u64> {
+pub(crate) fn sizes(min: u64, max: u64, own: u64, points: usize) -> Vec<u64> {
     let max = max.max(min + 1);
     let ratio = (max as f64 / min as f64).powf(1.0 / (points.max(2) - 1) as f64);
     let mut v: Vec<u64> = (0..points)
@@ -72,7 +84,7 @@ pub(super) fn sizes(min: u64, max: u64, own: u64, points: usize) -> Vec<u64> {
 /// The knee: the smallest size `B` of `sizes` such that at `B` and at every larger size,
 /// doubling the buffer raises the predicted TPS by less than [`KNEE_GAIN`] on every device.
 /// `tps(device, pages)` predicts. The largest size when no smaller one qualifies.
-pub(super) fn knee(sizes: &[u64], devices: usize, tps: impl Fn(usize, f64) -> f64) -> Option<u64> {
+pub(crate) fn knee(sizes: &[u64], devices: usize, tps: impl Fn(usize, f64) -> f64) -> Option<u64> {
     let flat = |b: u64| {
         (0..devices).all(|d| {
             let (now, doubled) = (tps(d, b as f64), tps(d, 2.0 * b as f64));
@@ -91,7 +103,7 @@ pub(super) fn knee(sizes: &[u64], devices: usize, tps: impl Fn(usize, f64) -> f6
 
 /// The advice text: the knee, and at the current buffer on the slowest device, doubling the
 /// buffer against moving to the fastest device.
-pub(super) fn advice(
+pub(crate) fn advice(
     m: &Measured,
     devices: &[DeviceFigures],
     knee_pages: u64,
@@ -159,6 +171,112 @@ pub(super) fn advice(
         }
     );
     t
+}
+
+/// The database's extent in pages as a trace saw it: past the highest page referenced, at
+/// least the curve's distinct pages and [`MIN_PAGES`]. The largest size advised on (and the
+/// range a device probe should read over).
+pub fn extent_pages(trace: &PageTrace, mrc: &Mrc) -> u64 {
+    trace
+        .warm
+        .iter()
+        .chain(&trace.references)
+        .max()
+        .map_or(MIN_PAGES, |p| p + 1)
+        .max(mrc.distinct_pages().ceil() as u64)
+}
+
+/// Buffer-pool sizing from one run: predicted TPS per device at [`POINTS`] log-spaced buffer
+/// sizes from [`MIN_PAGES`] to the database's extent (and the run's own), the knee, and
+/// whether a bigger buffer or a faster device buys more.
+///
+/// ```
+/// use pagoda_engine::sizing::{Advice, DeviceFigures, Measured, Mrc, ShardsRate};
+/// // A trace of a loop over 1,000 pages (a real one comes from `Db::take_page_trace`).
+/// let refs: Vec<u64> = (0..10_000).map(|i| i % 1_000).collect();
+/// let mrc = Mrc::from_references(&refs, 0, ShardsRate::FULL);
+/// let run = Measured { clients: 8, cores: 2, cpu_s_per_op: 50e-6, accesses_per_op: 3.0,
+///     page_size: 4096, buffer_pages: 500 };
+/// let disk = DeviceFigures { name: "disk".into(), read_latency_s: 5e-3, iops: 300.0 };
+/// let advice = Advice::new(mrc, run, vec![disk], 1_000);
+/// assert!(advice.knee_pages() >= 1_000); // a loop hits only once it all fits
+/// assert!(advice.text().starts_with("Knee at"));
+/// ```
+#[derive(Debug)]
+pub struct Advice {
+    mrc: Mrc,
+    measured: Measured,
+    devices: Vec<DeviceFigures>,
+    sizes: Vec<u64>,
+    knee_pages: u64,
+    text: String,
+}
+
+impl Advice {
+    /// Advice from the run's curve and figures, for the devices given, over buffer sizes up to
+    /// `extent_pages` (see [`extent_pages`]).
+    pub fn new(
+        mrc: Mrc,
+        measured: Measured,
+        devices: Vec<DeviceFigures>,
+        extent_pages: u64,
+    ) -> Self {
+        let sizes = sizes(MIN_PAGES, extent_pages, measured.buffer_pages, POINTS);
+        let tps = |d: usize, pages: f64| measured.tps(&devices[d], mrc.miss_ratio(pages));
+        let knee_pages = knee(&sizes, devices.len(), tps).unwrap_or(extent_pages);
+        let text = advice(&measured, &devices, knee_pages, tps);
+        Self {
+            mrc,
+            measured,
+            devices,
+            sizes,
+            knee_pages,
+            text,
+        }
+    }
+
+    /// [`Advice::new`] straight from a page trace ([`crate::Db::take_page_trace`]).
+    pub fn from_trace(trace: &PageTrace, measured: Measured, devices: Vec<DeviceFigures>) -> Self {
+        let mrc = Mrc::from_trace(trace);
+        let extent = extent_pages(trace, &mrc);
+        Self::new(mrc, measured, devices, extent)
+    }
+
+    /// Predicted operations per second on `device` with a buffer of `pages`.
+    pub fn tps(&self, device: &DeviceFigures, pages: f64) -> f64 {
+        self.measured.tps(device, self.mrc.miss_ratio(pages))
+    }
+
+    /// The miss-ratio curve the advice rests on.
+    pub fn mrc(&self) -> &Mrc {
+        &self.mrc
+    }
+
+    /// The run's figures.
+    pub fn measured(&self) -> &Measured {
+        &self.measured
+    }
+
+    /// The devices modeled.
+    pub fn devices(&self) -> &[DeviceFigures] {
+        &self.devices
+    }
+
+    /// The buffer sizes covered, in pages, ascending (the run's own among them).
+    pub fn sizes(&self) -> &[u64] {
+        &self.sizes
+    }
+
+    /// The knee: from this size on, doubling the buffer buys less than [`KNEE_GAIN`] more
+    /// TPS on every device.
+    pub fn knee_pages(&self) -> u64 {
+        self.knee_pages
+    }
+
+    /// The advice in words: the knee, and a bigger buffer against a faster device.
+    pub fn text(&self) -> &str {
+        &self.text
+    }
 }
 
 #[cfg(test)]
