@@ -21,7 +21,7 @@ pub use txn::Txn;
 use crate::btree;
 use crate::buffer::Pool;
 use crate::error::{Error, Failure, Result};
-use crate::format::{decode_log_header, encode_log_header, LogHeader, Superblock, SECTOR};
+use crate::format::Superblock;
 use crate::mvcc::Mvcc;
 use crate::options::{CommitMode, DbOptions, TornMode};
 use crate::pipeline::Pipeline;
@@ -30,13 +30,13 @@ use crate::profile::{Phase, Stamp};
 use crate::settings;
 use crate::stream::Stream;
 use crate::striped::ReadMostly;
-use crate::wal::{self, Wal};
+use crate::wal::Wal;
 use bootstrap::{create, read_sb};
 use catalog::TableInfo;
 use commit::CommitState;
 use pagoda_device::{DeviceRef, WriteHints};
 use parking_lot::{Condvar, Mutex, RwLock};
-use recovery::{redo, verify_pages};
+use recovery::{recover, Recovered};
 use stats::Counters;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -136,7 +136,6 @@ impl Db {
         let (data, log) = devices(&opts, false)?;
         let started = Instant::now();
         let dcaps = data.caps();
-        let lcaps = log.caps();
         let sb = match read_sb(&data)? {
             Some(sb) => sb,
             None => create(&opts, &data, &log)?,
@@ -163,115 +162,15 @@ impl Db {
                 }
             }
         }
-        let mut lh = vec![0u8; SECTOR];
-        log.read(0, &mut lh)?;
-        let lhdr = decode_log_header(&lh).map_err(|e| Error::LogCorruption {
-            lsn: 0,
-            offset: 0,
-            detail: format!("log header: {e}"),
-        })?;
-        if lhdr.db_id != sb.db_id {
-            return Err(Error::config(
-                "the log device belongs to another database (ids differ); give the matching log",
-            ));
-        }
         let obs = opts.observer.clone();
-        probe::emit(&obs, Event::Recovery(RecoveryStep::ScanLog));
-        let scan = wal::scan_log(
-            &log,
-            sb.log_capacity,
-            sb.db_id,
-            sb.checkpoint_lsn,
-            opts.sabotage,
-        )?;
-        probe::emit(&obs, Event::Recovery(RecoveryStep::NewEpoch));
-        // Groups that were in flight at a crash may sit after the end: this open's groups
-        // carry a newer epoch, so the scan never takes one of those for their continuation
-        // (one sector written, instead of erasing the ring).
-        let id = LogHeader {
-            epoch: lhdr.epoch.wrapping_add(1),
-            ..lhdr
-        };
-        log.write(
-            0,
-            &encode_log_header(&id),
-            WriteHints::stream(Stream::Log.on(&lcaps)),
-        )?;
-        log.flush()?;
-        let wal = Arc::new(
-            Wal::new(
-                log.clone(),
-                sb.log_capacity,
-                id,
-                Stream::Log.on(&lcaps),
-                scan.end,
-                sb.checkpoint_lsn,
-            )
-            .sabotaged(opts.sabotage),
-        );
-        let sb = forget_flash_cache(&opts, &data, sb)?;
-        let flash = open_flash(&opts, &data, &log, &sb)?;
-        let frames = opts.buffer_bytes / page_size;
-        let pool = Pool::new(
-            data.clone(),
-            page_size,
-            frames,
-            opts.torn,
-            sb.dw_start,
-            sb.dw_pages as usize,
-            wal.clone(),
-        )
-        .with_spill(opts.spill_bytes() / page_size)
-        .with_flash(flash)
-        .sabotaged(opts.sabotage);
-        pool.applied.store(scan.end, Ordering::Release);
-        let mut rec = RecoveryStats {
-            checkpoint_lsn: sb.checkpoint_lsn,
-            log_groups: scan.groups,
-            torn_log_tail: scan.torn_tail,
-            ..RecoveryStats::default()
-        };
-        if opts.torn.uses_doublewrite_area() {
-            probe::emit(&obs, Event::Recovery(RecoveryStep::RepairDoublewrite));
-            rec.torn_pages_repaired += pool.repair_from_doublewrite(sb.meta_page)?;
-        }
-        let imaged: BTreeSet<u64> = scan
-            .records
-            .iter()
-            .flat_map(|(_, r)| r.images.iter().map(|(p, _)| *p))
-            .collect();
-        if opts.verify_on_open {
-            let bad = verify_pages(&pool, &data, &sb, &imaged)?;
-            if let Some(&first) = bad.first() {
-                return Err(Error::Corruption {
-                    page_id: first,
-                    all_pages: bad,
-                    detail: "checksum verification at open failed".into(),
-                });
-            }
-        }
+        let Recovered {
+            wal,
+            pool,
+            sb,
+            stats: rec,
+            corrupt,
+        } = recover(&opts, &data, &log, sb)?;
         let meta_page = sb.meta_page;
-        let mut corrupt = BTreeSet::new();
-        probe::emit(&obs, Event::Recovery(RecoveryStep::Redo));
-        let last_cts = redo(
-            &pool,
-            &opts,
-            meta_page,
-            &scan.records,
-            &mut corrupt,
-            &mut rec,
-        )?;
-        rec.records_replayed = scan.records.len() as u64;
-        rec.last_cts = last_cts.max(sb.checkpoint_cts);
-        if !corrupt.is_empty() && !opts.allow_corrupt {
-            let all: Vec<u64> = corrupt.iter().copied().collect();
-            return Err(Error::Corruption {
-                page_id: all[0],
-                all_pages: all,
-                detail: "torn or damaged page(s) found during recovery (torn mode none cannot repair them)".into(),
-            });
-        }
-        rec.corrupt_pages = corrupt.iter().copied().collect();
         let next_cts = rec.last_cts + 1;
         let inner = Arc::new(Inner {
             data,

@@ -1,18 +1,169 @@
 //! Crash recovery: double-write repair, page verification, and redo from the checkpoint.
 
 use super::catalog::{decode_table, CATALOG};
-use super::RecoveryStats;
+use super::{forget_flash_cache, open_flash, RecoveryStats};
 use crate::btree::{self, Apply};
 use crate::buffer::Pool;
 use crate::error::{Error, Result};
-use crate::format::{check_page, is_zero, CommitRecord, Node, Page, RedoOp, Superblock, SECTOR};
+use crate::format::{
+    check_page, decode_log_header, encode_log_header, is_zero, CommitRecord, LogHeader, Node, Page,
+    RedoOp, Superblock, SECTOR,
+};
 use crate::options::{DbOptions, TornMode};
+use crate::probe::{self, Event, RecoveryStep};
+use crate::stream::Stream;
+use crate::wal::{self, Wal};
 use pagoda_device::DeviceRef;
+use pagoda_device::WriteHints;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::ops::Bound;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+/// What recovery hands to the database it opens.
+pub(super) struct Recovered {
+    pub(super) wal: Arc<Wal>,
+    pub(super) pool: Pool,
+    /// The superblock, after a flash cache it no longer names was forgotten.
+    pub(super) sb: Superblock,
+    pub(super) stats: RecoveryStats,
+    /// Pages found torn or damaged and left so (`DbOptions::allow_corrupt`).
+    pub(super) corrupt: BTreeSet<u64>,
+}
+
+/// Recovery at open, from the durable superblock `sb`: checks the log belongs to this
+/// database, scans it from the checkpoint, starts a new log epoch, builds the pool (with the
+/// flash cache, when configured), repairs torn pages from the double-write area, verifies
+/// pages when asked, and redoes the log's records.
+pub(super) fn recover(
+    opts: &DbOptions,
+    data: &DeviceRef,
+    log: &DeviceRef,
+    sb: Superblock,
+) -> Result<Recovered> {
+    let page_size = sb.page_size as usize;
+    let lcaps = log.caps();
+    let mut lh = vec![0u8; SECTOR];
+    log.read(0, &mut lh)?;
+    let lhdr = decode_log_header(&lh).map_err(|e| Error::LogCorruption {
+        lsn: 0,
+        offset: 0,
+        detail: format!("log header: {e}"),
+    })?;
+    if lhdr.db_id != sb.db_id {
+        return Err(Error::config(
+            "the log device belongs to another database (ids differ); give the matching log",
+        ));
+    }
+    let obs = opts.observer.clone();
+    probe::emit(&obs, Event::Recovery(RecoveryStep::ScanLog));
+    let scan = wal::scan_log(
+        log,
+        sb.log_capacity,
+        sb.db_id,
+        sb.checkpoint_lsn,
+        opts.sabotage,
+    )?;
+    probe::emit(&obs, Event::Recovery(RecoveryStep::NewEpoch));
+    // Groups that were in flight at a crash may sit after the end: this open's groups
+    // carry a newer epoch, so the scan never takes one of those for their continuation
+    // (one sector written, instead of erasing the ring).
+    let id = LogHeader {
+        epoch: lhdr.epoch.wrapping_add(1),
+        ..lhdr
+    };
+    log.write(
+        0,
+        &encode_log_header(&id),
+        WriteHints::stream(Stream::Log.on(&lcaps)),
+    )?;
+    log.flush()?;
+    let wal = Arc::new(
+        Wal::new(
+            log.clone(),
+            sb.log_capacity,
+            id,
+            Stream::Log.on(&lcaps),
+            scan.end,
+            sb.checkpoint_lsn,
+        )
+        .sabotaged(opts.sabotage),
+    );
+    let sb = forget_flash_cache(opts, data, sb)?;
+    let flash = open_flash(opts, data, log, &sb)?;
+    let frames = opts.buffer_bytes / page_size;
+    let pool = Pool::new(
+        data.clone(),
+        page_size,
+        frames,
+        opts.torn,
+        sb.dw_start,
+        sb.dw_pages as usize,
+        wal.clone(),
+    )
+    .with_spill(opts.spill_bytes() / page_size)
+    .with_flash(flash)
+    .sabotaged(opts.sabotage);
+    pool.applied.store(scan.end, Ordering::Release);
+    let mut rec = RecoveryStats {
+        checkpoint_lsn: sb.checkpoint_lsn,
+        log_groups: scan.groups,
+        torn_log_tail: scan.torn_tail,
+        ..RecoveryStats::default()
+    };
+    if opts.torn.uses_doublewrite_area() {
+        probe::emit(&obs, Event::Recovery(RecoveryStep::RepairDoublewrite));
+        rec.torn_pages_repaired += pool.repair_from_doublewrite(sb.meta_page)?;
+    }
+    let imaged: BTreeSet<u64> = scan
+        .records
+        .iter()
+        .flat_map(|(_, r)| r.images.iter().map(|(p, _)| *p))
+        .collect();
+    if opts.verify_on_open {
+        let bad = verify_pages(&pool, data, &sb, &imaged)?;
+        if let Some(&first) = bad.first() {
+            return Err(Error::Corruption {
+                page_id: first,
+                all_pages: bad,
+                detail: "checksum verification at open failed".into(),
+            });
+        }
+    }
+    let mut corrupt = BTreeSet::new();
+    probe::emit(&obs, Event::Recovery(RecoveryStep::Redo));
+    let last_cts = redo(
+        &pool,
+        opts,
+        sb.meta_page,
+        &scan.records,
+        &mut corrupt,
+        &mut rec,
+    )?;
+    rec.records_replayed = scan.records.len() as u64;
+    rec.last_cts = last_cts.max(sb.checkpoint_cts);
+    if !corrupt.is_empty() && !opts.allow_corrupt {
+        let all: Vec<u64> = corrupt.iter().copied().collect();
+        return Err(Error::Corruption {
+            page_id: all[0],
+            all_pages: all,
+            detail:
+                "torn or damaged page(s) found during recovery (torn mode none cannot repair them)"
+                    .into(),
+        });
+    }
+    rec.corrupt_pages = corrupt.iter().copied().collect();
+    Ok(Recovered {
+        wal,
+        pool,
+        sb,
+        stats: rec,
+        corrupt,
+    })
+}
 
 /// Checks the checksum of every allocated page (except those recovery will overwrite).
-pub(super) fn verify_pages(
+fn verify_pages(
     pool: &Pool,
     data: &DeviceRef,
     sb: &Superblock,
@@ -58,7 +209,7 @@ pub(super) fn verify_pages(
 /// Redo from the checkpoint: pass 1 restores the newest logged image of every page whose
 /// on-disk LSN is older; pass 2 replays the logical operations of every commit record on
 /// leaves whose LSN is older than the record. Returns the highest commit timestamp seen.
-pub(super) fn redo(
+fn redo(
     pool: &Pool,
     opts: &DbOptions,
     meta: u64,
