@@ -2,7 +2,7 @@
 //!
 //! A [`BlockDevice`] reads and writes whole 4 KiB sectors at sector addresses, accepts write
 //! hints (atomic, stream id), flushes its volatile cache, trims, and reports capabilities and
-//! counters. Implementations: real files ([`file`]), RAM ([`mem`]), emulated flash SSDs
+//! counters. Implementations: real files ([`file`](mod@file)), RAM ([`mem`]), emulated flash SSDs
 //! ([`ssd`]), emulated disks ([`hdd`], [`raid`]); wrappers add an I/O queue ([`sched`]) or
 //! capture a trace ([`trace`]). [`spec`] turns a CLI device string into a device.
 
