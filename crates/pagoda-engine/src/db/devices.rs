@@ -6,6 +6,28 @@ use crate::options::{DbOptions, TornMode};
 use pagoda_device::spec::{DeviceKind, DeviceSpec};
 use pagoda_device::DeviceRef;
 
+/// Torn mode `atomic` writes each page as one atomic write: the data device must offer atomic
+/// writes of exactly the page size.
+pub(super) fn check_atomic_unit(torn: TornMode, data: &DeviceRef, page_size: usize) -> Result<()> {
+    if torn != TornMode::Atomic {
+        return Ok(());
+    }
+    match data.caps().atomic_write_unit {
+        Some(u) if u == page_size => Ok(()),
+        Some(u) => Err(Error::config(format!(
+            "torn mode atomic needs an atomic write unit equal to the page size ({page_size} bytes), \
+             but the data device's unit is {u} bytes ({}); use --page-size {u}, a file: device \
+             with atomic={page_size}, or --torn doublewrite",
+            data.describe()
+        ))),
+        None => Err(Error::config(format!(
+            "torn mode atomic needs a device with atomic writes; this data device has none \
+             ({}; a file: device takes atomic={page_size}) (use --torn doublewrite)",
+            data.describe()
+        ))),
+    }
+}
+
 /// Opens the devices an options value names.
 pub(crate) fn devices(opts: &DbOptions, read_only: bool) -> Result<(DeviceRef, DeviceRef)> {
     if let (Some(d), Some(l)) = (&opts.data, &opts.log) {

@@ -23,7 +23,7 @@ use crate::buffer::Pool;
 use crate::error::{Error, Failure, Result};
 use crate::format::Superblock;
 use crate::mvcc::Mvcc;
-use crate::options::{CommitMode, DbOptions, TornMode};
+use crate::options::{CommitMode, DbOptions};
 use crate::pipeline::Pipeline;
 use crate::probe::{self, Event, RecoveryStep};
 use crate::profile::{Phase, Stamp};
@@ -142,26 +142,7 @@ impl Db {
         };
         let page_size = sb.page_size as usize;
         settings::check(&data, opts.torn, Stream::Data.on(&dcaps))?;
-        if opts.torn == TornMode::Atomic {
-            match dcaps.atomic_write_unit {
-                Some(u) if u == page_size => {}
-                Some(u) => {
-                    return Err(Error::config(format!(
-                        "torn mode atomic needs an atomic write unit equal to the page size ({page_size} bytes), \
-                         but the data device's unit is {u} bytes ({}); use --page-size {u}, a file: device \
-                         with atomic={page_size}, or --torn doublewrite",
-                        data.describe()
-                    )))
-                }
-                None => {
-                    return Err(Error::config(format!(
-                        "torn mode atomic needs a device with atomic writes; this data device has none \
-                         ({}; a file: device takes atomic={page_size}) (use --torn doublewrite)",
-                        data.describe()
-                    )))
-                }
-            }
-        }
+        devices::check_atomic_unit(opts.torn, &data, page_size)?;
         let obs = opts.observer.clone();
         let Recovered {
             wal,
