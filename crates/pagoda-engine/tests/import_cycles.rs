@@ -20,9 +20,6 @@ use std::path::{Path, PathBuf};
 /// as the failure prints it). A cycle not listed here fails the test; a listed one that is gone
 /// is reported so that its line can go.
 const KNOWN: &[&str] = &[
-    "pagoda (main.rs) under cmd: bench -> reproduce -> bench",
-    "pagoda (main.rs) under cmd::reproduce: cell -> publish -> cell",
-    "pagoda (main.rs) under cmd::reproduce: repeats -> report -> repeats",
     "pagoda-device (lib.rs) under ssd: config -> layout -> config",
     "pagoda-device (lib.rs) under ssd: ftl -> gc -> ftl",
 ];

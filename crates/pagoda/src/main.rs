@@ -2,7 +2,9 @@
 
 mod cmd;
 mod error;
+mod plot;
 mod progress;
+mod provenance;
 mod report;
 
 use clap::{Parser, Subcommand};

@@ -7,11 +7,11 @@
 //! `none` costs.
 
 use super::cell::{Cell, CellResult, Scale};
-use super::plot::{bar_chart, BarChart};
 use super::regime;
 use super::repeats::{self, Group, Spread};
 use super::report::{find, fmt_num, Band, Ctx, Headline, Section};
 use crate::error::CliResult;
+use crate::plot::{bar_chart, BarChart};
 use serde_json::json;
 use std::fmt::Write as _;
 

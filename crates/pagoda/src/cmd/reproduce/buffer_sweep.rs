@@ -10,11 +10,11 @@ mod rows;
 mod shapes;
 
 use super::cell::{Cell, CellResult, Scale};
-use super::plot::{line_chart, LineChart, Series};
 use super::regime;
 use super::repeats::{Group, Spread};
 use super::report::{find, fmt_frac, fmt_num, median, Ctx, Section};
 use crate::error::CliResult;
+use crate::plot::{line_chart, LineChart, Series};
 use serde_json::json;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;

@@ -5,6 +5,7 @@
 
 use crate::error::{CliError, CliResult};
 use crate::progress::Progress;
+use crate::provenance::machine;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::fs;
@@ -179,42 +180,6 @@ impl CellResult {
     pub(crate) fn usable(&self) -> bool {
         (self.ok || self.cell.may_fail) && !self.result.is_null()
     }
-}
-
-/// What this machine is, for the report.
-pub(crate) fn machine() -> Value {
-    let cpu = fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("model name"))
-                .and_then(|l| l.split(':').nth(1))
-                .map(|m| m.trim().to_string())
-        })
-        .unwrap_or_else(|| "unknown".to_string());
-    let mem_gib = fs::read_to_string("/proc/meminfo").ok().and_then(|s| {
-        s.lines()
-            .find(|l| l.starts_with("MemTotal:"))
-            .and_then(|l| l.split_whitespace().nth(1))
-            .and_then(|kb| kb.parse::<f64>().ok())
-            .map(|kb| (kb / 1048576.0 * 10.0).round() / 10.0)
-    });
-    let kernel = fs::read_to_string("/proc/sys/kernel/osrelease")
-        .map(|s| s.trim().to_string())
-        .unwrap_or_default();
-    let load = fs::read_to_string("/proc/loadavg")
-        .ok()
-        .and_then(|s| s.split_whitespace().next().map(str::to_string))
-        .unwrap_or_default();
-    serde_json::json!({
-        "cpu": cpu,
-        "cores": std::thread::available_parallelism().map(std::num::NonZero::get).unwrap_or(1),
-        "memory_gib": mem_gib,
-        "kernel": kernel,
-        "load_average_1m_at_start": load,
-        "pagoda_version": env!("CARGO_PKG_VERSION"),
-        "commit": super::publish::commit(),
-    })
 }
 
 /// A cell's child process, started.

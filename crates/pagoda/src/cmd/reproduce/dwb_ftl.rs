@@ -7,11 +7,11 @@
 //! number of requests and the same striping per stream for both.
 
 use super::cell::{Cell, CellResult, Scale};
-use super::plot::{bar_chart, BarChart};
 use super::regime;
 use super::repeats::{self, Spread};
 use super::report::{find, fmt_change, fmt_num, ratio, Band, Ctx, Headline, Section};
 use crate::error::CliResult;
+use crate::plot::{bar_chart, BarChart};
 use serde_json::json;
 use std::fmt::Write as _;
 

@@ -6,11 +6,11 @@
 //! the restart after a crash with and without the cache (`bench tpcc --crash-restart`).
 
 use super::cell::{Cell, CellResult, Scale};
-use super::plot::{bar_chart, BarChart};
 use super::regime;
 use super::repeats::{self, Group, Spread};
 use super::report::{find, fmt_frac, fmt_num, Band, Ctx, Headline, Section};
 use crate::error::CliResult;
+use crate::plot::{bar_chart, BarChart};
 use serde_json::json;
 use std::fmt::Write as _;
 

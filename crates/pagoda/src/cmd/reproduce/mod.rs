@@ -8,7 +8,6 @@ pub(crate) mod cell;
 mod dwb_ftl;
 mod face;
 mod pipelined;
-pub(crate) mod plot;
 pub(crate) mod publish;
 mod regime;
 mod repeats;

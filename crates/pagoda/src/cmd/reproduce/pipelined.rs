@@ -8,11 +8,11 @@
 //! the seed), the sync path's phase breakdown and CPU use beside the seed's.
 
 use super::cell::{Cell, CellResult, Scale};
-use super::plot::{line_chart, LineChart, Series};
 use super::repeats::Spread;
 use super::repeats::{self, Group};
 use super::report::{find, fmt_num, ratio, Band, Ctx, Headline, Section};
 use crate::error::CliResult;
+use crate::plot::{line_chart, LineChart, Series};
 use serde_json::json;
 use std::fmt::Write as _;
 

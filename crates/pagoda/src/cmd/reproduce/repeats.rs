@@ -84,7 +84,7 @@ impl Spread {
     /// `None` for no finite values.
     pub(crate) fn of(mut v: Vec<f64>) -> Option<Self> {
         v.retain(|x| x.is_finite());
-        let median = super::report::median(&mut v)?;
+        let median = median(&mut v)?;
         Some(Self {
             median,
             min: v[0],
@@ -131,6 +131,20 @@ pub(crate) fn paired(
 /// `a / b` per seed.
 pub(crate) fn ratio(a: Option<&Group>, b: Option<&Group>, path: &str) -> Option<Spread> {
     paired(a, b, path, |x, y| (y > 0.0).then(|| x / y))
+}
+
+/// The median (of an even count, the mean of the middle two; not the upper one, which with
+/// two cells would report the larger figure). `None` for no values.
+pub(crate) fn median(v: &mut [f64]) -> Option<f64> {
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    (n > 0).then(|| {
+        if n % 2 == 1 {
+            v[n / 2]
+        } else {
+            (v[n / 2 - 1] + v[n / 2]) / 2.0
+        }
+    })
 }
 
 #[cfg(test)]

@@ -4,6 +4,7 @@
 //! cells' JSON files, so `reproduce report` on merged shards gives the same report.
 
 use super::cell::{self, CellResult};
+pub(crate) use super::repeats::median;
 use super::repeats::{Group, Spread};
 use super::{Experiment, ALL};
 use crate::error::{CliError, CliResult};
@@ -406,20 +407,6 @@ fn render(results: &[CellResult], sections: &[(Experiment, Section)]) -> String 
 }
 
 /// `a / b` when both are known and `b > 0`.
-/// The median (of an even count, the mean of the middle two; not the upper one, which with
-/// two cells would report the larger figure). `None` for no values.
-pub(crate) fn median(v: &mut [f64]) -> Option<f64> {
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    (n > 0).then(|| {
-        if n % 2 == 1 {
-            v[n / 2]
-        } else {
-            (v[n / 2 - 1] + v[n / 2]) / 2.0
-        }
-    })
-}
-
 pub(crate) fn ratio(a: Option<f64>, b: Option<f64>) -> Option<f64> {
     match (a, b) {
         (Some(a), Some(b)) if b > 0.0 => Some(a / b),

@@ -267,7 +267,7 @@ pub(super) fn run(a: &CompareArgs) -> CliResult<()> {
     }
     std::fs::create_dir_all(&a.out).map_err(|e| io(&a.out, e))?;
     let _lock = lock_out(&a.out)?;
-    let machine = crate::cmd::reproduce::cell::machine();
+    let machine = crate::provenance::machine();
     let phases = phases(a);
     let probe = duration.min(Duration::from_secs(3));
     let ceiling_before = super::ceiling::measure(&a.out, probe)?;

@@ -2,9 +2,8 @@
 //! row, and the files written from them (JSON, CSV, SVG, and the Markdown of `--publish`).
 
 use super::{io, Cell, CompareArgs};
-use crate::cmd::reproduce::plot::{bar_chart, BarChart};
-use crate::cmd::reproduce::publish;
 use crate::error::CliResult;
+use crate::plot::{bar_chart, BarChart};
 use crate::report::{write_json, Table};
 use serde::Serialize;
 use serde_json::json;
@@ -118,7 +117,7 @@ pub(super) struct Outputs<'a> {
     pub(super) engines: serde_json::Value,
     pub(super) ceiling: [f64; 2],
     pub(super) table: &'a str,
-    /// `cell::machine()` taken when the run started (its load average is the start's).
+    /// `provenance::machine()` taken when the run started (its load average is the start's).
     pub(super) machine: serde_json::Value,
 }
 
@@ -242,7 +241,7 @@ fn markdown(
         std::fs::create_dir_all(parent).map_err(|e| io(parent, e))?;
     }
     let mut md = String::from("# pagoda and its peers\n\n");
-    md.push_str(&publish::provenance(machine));
+    md.push_str(&crate::provenance::provenance(machine));
     let _ = writeln!(
         md,
         "{} records of 16-byte keys and 1000-byte values; cells of {} after {} of warm-up; \
