@@ -2,12 +2,13 @@
 //! workloads, through the same driver, on pagoda and on the engines it is compared with.
 //!
 //! One module per engine:
-//! - `sqlite`: SQLite (rusqlite, bundled), WAL, one `WITHOUT ROWID` table per store table, a
-//!   pool of connections (one per client thread), `BEGIN IMMEDIATE` for writers.
+//! - `sqlite`: SQLite (rusqlite, bundled), WAL, one `WITHOUT ROWID` table per store table
+//!   (engine `sqlite`) or one rowid table with a unique key (engine `sqlite-rowid`), a pool of
+//!   connections (one per client thread), `BEGIN IMMEDIATE` for writers.
 //! - `lmdb`: LMDB (heed), one named database per table, one writer at a time.
 //! - `redb`: redb, one table per store table, one writer at a time.
-//! - `rocksdb` (cargo feature `rocksdb`): an optimistic-transaction RocksDB, a column family
-//!   per table, WAL synced per commit.
+//! - `rocksdb` (cargo feature `rocksdb`): a plain RocksDB `DB`, a column family per table,
+//!   one `WriteBatch` per commit with the WAL synced, key locks for read-modify-writes.
 //!
 //! Every peer runs on real files under a directory ([`PeerKind::path`]), commits durably by
 //! default ([`PeerDurability::Sync`]), reports its settings in `stats_json()` and has no
@@ -31,8 +32,11 @@ use std::sync::OnceLock;
 /// The peer engines.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum PeerKind {
-    /// SQLite in WAL mode.
+    /// SQLite in WAL mode, `WITHOUT ROWID` tables in 16 KiB pages.
     Sqlite,
+    /// SQLite in WAL mode, rowid tables with a unique key in 4 KiB pages (the other layout in
+    /// which a 1 KB row fits a page).
+    SqliteRowid,
     /// LMDB.
     Lmdb,
     /// redb.
@@ -43,8 +47,9 @@ pub enum PeerKind {
 
 impl PeerKind {
     /// Every peer, in the order reports list them.
-    pub const ALL: [PeerKind; 4] = [
+    pub const ALL: [PeerKind; 5] = [
         PeerKind::Sqlite,
+        PeerKind::SqliteRowid,
         PeerKind::Lmdb,
         PeerKind::Redb,
         PeerKind::Rocksdb,
@@ -54,6 +59,7 @@ impl PeerKind {
     pub fn name(self) -> &'static str {
         match self {
             PeerKind::Sqlite => "sqlite",
+            PeerKind::SqliteRowid => "sqlite-rowid",
             PeerKind::Lmdb => "lmdb",
             PeerKind::Redb => "redb",
             PeerKind::Rocksdb => "rocksdb",
@@ -65,6 +71,7 @@ impl PeerKind {
     pub fn path(self, dir: &Path) -> PathBuf {
         dir.join(match self {
             PeerKind::Sqlite => "sqlite.db",
+            PeerKind::SqliteRowid => "sqlite-rowid.db",
             PeerKind::Lmdb => "lmdb",
             PeerKind::Redb => "redb.redb",
             PeerKind::Rocksdb => "rocksdb",
@@ -145,7 +152,7 @@ impl Default for PeerOptions {
 #[derive(Debug, thiserror::Error)]
 pub enum PeerError {
     /// `--engine` named no engine.
-    #[error("unknown engine `{0}`; choose pagoda, sqlite, lmdb, redb or rocksdb")]
+    #[error("unknown engine `{0}`; choose pagoda, sqlite, sqlite-rowid, lmdb, redb or rocksdb")]
     UnknownEngine(String),
     /// RocksDB was asked for in a binary built without it.
     #[error(
@@ -175,7 +182,12 @@ pub fn open(kind: PeerKind, dir: &Path, opts: &PeerOptions) -> Result<Box<dyn St
     };
     std::fs::create_dir_all(dir).map_err(|e| fail(e.to_string()))?;
     Ok(match kind {
-        PeerKind::Sqlite => Box::new(sqlite::SqliteStore::open(&path, opts).map_err(fail)?),
+        PeerKind::Sqlite => Box::new(
+            sqlite::SqliteStore::open(&path, opts, sqlite::Layout::WithoutRowid).map_err(fail)?,
+        ),
+        PeerKind::SqliteRowid => {
+            Box::new(sqlite::SqliteStore::open(&path, opts, sqlite::Layout::Rowid).map_err(fail)?)
+        }
         PeerKind::Lmdb => Box::new(lmdb::LmdbStore::open(&path, opts).map_err(fail)?),
         PeerKind::Redb => Box::new(redb::RedbStore::open(&path, opts).map_err(fail)?),
         #[cfg(feature = "rocksdb")]

@@ -1,8 +1,13 @@
-//! SQLite (bundled, via rusqlite) as a store: one `WITHOUT ROWID` table per store table,
-//! keyed by a BLOB (SQLite compares BLOBs with memcmp, the store's key order), in pages of
-//! [`PAGE_SIZE`] bytes so that a 1 KB row fits in its leaf instead of spilling to an overflow
-//! page (a `WITHOUT ROWID` leaf holds a row inline only up to about a quarter of a page; the
-//! rowid-table alternative was measured against it, see `docs/peers.md`).
+//! SQLite (bundled, via rusqlite) as a store, in one of two layouts ([`Layout`]), both keyed
+//! by a BLOB (SQLite compares BLOBs with memcmp, the store's key order) and both sized so that
+//! a 1 KB row fits in its leaf instead of spilling to an overflow page:
+//! - `sqlite`: one `WITHOUT ROWID` table per store table in 16 KiB pages (a `WITHOUT ROWID`
+//!   leaf holds a row inline only up to about a quarter of a page);
+//! - `sqlite-rowid`: a rowid table with a `UNIQUE` key column in 4 KiB pages (a rowid leaf
+//!   holds a row of up to a page inline; a lookup descends the key's index, then the table).
+//!
+//! Both were measured against each other; `docs/peers.md` has the figures and why `sqlite` is
+//! the default.
 //!
 //! Settings: `journal_mode=WAL`, `synchronous=FULL` (sync) or `NORMAL` (lazy), `cache_size`
 //! of `cache_bytes` per connection, `busy_timeout` 5 s, statements prepared once per
@@ -22,8 +27,52 @@ use std::time::Duration;
 
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// The database's page size, set before its first table exists.
-pub(crate) const PAGE_SIZE: u32 = 16 << 10;
+/// How store tables are laid out (one engine name each, so one `bench compare` runs both).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Layout {
+    /// `WITHOUT ROWID` tables keyed by the BLOB, 16 KiB pages: one tree per table.
+    WithoutRowid,
+    /// Rowid tables with a `UNIQUE` BLOB key (an index beside the table), 4 KiB pages.
+    Rowid,
+}
+
+impl Layout {
+    /// The database's page size, set before its first table exists.
+    pub(crate) fn page_size(self) -> u32 {
+        match self {
+            Layout::WithoutRowid => 16 << 10,
+            Layout::Rowid => 4 << 10,
+        }
+    }
+
+    fn engine(self) -> &'static str {
+        match self {
+            Layout::WithoutRowid => "sqlite",
+            Layout::Rowid => "sqlite-rowid",
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Layout::WithoutRowid => "WITHOUT ROWID",
+            Layout::Rowid => "rowid table, UNIQUE key",
+        }
+    }
+
+    /// The statement creating a store table (quoted name `t`).
+    fn create_sql(self, t: &str) -> String {
+        match self {
+            Layout::WithoutRowid => {
+                format!("CREATE TABLE IF NOT EXISTS {t} (k BLOB PRIMARY KEY, v BLOB) WITHOUT ROWID")
+            }
+            // NOT NULL: the store's keys never are, and a nullable UNIQUE column would let
+            // several NULL keys in.
+            Layout::Rowid => {
+                format!("CREATE TABLE IF NOT EXISTS {t} (k BLOB NOT NULL UNIQUE, v BLOB)")
+            }
+        }
+    }
+}
 
 /// The statements of one table, built once (the statement cache is keyed by this text).
 #[derive(Debug)]
@@ -59,6 +108,7 @@ impl Sql {
 #[derive(Debug)]
 pub(crate) struct SqliteStore {
     path: PathBuf,
+    layout: Layout,
     pool: Mutex<Vec<Connection>>,
     synchronous: &'static str,
     cache_bytes: u64,
@@ -81,9 +131,10 @@ fn ident(table: &str) -> String {
 }
 
 impl SqliteStore {
-    pub(crate) fn open(path: &Path, opts: &PeerOptions) -> Result<Self, String> {
+    pub(crate) fn open(path: &Path, opts: &PeerOptions, layout: Layout) -> Result<Self, String> {
         let store = SqliteStore {
             path: path.to_path_buf(),
+            layout,
             pool: Mutex::new(Vec::new()),
             synchronous: match opts.durability {
                 PeerDurability::Sync => "FULL",
@@ -133,7 +184,7 @@ impl SqliteStore {
         let c = c.map_err(err)?;
         c.busy_timeout(BUSY_TIMEOUT).map_err(err)?;
         // Only takes effect on a database without tables yet (before WAL is set).
-        c.execute_batch(&format!("PRAGMA page_size={PAGE_SIZE}"))
+        c.execute_batch(&format!("PRAGMA page_size={}", self.layout.page_size()))
             .map_err(err)?;
         let mode: String = c
             .query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))
@@ -187,10 +238,7 @@ impl Store for SqliteStore {
             return Ok(());
         }
         let conn = self.take()?;
-        let r = conn.execute_batch(&format!(
-            "CREATE TABLE IF NOT EXISTS {} (k BLOB PRIMARY KEY, v BLOB) WITHOUT ROWID",
-            ident(name)
-        ));
+        let r = conn.execute_batch(&self.layout.create_sql(&ident(name)));
         self.pool.lock().push(conn);
         r.map_err(err)?;
         self.tables
@@ -244,12 +292,12 @@ impl Store for SqliteStore {
 
     fn stats_json(&self) -> serde_json::Value {
         self.counters.add_to(serde_json::json!({
-            "engine": "sqlite",
+            "engine": self.layout.engine(),
             "version": rusqlite::version(),
             "path": self.path,
             "journal_mode": "wal",
-            "page_size": PAGE_SIZE,
-            "layout": "WITHOUT ROWID",
+            "page_size": self.layout.page_size(),
+            "layout": self.layout.name(),
             "synchronous": self.synchronous,
             "cache_bytes": self.cache_bytes,
             "cache_bytes_per_connection": self.cache_kib_per_connection * 1024,
@@ -262,11 +310,13 @@ impl Store for SqliteStore {
 
     fn describe(&self) -> String {
         format!(
-            "sqlite {} ({}, journal_mode=wal, synchronous={}, page {} KiB, cache {} KiB per connection)",
+            "{} {} ({}, {}, journal_mode=wal, synchronous={}, page {} KiB, cache {} KiB per connection)",
+            self.layout.engine(),
             rusqlite::version(),
             self.path.display(),
+            self.layout.name(),
             self.synchronous,
-            PAGE_SIZE >> 10,
+            self.layout.page_size() >> 10,
             self.cache_kib_per_connection
         )
     }
@@ -392,5 +442,45 @@ impl StoreTxn for SqliteTxn<'_> {
     fn rollback(mut self: Box<Self>) -> Result<(), StoreError> {
         self.store.counters.rollback();
         self.finish("ROLLBACK").map_err(err)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Both layouts keep a 1 KB row inside its leaf: the database file after a checkpoint is
+    /// under twice the data (a 4 KiB rowid leaf holds 3 such rows), where a row spilling to an
+    /// overflow page would take a whole 4 KiB page of its own (four times the data).
+    #[test]
+    fn a_one_kb_row_fits_its_leaf_in_both_layouts() {
+        let (rows, value) = (2_000u32, 1_000usize);
+        for layout in [Layout::WithoutRowid, Layout::Rowid] {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("t.db");
+            let s = SqliteStore::open(&path, &PeerOptions::default(), layout).unwrap();
+            s.create_table("t").unwrap();
+            let mut it = (0..rows).map(|i| (format!("user{i:012}").into_bytes(), vec![7; value]));
+            assert_eq!(s.bulk_load("t", &mut it).unwrap(), u64::from(rows));
+            s.make_durable().unwrap();
+            let c = Connection::open(&path).unwrap();
+            let q = |p: &str| c.query_row(p, [], |r| r.get::<_, u64>(0)).unwrap();
+            assert_eq!(
+                q("PRAGMA page_size"),
+                u64::from(layout.page_size()),
+                "{layout:?}"
+            );
+            let file = q("PRAGMA page_count") * q("PRAGMA page_size");
+            let data = u64::from(rows) * (value as u64 + 16);
+            assert!(file < data * 2, "{layout:?}: {file} B for {data} B of rows");
+            // The rowid layout reads a key through its unique index.
+            let idx = q("SELECT count(*) FROM sqlite_master WHERE type = 'index'");
+            assert_eq!(idx, u64::from(layout == Layout::Rowid), "{layout:?}");
+            let mut t = s.begin_read().unwrap();
+            assert_eq!(
+                t.get("t", b"user000000001234").unwrap(),
+                Some(vec![7; value])
+            );
+        }
     }
 }

@@ -59,8 +59,8 @@ fn since_start() -> f64 {
 /// Engine and device options shared by every workload (CLI.md).
 #[derive(Debug, Args)]
 pub struct EngineArgs {
-    /// Engine: pagoda | sqlite | lmdb | redb | rocksdb (rocksdb needs the `rocksdb` cargo
-    /// feature). A peer runs on real files in --dir; --buffer is its cache.
+    /// Engine: pagoda | sqlite | sqlite-rowid | lmdb | redb | rocksdb (rocksdb needs the
+    /// `rocksdb` cargo feature). A peer runs on real files in --dir; --buffer is its cache.
     #[arg(long, default_value = "pagoda", value_parser = peer::parse_engine)]
     pub(crate) engine: EngineChoice,
     /// LMDB's map size: the most its database may grow to (a sparse file; --engine lmdb).

@@ -1,4 +1,4 @@
-//! `pagoda bench ... --engine sqlite|lmdb|redb|rocksdb`: the same workloads, driver and reports
+//! `pagoda bench ... --engine sqlite|sqlite-rowid|lmdb|redb|rocksdb`: the same workloads, driver and reports
 //! on a peer engine (crate `pagoda-peers`), on real files in `--dir` (or a temporary one).
 //!
 //! Pagoda-only flags (devices, torn-write protection, flash cache, page size, background,

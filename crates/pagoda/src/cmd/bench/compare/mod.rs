@@ -34,8 +34,8 @@ use std::time::{Duration, Instant};
 /// Flags of `bench compare`.
 #[derive(Debug, Args)]
 pub struct CompareArgs {
-    /// Engines, comma-separated: pagoda, sqlite, lmdb, redb, rocksdb (rocksdb needs the
-    /// `rocksdb` cargo feature).
+    /// Engines, comma-separated: pagoda, sqlite, sqlite-rowid, lmdb, redb, rocksdb (rocksdb
+    /// needs the `rocksdb` cargo feature).
     #[arg(long, default_value = "pagoda,sqlite,lmdb,redb", value_delimiter = ',',
           value_parser = peer::parse_engine)]
     engines: Vec<EngineChoice>,
