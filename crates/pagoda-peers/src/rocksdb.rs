@@ -8,6 +8,9 @@
 //! SST file, index and filter blocks in one LRU block cache of `cache_bytes` shared by every
 //! column family (L0's pinned), LZ4, `bytes_per_sync` 1 MiB, two background jobs. Built with
 //! SSE4.2 and PCLMULQDQ (the workspace's `.cargo/config.toml`), so checksums use hardware CRC.
+//! `stats_json` reports what RocksDB's own info LOG says at open (its version, whether its CRC32C
+//! is the hardware one, the WAL recycling it kept after sanitising the options), not what was
+//! asked for: a library built elsewhere, or an older one, may differ.
 //!
 //! Transactions: a write transaction collects its writes and commits them as one `WriteBatch`
 //! (atomic, one WAL record, one sync). It locks each key it reads or writes (see
@@ -39,6 +42,9 @@ pub(crate) const LOCK_WAIT: Duration = Duration::from_millis(20);
 
 /// Key-lock stripes: far more than client threads, so unrelated keys rarely share one.
 const STRIPES: usize = 1 << 14;
+
+/// WAL files kept for reuse (RocksDB's tuning guide for sync-heavy writes).
+const RECYCLE_LOG_FILES: usize = 4;
 
 /// Bytes of rows per SST file of a bulk load (RocksDB's default target file size).
 const BULK_FILE_BYTES: u64 = 64 << 20;
@@ -118,6 +124,36 @@ pub(crate) struct RocksStore {
     cache_bytes: u64,
     locks: KeyLocks,
     counters: Counters,
+    log: LogFacts,
+}
+
+/// Facts RocksDB writes to its info LOG when it opens.
+#[derive(Debug, Default)]
+struct LogFacts {
+    version: Option<String>,
+    /// `Fast CRC32 supported: Supported on x86` (hardware CRC32C) or `Not supported ...`.
+    fast_crc: Option<bool>,
+    /// `Options.recycle_log_file_num` after RocksDB's sanitising (older releases reset it
+    /// to 0 under the default WAL recovery mode).
+    recycle_log_file_num: Option<u64>,
+}
+
+impl LogFacts {
+    /// Reads the facts from `dir`'s LOG; a missing LOG or line leaves a fact unknown.
+    fn read(dir: &Path) -> LogFacts {
+        let text = std::fs::read_to_string(dir.join("LOG")).unwrap_or_default();
+        let after = |key: &str| {
+            text.lines()
+                .find_map(|l| l.split_once(key))
+                .map(|(_, v)| v.trim().to_string())
+        };
+        LogFacts {
+            version: after("RocksDB version:"),
+            fast_crc: after("Fast CRC32 supported:").map(|v| v.starts_with("Supported")),
+            recycle_log_file_num: after("Options.recycle_log_file_num:")
+                .and_then(|v| v.parse().ok()),
+        }
+    }
 }
 
 impl std::fmt::Debug for RocksStore {
@@ -153,7 +189,7 @@ fn options(cache_bytes: usize) -> Options {
     o.set_compression_type(DBCompressionType::Lz4);
     o.set_bytes_per_sync(1 << 20);
     o.set_max_background_jobs(2);
-    o.set_recycle_log_file_num(4);
+    o.set_recycle_log_file_num(RECYCLE_LOG_FILES);
     o
 }
 
@@ -181,6 +217,7 @@ impl RocksStore {
             cache_bytes: opts.cache_bytes,
             locks: KeyLocks::new(),
             counters: Counters::default(),
+            log: LogFacts::read(path),
         };
         for table in names.iter().filter_map(|n| n.strip_prefix("t:")) {
             store.table(table).map_err(|e| e.to_string())?;
@@ -289,25 +326,30 @@ impl Store for RocksStore {
     fn stats_json(&self) -> serde_json::Value {
         self.counters.add_to(serde_json::json!({
             "engine": "rocksdb",
+            "version": self.log.version,
             "path": self.path,
             "transactions": "WriteBatch per commit, key locks",
             "wal": true,
             "sync": self.durability == PeerDurability::Sync,
-            "recycle_log_file_num": 4,
+            "recycle_log_file_num": self.log.recycle_log_file_num,
             "bloom_bits_per_key": 10,
             "block_cache_bytes": self.cache_bytes,
             "cache_bytes": self.cache_bytes,
             "compression": "lz4",
-            "hardware_crc": cfg!(target_feature = "sse4.2"),
+            "hardware_crc": self.log.fast_crc,
         }))
     }
 
     fn describe(&self) -> String {
+        let known = |v: Option<String>| v.unwrap_or_else(|| "?".to_string());
         format!(
-            "rocksdb ({}, WriteBatch commits, WAL sync={}, recycled WAL, bloom 10 bits, \
-             block cache {} MiB)",
+            "rocksdb {} ({}, WriteBatch commits, WAL sync={}, recycle_log_file_num={}, \
+             hardware CRC={}, bloom 10 bits, block cache {} MiB)",
+            known(self.log.version.clone()),
             self.path.display(),
             self.durability == PeerDurability::Sync,
+            known(self.log.recycle_log_file_num.map(|n| n.to_string())),
+            known(self.log.fast_crc.map(|b| b.to_string())),
             self.cache_bytes >> 20
         )
     }
@@ -519,5 +561,29 @@ impl StoreTxn for RocksTxn<'_> {
         }
         self.release();
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// RocksDB runs with the settings asked for, as its own LOG reports them: recycled WAL
+    /// files (older releases drop them under the default recovery mode) and, when the build
+    /// targets SSE4.2, hardware CRC32C (a library built without it, such as Debian's, checksums
+    /// in software).
+    #[test]
+    fn the_log_confirms_the_tuned_settings() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = RocksStore::open(dir.path(), &PeerOptions::default()).unwrap();
+        let v = s.stats_json();
+        assert_eq!(v["recycle_log_file_num"], RECYCLE_LOG_FILES as u64, "{v}");
+        assert_eq!(v["hardware_crc"], cfg!(target_feature = "sse4.2"), "{v}");
+        assert!(v["version"].as_str().is_some_and(|x| !x.is_empty()), "{v}");
+        assert!(
+            s.describe().contains("recycle_log_file_num=4"),
+            "{}",
+            s.describe()
+        );
     }
 }

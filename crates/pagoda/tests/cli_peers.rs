@@ -432,3 +432,28 @@ fn rocksdb_runs_when_built_in_and_says_how_otherwise() {
         assert!(!json.exists());
     }
 }
+
+/// `bench compare` with RocksDB: every cell measured when it is built in; otherwise one line
+/// naming the feature, before any result file or database is made.
+#[test]
+fn compare_runs_rocksdb_when_built_in_and_says_how_otherwise() {
+    let dir = tempfile::tempdir().unwrap();
+    let out_dir = dir.path().join("out");
+    let o = compare(&out_dir, &["--engines", "sqlite-rowid,rocksdb"]);
+    if cfg!(feature = "rocksdb") {
+        ok(&o);
+        let v = read_json(&out_dir.join("compare.json"));
+        let cells = v["cells"].as_array().unwrap();
+        let rocks: Vec<_> = cells.iter().filter(|c| c["engine"] == "rocksdb").collect();
+        assert_eq!(rocks.len() * 2, cells.len(), "{v}");
+        for c in rocks {
+            assert!(c["ops_per_s"].as_f64().unwrap() > 0.0, "{c}");
+            assert_eq!(c["errors"], 0, "{c}");
+        }
+        assert_eq!(v["engines"]["rocksdb"]["stats"]["recycle_log_file_num"], 4);
+        assert_eq!(v["engines"]["sqlite-rowid"]["stats"]["page_size"], 4096);
+    } else {
+        fails_with(&o, "--features rocksdb");
+        assert!(!out_dir.exists(), "nothing written");
+    }
+}
