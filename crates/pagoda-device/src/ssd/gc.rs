@@ -21,6 +21,8 @@ pub(crate) struct Buckets {
     units: u32,
     min_hint: Vec<usize>,
     len: Vec<usize>,
+    /// Where the device-wide search starts: the unit after the last one it took from.
+    cursor: usize,
 }
 
 impl Buckets {
@@ -34,6 +36,7 @@ impl Buckets {
             units,
             min_hint: vec![0; units as usize],
             len: vec![0; units as usize],
+            cursor: 0,
         }
     }
 
@@ -101,10 +104,16 @@ impl Buckets {
             .map(|v| v as u32)
     }
 
-    /// The block with the fewest valid units on any unit, removed from its bucket.
+    /// The block with the fewest valid units on any unit, removed from its bucket. Ties (valid
+    /// counts take few values, so most searches tie) go to the first unit from a cursor that
+    /// moves past each unit taken from: device-wide GC rotates over the units. (Ties went to
+    /// the lowest-numbered unit before: on a full device units 0-20 did up to 1.3-1.4x the
+    /// mean erases.)
     pub(crate) fn pop_min(&mut self) -> Option<(u32, u32)> {
+        let n = self.units as usize;
         let mut best: Option<(usize, usize)> = None;
-        for u in 0..self.units as usize {
+        for i in 0..n {
+            let u = (self.cursor + i) % n;
             if let Some(v) = self.min_of(u) {
                 if best.is_none_or(|(_, bv)| v < bv) {
                     best = Some((u, v));
@@ -112,6 +121,7 @@ impl Buckets {
             }
         }
         let (u, _) = best?;
+        self.cursor = (u + 1) % n;
         self.pop_min_on(u as u32)
     }
 
@@ -136,10 +146,12 @@ impl Ftl {
         Ok(())
     }
 
-    /// Collects one victim on parallel unit `pu` when it has no free block left, so that GC
-    /// work lands on the units host writes reach (each unit collects its own garbage, as dies
-    /// do in parallel in a drive). Returns whether it did; a unit whose closed blocks are
-    /// all full of valid units is left to the device-wide GC.
+    /// Collects one victim on parallel unit `pu` when it has no free block left, as each die
+    /// of a drive collects its own garbage when its write point needs a block. Returns whether
+    /// it did. The unit borrows a free block from another unit instead (returns `false`) only
+    /// when that costs no copyback it would not spend anyway: when a closed block elsewhere is
+    /// already empty (device-wide GC erases it for free), or when the unit has no closed block
+    /// with garbage to collect.
     pub(crate) fn gc_on_unit(&mut self, pu: u32) -> Result<bool> {
         // Only when the device is about to collect anyway: the unit's victim replaces the
         // device-wide one instead of adding a collection.
@@ -153,9 +165,10 @@ impl Ftl {
             return Ok(false);
         };
         let v = self.valid[victim as usize];
-        // Not much fuller than the device's best victim (sequential writes leave empty blocks
-        // elsewhere): a unit spends no copyback that device-wide GC would not.
-        if v >= self.geo.units_per_block || v > best + best / 8 {
+        // Before, the unit collected only a victim within 1/8 of the device's best: a unit of
+        // few blocks qualified less often, so small devices borrowed more and piled GC (and
+        // the host writes on borrowed blocks) onto the few units holding the best victims.
+        if v >= self.geo.units_per_block || (best == 0 && v > 0) {
             self.buckets.insert(victim, v);
             return Ok(false);
         }
@@ -322,5 +335,69 @@ impl Ftl {
             i += k;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::ssd::Ssd;
+    use crate::{BlockDevice, WriteHints};
+
+    /// Erases per parallel unit while a full `sata-ssd` of `capacity` takes `writes` scattered
+    /// 4 KiB overwrites spread over four streams, checking the FTL's invariants after.
+    fn erases_per_unit(capacity: &str, writes: u64) -> Vec<u64> {
+        let d = Ssd::from_preset(
+            "sata-ssd",
+            &[
+                ("capacity", capacity),
+                ("backing", "none"),
+                ("precondition", "1"),
+            ],
+        )
+        .expect("device");
+        let pus = d.geometry().pus as usize;
+        let per_unit = |d: &Ssd| {
+            let f = d.ftl.lock();
+            let mut e = vec![0u64; pus];
+            for (b, &c) in f.erase_count.iter().enumerate() {
+                e[b % pus] += u64::from(c);
+            }
+            e
+        };
+        let before = per_unit(&d);
+        let cap = d.caps().capacity_sectors;
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        for i in 0..writes {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            d.write_units((x >> 20) % cap, 1, WriteHints::stream((i % 4) as u16))
+                .expect("write");
+        }
+        d.check_invariants();
+        let after = per_unit(&d);
+        after.iter().zip(&before).map(|(a, b)| a - b).collect()
+    }
+
+    /// Host writes reach every unit alike, so GC must too: with device-wide ties going to the
+    /// lowest-numbered unit, units 0-20 did 1.31x (512 MiB) and 1.42x (1 GiB) the mean erases.
+    #[test]
+    fn gc_work_is_spread_over_the_units_of_a_full_device() {
+        for capacity in ["512MiB", "1GiB"] {
+            let e = erases_per_unit(capacity, 300_000);
+            let mean = e.iter().sum::<u64>() as f64 / e.len() as f64;
+            let (min, max) = (e.iter().min().copied(), e.iter().max().copied());
+            println!("{capacity}: erases per unit mean {mean:.1}, min {min:?}, max {max:?}");
+            assert!(
+                mean > 1000.0,
+                "{capacity}: GC must run ({mean:.1} erases per unit)"
+            );
+            let max = max.map_or(0.0, |m| m as f64);
+            assert!(
+                max <= 1.15 * mean,
+                "{capacity}: a unit did {:.2}x the mean erases: {e:?}",
+                max / mean
+            );
+        }
     }
 }
