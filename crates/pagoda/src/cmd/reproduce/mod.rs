@@ -42,11 +42,38 @@ pub enum ReproduceCommand {
     Report {
         /// The directory the cells wrote to.
         dir: PathBuf,
-        /// Also write the summary, with command, date, commit and machine, to this Markdown
-        /// file (e.g. docs/results/reproduce-quick.md).
-        #[arg(long)]
-        publish: Option<PathBuf>,
+        #[command(flatten)]
+        publish: PublishArgs,
     },
+}
+
+/// Where a run's results are published beyond its own directory.
+#[derive(Debug, Args)]
+pub struct PublishArgs {
+    /// Also write the summary, with command, date, commit and machine, to this Markdown file
+    /// (e.g. docs/results/reproduce-quick.md).
+    #[arg(long)]
+    publish: Option<PathBuf>,
+    /// Also replace the generated excerpt of this README (the lines between its
+    /// `<!-- reproduce excerpt: begin -->` and `<!-- reproduce excerpt: end -->` markers)
+    /// with the verdicts of this run, linking to the --publish file.
+    #[arg(long, requires = "publish")]
+    readme: Option<PathBuf>,
+}
+
+impl PublishArgs {
+    fn write(&self, dir: &Path, summary: &str) -> CliResult<()> {
+        let Some(to) = &self.publish else {
+            return Ok(());
+        };
+        publish::write(dir, to, summary)?;
+        eprintln!("published {}", to.display());
+        if let Some(readme) = &self.readme {
+            publish::readme_excerpt(dir, readme, to)?;
+            eprintln!("updated the excerpt in {}", readme.display());
+        }
+        Ok(())
+    }
 }
 
 /// Flags of a reproduction run.
@@ -67,10 +94,8 @@ pub struct RunArgs {
     /// and min–max over them.
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..=20))]
     repeats: u64,
-    /// Also write the summary, with command, date, commit and machine, to this Markdown file
-    /// (e.g. docs/results/reproduce-quick.md).
-    #[arg(long)]
-    publish: Option<PathBuf>,
+    #[command(flatten)]
+    publish: PublishArgs,
 }
 
 impl RunArgs {
@@ -180,7 +205,7 @@ pub fn run(cmd: ReproduceCommand) -> CliResult<()> {
         ReproduceCommand::BufferSweep(a) => (vec![Experiment::BufferSweep], a),
         ReproduceCommand::Plan(p) => return plan(&p),
         ReproduceCommand::Cell(c) => return one_cell(&c),
-        ReproduceCommand::Report { dir, publish } => return report_only(&dir, publish.as_deref()),
+        ReproduceCommand::Report { dir, publish } => return report_only(&dir, &publish),
     };
     let cells: Vec<Cell> = exps.iter().flat_map(|e| e.cells(a.scale)).collect();
     let seeds = a.seeds();
@@ -205,10 +230,7 @@ pub fn run(cmd: ReproduceCommand) -> CliResult<()> {
         .collect();
     let summary = report::write(&a.out)?;
     print!("{summary}");
-    if let Some(to) = &a.publish {
-        publish::write(&a.out, to, &summary)?;
-        eprintln!("published {}", to.display());
-    }
+    a.publish.write(&a.out, &summary)?;
     if failed.is_empty() {
         Ok(())
     } else {
@@ -302,14 +324,10 @@ fn one_cell(c: &CellArgs) -> CliResult<()> {
     }
 }
 
-fn report_only(dir: &Path, publish: Option<&Path>) -> CliResult<()> {
+fn report_only(dir: &Path, publish: &PublishArgs) -> CliResult<()> {
     let summary = report::write(dir)?;
     print!("{summary}");
-    if let Some(to) = publish {
-        publish::write(dir, to, &summary)?;
-        eprintln!("published {}", to.display());
-    }
-    Ok(())
+    publish.write(dir, &summary)
 }
 
 #[cfg(test)]
