@@ -220,6 +220,7 @@ pub fn run(cmd: ReproduceCommand) -> CliResult<()> {
         a.seed + a.repeats - 1,
         a.out.display()
     );
+    warn_if_busy();
     // A rerun replaces the results of these experiments, not those of others in --out.
     remove_old_results(&a.out, &exps)?;
     let results = cell::run_all(&cells, a.scale, &seeds, &a.out)?;
@@ -240,6 +241,24 @@ pub fn run(cmd: ReproduceCommand) -> CliResult<()> {
             failed.join(", "),
             a.out.display()
         )))
+    }
+}
+
+/// Emulated devices keep their modelled time by sleeping and yielding, so other work on the
+/// machine distorts every cell's regime: a run at a load average of 31 on 2 cores found 9
+/// rows out of regime that were in regime on the quiet machine. Says so before it starts.
+fn warn_if_busy() {
+    let m = crate::provenance::machine();
+    let load: f64 = m["load_average_1m_at_start"]
+        .as_str()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0.0);
+    let cores = m["cores"].as_f64().unwrap_or(1.0);
+    if load > 2.0 * cores {
+        eprintln!(
+            "reproduce: warning: load average {load:.1} on {cores:.0} cores; other work on this \
+             machine distorts the cells' regimes (each cell's table shows the load it started at)"
+        );
     }
 }
 
