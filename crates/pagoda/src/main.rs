@@ -5,6 +5,7 @@ mod error;
 mod plot;
 mod progress;
 mod provenance;
+mod readme;
 mod report;
 
 use clap::{Parser, Subcommand};

@@ -207,6 +207,9 @@ pub fn run(cmd: ReproduceCommand) -> CliResult<()> {
         ReproduceCommand::Cell(c) => return one_cell(&c),
         ReproduceCommand::Report { dir, publish } => return report_only(&dir, &publish),
     };
+    if let Some(readme) = &a.publish.readme {
+        crate::readme::check_block(readme, publish::BLOCK)?;
+    }
     let cells: Vec<Cell> = exps.iter().flat_map(|e| e.cells(a.scale)).collect();
     let seeds = a.seeds();
     let minutes = cell::wall_estimate_s(&cells) as f64 * seeds.len() as f64 / 60.0;

@@ -102,49 +102,19 @@ fn copy_plots(dir: &Path, to: &Path) -> CliResult<Vec<String>> {
     Ok(out)
 }
 
-const BEGIN: &str = "<!-- reproduce excerpt: begin";
-const END: &str = "<!-- reproduce excerpt: end -->";
+/// The README block the reproduction's excerpt goes to.
+pub(crate) const BLOCK: &str = "reproduce excerpt";
 
-/// Replaces the excerpt between the README's markers with this run's verdicts: the counts and
-/// one line per headline row (paper, what, seed, ours, verdict), linking to `published`. The
-/// markers stay, so the next run replaces the excerpt again; a README without them is an
-/// error that says what to add.
+/// Replaces the README's excerpt with this run's verdicts: the counts and one line per
+/// headline row (paper, what, seed, ours, verdict), linking to `published`.
 pub(crate) fn readme_excerpt(dir: &Path, readme: &Path, published: &Path) -> CliResult<()> {
-    let text = std::fs::read_to_string(readme).map_err(|e| cell::io_err(readme, e))?;
-    let (Some(b), Some(e)) = (text.find(BEGIN), text.find(END)) else {
-        return Err(CliError::Usage(format!(
-            "{} has no excerpt markers: add a line `{BEGIN} -->` and a line `{END}` where the \
-             excerpt goes",
-            readme.display()
-        )));
-    };
-    if e < b {
-        return Err(CliError::Usage(format!(
-            "{}: the excerpt's end marker comes before its begin marker",
-            readme.display()
-        )));
-    }
-    let begin_end = b + text[b..].find('\n').map_or(text.len() - b, |n| n + 1);
     let path = dir.join("report.json");
     let report: Value = std::fs::read(&path)
         .ok()
         .and_then(|b| serde_json::from_slice(&b).ok())
         .ok_or_else(|| CliError::Other(format!("{} is missing or unreadable", path.display())))?;
-    let link = relative_link(readme, published);
-    let mut md = excerpt(&report, &link);
-    md.push('\n');
-    let out = format!("{}{md}{}", &text[..begin_end], &text[e..]);
-    std::fs::write(readme, out).map_err(|err| cell::io_err(readme, err))
-}
-
-/// `to` as a link from `readme`'s directory (both as given on the command line, usually
-/// relative to the repository root).
-fn relative_link(readme: &Path, to: &Path) -> String {
-    let base = readme.parent().unwrap_or(Path::new(""));
-    to.strip_prefix(base)
-        .unwrap_or(to)
-        .to_string_lossy()
-        .replace('\\', "/")
+    let md = excerpt(&report, &crate::readme::link(readme, published));
+    crate::readme::replace_block(readme, BLOCK, &md)
 }
 
 /// The excerpt's Markdown: counts, then a table of every headline row.
@@ -188,52 +158,22 @@ fn excerpt(report: &Value, link: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used)]
     use super::*;
 
-    fn report() -> Value {
-        serde_json::json!({
+    #[test]
+    fn the_excerpt_counts_the_verdicts_and_lists_every_row() {
+        let report = serde_json::json!({
             "scale": "quick", "seeds": [1, 2, 3],
             "experiments": [{ "experiment": "face", "headlines": [
                 { "what": "FaCE vs original", "seed": "2.3x", "ours": "2.25x (2.2x–2.7x)",
                   "verdict": "within" },
                 { "what": "FaCE vs LRU", "seed": "FaCE > LRU", "ours": "0.73x",
-                  "verdict": "miss" }]}]
-        })
-    }
-
-    #[test]
-    fn the_excerpt_replaces_only_the_text_between_the_markers() {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::write(
-            dir.path().join("report.json"),
-            serde_json::to_vec(&report()).unwrap(),
-        )
-        .unwrap();
-        let readme = dir.path().join("README.md");
-        let old =
-            format!("# Title\nbefore\n{BEGIN} (generated) -->\nstale 9 within\n{END}\nafter\n");
-        std::fs::write(&readme, &old).unwrap();
-        let published = dir.path().join("docs/results/r.md");
-        readme_excerpt(dir.path(), &readme, &published).unwrap();
-        let new = std::fs::read_to_string(&readme).unwrap();
-        assert!(new.starts_with("# Title\nbefore\n<!-- reproduce excerpt: begin (generated) -->\n"));
-        assert!(new.ends_with(&format!("{END}\nafter\n")));
-        assert!(!new.contains("stale"));
-        assert!(new.contains("**1 within, 1 miss, 0 inconclusive, 0 out of regime** of 2 rows"));
-        assert!(new.contains("| face | FaCE vs LRU | FaCE > LRU | 0.73x | miss |"));
-        assert!(new.contains("[docs/results/r.md](docs/results/r.md)"));
-        // Run again: the same excerpt, the markers kept.
-        readme_excerpt(dir.path(), &readme, &published).unwrap();
-        assert_eq!(std::fs::read_to_string(&readme).unwrap(), new);
-    }
-
-    #[test]
-    fn a_readme_without_markers_is_refused_with_what_to_add() {
-        let dir = tempfile::tempdir().unwrap();
-        let readme = dir.path().join("README.md");
-        std::fs::write(&readme, "# no markers\n").unwrap();
-        let err = readme_excerpt(dir.path(), &readme, &dir.path().join("r.md")).unwrap_err();
-        assert!(err.to_string().contains("no excerpt markers"), "{err}");
-        assert_eq!(std::fs::read_to_string(&readme).unwrap(), "# no markers\n");
+                  "verdict": "out-of-regime" }]}]
+        });
+        let md = excerpt(&report, "docs/results/r.md");
+        assert!(md.contains("**1 within, 0 miss, 0 inconclusive, 1 out of regime** of 2 rows"));
+        assert!(md.contains("| face | FaCE vs LRU | FaCE > LRU | 0.73x | out of regime |"));
+        assert!(md.contains("[docs/results/r.md](docs/results/r.md)"));
     }
 }
