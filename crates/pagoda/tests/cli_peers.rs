@@ -201,10 +201,42 @@ fn compare(out_dir: &std::path::Path, extra: &[&str]) -> Output {
 const RESULT_FILES: [&str; 3] = ["compare.json", "compare.csv", "compare.svg"];
 
 #[test]
+fn compare_refuses_a_readme_without_markers_before_it_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let out_dir = dir.path().join("out");
+    let readme = dir.path().join("README.md");
+    std::fs::write(&readme, "# no block\n").unwrap();
+    let md = dir.path().join("c.md");
+    let out = compare(
+        &out_dir,
+        &[
+            "--engines",
+            "pagoda,sqlite",
+            "--repeats",
+            "1",
+            "--publish",
+            md.to_str().unwrap(),
+            "--readme",
+            readme.to_str().unwrap(),
+        ],
+    );
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("no `compare targets` markers"), "{err}");
+    assert!(!md.exists() && !out_dir.join("compare.json").exists());
+}
+
+#[test]
 fn compare_writes_table_json_csv_svg_and_the_published_markdown() {
     let dir = tempfile::tempdir().unwrap();
     let out_dir = dir.path().join("out");
     let md = dir.path().join("results").join("compare-tiny.md");
+    let readme = dir.path().join("README.md");
+    std::fs::write(
+        &readme,
+        "# R\n<!-- compare targets: begin -->\nold\n<!-- compare targets: end -->\ntail\n",
+    )
+    .unwrap();
     let out = ok(&compare(
         &out_dir,
         &[
@@ -214,6 +246,8 @@ fn compare_writes_table_json_csv_svg_and_the_published_markdown() {
             "3",
             "--publish",
             md.to_str().unwrap(),
+            "--readme",
+            readme.to_str().unwrap(),
         ],
     ));
     let rows = [
@@ -296,6 +330,35 @@ fn compare_writes_table_json_csv_svg_and_the_published_markdown() {
         assert!(text.contains(want), "{want}: {text}");
     }
     assert!(md.with_file_name("compare-tiny.svg").exists());
+    // The targets, each judged, in the Markdown and in the README's block, which links to it.
+    for want in [
+        "## Targets",
+        "| update 2t vs best peer | >= 1.5x the best peer |",
+        "| read 2t vs lmdb | >= LMDB |",
+    ] {
+        assert!(text.contains(want), "{want}: {text}");
+    }
+    let readme = std::fs::read_to_string(&readme).unwrap();
+    assert!(
+        !readme.contains("\nold\n") && readme.ends_with("<!-- compare targets: end -->\ntail\n"),
+        "{readme}"
+    );
+    assert!(
+        readme.contains("| update 1t vs disk ceiling |")
+            && readme.contains("(results/compare-tiny.md)"),
+        "{readme}"
+    );
+    // Every cell has its CPU share; pagoda's durable updates also where their time went.
+    let upd = cells
+        .iter()
+        .find(|c| c["engine"] == "pagoda" && c["phase"] == "update 1t")
+        .unwrap();
+    assert!(upd["profile"]["cpu"].as_f64().unwrap() > 0.0, "{upd}");
+    assert!(upd["profile"]["commit_top"].as_str().is_some(), "{upd}");
+    assert!(
+        upd["profile"]["commits_per_sync"].as_f64().unwrap() >= 1.0,
+        "{upd}"
+    );
     // The databases are removed once measured.
     assert!(!out_dir.join("db-sqlite").exists());
 }

@@ -14,6 +14,7 @@
 //! result file.
 
 mod summary;
+mod targets;
 
 use super::peer::{self, EngineChoice};
 use crate::error::{CliError, CliResult};
@@ -90,6 +91,11 @@ pub struct CompareArgs {
     /// commit), its plot beside it as FILE-STEM.svg: how `docs/results/compare-*.md` is made.
     #[arg(long, value_name = "FILE")]
     publish: Option<PathBuf>,
+    /// Also replace the README's `compare targets` block (between its `<!-- compare targets:
+    /// begin -->` and `<!-- compare targets: end -->` lines) with this run's targets table,
+    /// linking to the --publish file.
+    #[arg(long, value_name = "README", requires = "publish")]
+    readme: Option<PathBuf>,
 }
 
 /// One measured cell.
@@ -107,6 +113,9 @@ struct Cell {
     p99_us: Option<f64>,
     conflicts: u64,
     errors: u64,
+    /// CPU over the cell (warm-up included), and for pagoda where its transactions spent
+    /// their time.
+    profile: Option<targets::CellProfile>,
 }
 
 /// What a phase runs.
@@ -230,6 +239,9 @@ pub(super) fn run(a: &CompareArgs) -> CliResult<()> {
             e.name(),
             i + 1
         )));
+    }
+    if let Some(readme) = &a.readme {
+        crate::readme::check_block(readme, summary::README_BLOCK)?;
     }
     if a.repeats == 0 || a.read_threads == 0 || a.tpcc_threads == 0 {
         return Err(CliError::Usage(
@@ -378,6 +390,9 @@ fn run_engine(
         };
         let key = if lazy { "describe_no_sync" } else { "describe" };
         info[key] = json!(s.as_store().describe());
+        let is_pagoda = engine.name() == "pagoda";
+        let before = is_pagoda.then(|| s.as_store().stats_json());
+        let cpu = pagoda_engine::CpuClock::start();
         let done = at.done + pi as u64;
         bar.lock().set_with_message(done, name.clone());
         let progress = |p: Progress| {
@@ -385,11 +400,23 @@ fn run_engine(
             bar.lock()
                 .set_with_message(done, format!("{name}: {rate:.0} ops/s"));
         };
-        let cell = |phase: &str, c: Cell| Cell {
+        // The profile is taken when the cell ends (the load's two cells share it).
+        let profile = |store: &dyn Store| {
+            let used = cpu.usage().utilisation;
+            Some(match &before {
+                Some(b) => targets::pagoda_profile(b, &store.stats_json(), used),
+                None => targets::CellProfile {
+                    cpu: used,
+                    ..Default::default()
+                },
+            })
+        };
+        let cell = |phase: &str, c: Cell, profile: Option<targets::CellProfile>| Cell {
             repeat: at.repeat,
             position: at.position,
             engine: engine.name().to_string(),
             phase: phase.to_string(),
+            profile,
             ..c
         };
         let blank = |ops, ops_per_s| Cell {
@@ -404,19 +431,21 @@ fn run_engine(
             p99_us: None,
             conflicts: 0,
             errors: 0,
+            profile: None,
         };
         match ph.work {
             Work::Load => {
                 let (rows, to_commit, to_durable) =
                     bulk_load(s.as_store(), a, started).map_err(|e| fail(e.to_string()))?;
                 let rate = |t: Duration| rows as f64 / t.as_secs_f64().max(1e-9);
-                cells.push(cell(&ph.label, blank(rows, rate(to_commit))));
-                cells.push(cell(LOAD_DURABLE, blank(rows, rate(to_durable))));
+                let p = profile(s.as_store());
+                cells.push(cell(&ph.label, blank(rows, rate(to_commit)), p.clone()));
+                cells.push(cell(LOAD_DURABLE, blank(rows, rate(to_durable)), p));
             }
             Work::Ycsb(w) => {
                 let c = run_ycsb(s.as_store(), w, ph.threads, a, times, &progress)
                     .map_err(|e| fail(e.to_string()))?;
-                cells.push(cell(&ph.label, c));
+                cells.push(cell(&ph.label, c, profile(s.as_store())));
             }
             Work::Tpcc => {
                 let cfg = tpcc_config(a);
@@ -443,6 +472,7 @@ fn run_engine(
                         errors: r.errors,
                         ..blank(r.ops, tpmc)
                     },
+                    profile(s.as_store()),
                 ));
             }
         }
@@ -579,6 +609,7 @@ fn run_ycsb(
         p99_us: Some(r.latency_us.p99),
         conflicts: r.conflicts,
         errors: r.errors,
+        profile: None,
     })
 }
 
