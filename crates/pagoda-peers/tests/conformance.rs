@@ -190,61 +190,161 @@ fn committed_data_survives_reopening() {
     }
 }
 
+/// Runs random operations in transactions that commit or roll back on `s` and on `MemStore`,
+/// the reference, and returns the first difference: the round, whether the round before it
+/// rolled back, and both outputs.
+fn diverges_from_reference(s: &dyn Store, seed: u64) -> Option<String> {
+    let m = MemStore::new();
+    for st in [s, &m as &dyn Store] {
+        st.create_table("t").unwrap();
+    }
+    let mut rng = SmallRng::seed_from_u64(seed);
+    let mut rolled_back = false;
+    for round in 0..40 {
+        let commit = rng.gen_bool(0.7);
+        let ops: Vec<(u8, u8, u8, usize, bool)> = (0..rng.gen_range(1..12))
+            .map(|_| {
+                (
+                    rng.gen_range(0..4),
+                    rng.gen_range(0..20),
+                    rng.gen(),
+                    rng.gen_range(0..6),
+                    rng.gen(),
+                )
+            })
+            .collect();
+        let mut outs: Vec<Vec<String>> = Vec::new();
+        for st in [s, &m as &dyn Store] {
+            let mut t = st.begin().unwrap();
+            let mut out = Vec::new();
+            for &(op, k, v, limit, rev) in &ops {
+                let key = [b'k', k];
+                out.push(match op {
+                    0 => format!("{:?}", t.put("t", &key, &[v]).unwrap()),
+                    1 => format!("{:?}", t.delete("t", &key).unwrap()),
+                    2 => format!("{:?}", t.get("t", &key).unwrap()),
+                    _ => {
+                        let end = [b'k', k.saturating_add(v % 8)];
+                        format!("{:?}", t.scan("t", &key, Some(&end), limit, rev).unwrap())
+                    }
+                });
+            }
+            if commit {
+                t.commit().unwrap();
+            } else {
+                t.rollback().unwrap();
+            }
+            outs.push(out);
+        }
+        if outs[0] != outs[1] {
+            return Some(format!(
+                "round {round} (after a rollback: {rolled_back}): {:?} against the reference's {:?}",
+                outs[0], outs[1]
+            ));
+        }
+        rolled_back = !commit;
+    }
+    let all = |st: &dyn Store| st.begin_read().unwrap().scan("t", b"", None, 1000, false);
+    let (got, want) = (all(s).unwrap(), all(&m).unwrap());
+    (got != want).then(|| format!("final contents {got:?} against the reference's {want:?}"))
+}
+
 /// Random operations in transactions that commit or roll back give what `MemStore` gives.
 #[test]
 fn random_operations_match_the_reference() {
     for kind in built() {
         let dir = tempfile::tempdir().unwrap();
         let s = store(kind, dir.path());
-        let m = MemStore::new();
-        for st in [&*s as &dyn Store, &m] {
-            st.create_table("t").unwrap();
-        }
-        let mut rng = SmallRng::seed_from_u64(7);
-        for round in 0..40 {
-            let commit = rng.gen_bool(0.7);
-            let ops: Vec<(u8, u8, u8, usize, bool)> = (0..rng.gen_range(1..12))
-                .map(|_| {
-                    (
-                        rng.gen_range(0..4),
-                        rng.gen_range(0..20),
-                        rng.gen(),
-                        rng.gen_range(0..6),
-                        rng.gen(),
-                    )
-                })
-                .collect();
-            let mut outs: Vec<Vec<String>> = Vec::new();
-            for st in [&*s as &dyn Store, &m] {
-                let mut t = st.begin().unwrap();
-                let mut out = Vec::new();
-                for &(op, k, v, limit, rev) in &ops {
-                    let key = [b'k', k];
-                    out.push(match op {
-                        0 => format!("{:?}", t.put("t", &key, &[v]).unwrap()),
-                        1 => format!("{:?}", t.delete("t", &key).unwrap()),
-                        2 => format!("{:?}", t.get("t", &key).unwrap()),
-                        _ => {
-                            let end = [b'k', k.saturating_add(v % 8)];
-                            format!("{:?}", t.scan("t", &key, Some(&end), limit, rev).unwrap())
-                        }
-                    });
-                }
-                if commit {
-                    t.commit().unwrap();
-                } else {
-                    t.rollback().unwrap();
-                }
-                outs.push(out);
+        assert_eq!(diverges_from_reference(&*s, 7), None, "{kind}");
+    }
+}
+
+/// The reference check is trusted because it catches a planted bug, a store whose rollback
+/// commits, at the first round that reads what a rollback should have discarded; the same
+/// store without the bug passes on the same seed (the control).
+#[test]
+fn the_reference_check_catches_a_rollback_that_commits() {
+    let control = planted::Store::new(false);
+    assert_eq!(diverges_from_reference(&control, 7), None);
+    let planted = planted::Store::new(true);
+    let found = diverges_from_reference(&planted, 7).expect("the planted bug went unnoticed");
+    assert!(found.contains("(after a rollback: true)"), "{found}");
+}
+
+/// A store over `MemStore` that forwards everything, and with `rollback_commits` commits
+/// instead of rolling back.
+mod planted {
+    use pagoda_workload::{MemStore, StoreError, StoreTxn};
+
+    type Rows = Vec<(Vec<u8>, Vec<u8>)>;
+
+    pub(super) struct Store {
+        inner: MemStore,
+        rollback_commits: bool,
+    }
+
+    impl Store {
+        pub(super) fn new(rollback_commits: bool) -> Self {
+            Self {
+                inner: MemStore::new(),
+                rollback_commits,
             }
-            assert_eq!(outs[0], outs[1], "{kind}: round {round}");
         }
-        let all = |st: &dyn Store| st.begin_read().unwrap().scan("t", b"", None, 1000, false);
-        assert_eq!(
-            all(&*s).unwrap(),
-            all(&m).unwrap(),
-            "{kind}: final contents"
-        );
+    }
+
+    struct Txn<'a> {
+        inner: Box<dyn StoreTxn + 'a>,
+        rollback_commits: bool,
+    }
+
+    impl pagoda_workload::Store for Store {
+        fn create_table(&self, name: &str) -> Result<(), StoreError> {
+            self.inner.create_table(name)
+        }
+        fn begin(&self) -> Result<Box<dyn StoreTxn + '_>, StoreError> {
+            Ok(Box::new(Txn {
+                inner: self.inner.begin()?,
+                rollback_commits: self.rollback_commits,
+            }))
+        }
+        fn stats_json(&self) -> serde_json::Value {
+            self.inner.stats_json()
+        }
+        fn describe(&self) -> String {
+            "planted".to_string()
+        }
+    }
+
+    impl StoreTxn for Txn<'_> {
+        fn get(&mut self, table: &str, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
+            self.inner.get(table, key)
+        }
+        fn put(&mut self, table: &str, key: &[u8], value: &[u8]) -> Result<(), StoreError> {
+            self.inner.put(table, key, value)
+        }
+        fn delete(&mut self, table: &str, key: &[u8]) -> Result<bool, StoreError> {
+            self.inner.delete(table, key)
+        }
+        fn scan(
+            &mut self,
+            table: &str,
+            start: &[u8],
+            end: Option<&[u8]>,
+            limit: usize,
+            reverse: bool,
+        ) -> Result<Rows, StoreError> {
+            self.inner.scan(table, start, end, limit, reverse)
+        }
+        fn commit(self: Box<Self>) -> Result<(), StoreError> {
+            self.inner.commit()
+        }
+        fn rollback(self: Box<Self>) -> Result<(), StoreError> {
+            if self.rollback_commits {
+                self.inner.commit()
+            } else {
+                self.inner.rollback()
+            }
+        }
     }
 }
 
