@@ -8,6 +8,8 @@
 
 pub mod clock;
 pub mod error;
+#[cfg(feature = "fault-injection")]
+pub mod fault;
 pub mod file;
 pub mod hdd;
 mod human;

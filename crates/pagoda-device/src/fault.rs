@@ -1,0 +1,439 @@
+//! A programmable fault device for tests (cargo feature `fault-injection`, off by default, so
+//! no product build can carry it). It wraps any device and, on command: holds an operation
+//! until released, fails the n-th operation of a kind (an I/O error, or a full device),
+//! delays operations, flips a bit on reads (transient) or on the medium (persistent), lands a
+//! sector's write on another sector (misdirected), acknowledges a sector's write without
+//! doing it (lost), cuts power after n writes, and records every request. Storage engines meet
+//! these faults in production; power loss alone is what the emulated devices model.
+
+use crate::{
+    BlockDevice, Capabilities, DeviceError, DeviceRef, DeviceStats, PowerCut, Result, WriteHints,
+    SECTOR_SIZE,
+};
+use parking_lot::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+/// The kind of a request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Op {
+    /// [`BlockDevice::read`].
+    Read,
+    /// [`BlockDevice::write`].
+    Write,
+    /// [`BlockDevice::flush`].
+    Flush,
+    /// [`BlockDevice::trim`].
+    Trim,
+}
+
+impl Op {
+    fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// How an injected failure looks to the caller.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Failure {
+    /// An I/O error (EIO).
+    Eio,
+    /// No space left ([`DeviceError::Full`]).
+    Full,
+}
+
+/// One fault. Several may be armed at once; they act in the order they were injected.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Fault {
+    /// Fails the operations of kind `op` numbered `after .. after + times`, counted from the
+    /// injection (0 = the next one). A failed write or trim changes nothing.
+    Fail {
+        /// The kind of operation that fails.
+        op: Op,
+        /// How many of them pass first.
+        after: u64,
+        /// How many then fail (`u64::MAX`: all).
+        times: u64,
+        /// What the caller gets.
+        failure: Failure,
+    },
+    /// Sleeps this long before every operation of kind `op`.
+    Delay {
+        /// The kind of operation delayed.
+        op: Op,
+        /// By how much.
+        by: Duration,
+    },
+    /// Flips one bit of `sector`: on every read that covers it (the medium stays intact),
+    /// or, `persistent`, once on the medium itself when injected (bit rot).
+    FlipBit {
+        /// The sector.
+        sector: u64,
+        /// The byte in it (below 4096).
+        byte: usize,
+        /// The bit in that byte (below 8).
+        bit: u8,
+        /// On the medium (bit rot) instead of on reads.
+        persistent: bool,
+    },
+    /// A write covering sector `from` puts that sector's new contents at `to` instead; `from`
+    /// keeps its old contents, `to` loses its own.
+    Misdirect {
+        /// The sector the host writes.
+        from: u64,
+        /// Where its contents land.
+        to: u64,
+    },
+    /// A write covering `sector` is acknowledged but that sector keeps its old contents.
+    LoseWrite {
+        /// The sector whose writes are lost.
+        sector: u64,
+    },
+    /// After `writes` more writes, cuts the wrapped device's power (it must emulate a power
+    /// cut) with `seed`; every request then fails until [`FaultDevice::power_on`].
+    CutAfter {
+        /// Writes that complete before the cut.
+        writes: u64,
+        /// The seed of the wrapped device's power cut (which unflushed sectors survive).
+        seed: u64,
+    },
+}
+
+/// A recorded request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Record {
+    /// The request's kind.
+    pub op: Op,
+    /// Its first sector (0 for a flush).
+    pub sector: u64,
+    /// Its length in sectors (0 for a flush).
+    pub sectors: u64,
+    /// Whether the request failed (injected or not).
+    pub failed: bool,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    /// Each armed fault with the count of its kind's operations when it was injected.
+    faults: Vec<(Fault, u64)>,
+    /// Operations seen per kind since creation.
+    seen: [u64; 4],
+    recording: bool,
+    records: Vec<Record>,
+    powered_off: bool,
+}
+
+/// See the module documentation.
+#[derive(Debug)]
+pub struct FaultDevice {
+    inner: DeviceRef,
+    state: Mutex<State>,
+    /// Serialises the requests that rewrite the medium around a write (misdirect, lose).
+    rewrite: Mutex<()>,
+    held: [AtomicBool; 4],
+}
+
+fn eio(what: &str) -> DeviceError {
+    DeviceError::Io {
+        path: "fault-device".into(),
+        source: std::io::Error::other(format!("injected I/O error: {what}")),
+    }
+}
+
+impl FaultDevice {
+    /// Wraps `inner`; no fault is armed.
+    pub fn new(inner: DeviceRef) -> Self {
+        Self {
+            inner,
+            state: Mutex::new(State::default()),
+            rewrite: Mutex::new(()),
+            held: Default::default(),
+        }
+    }
+
+    /// Arms a fault. A persistent bit flip is applied to the medium at once.
+    pub fn inject(&self, f: Fault) -> Result<()> {
+        if let Fault::FlipBit {
+            sector,
+            byte,
+            bit,
+            persistent: true,
+        } = f
+        {
+            return self.rot(sector, byte, bit);
+        }
+        if let Fault::CutAfter { .. } = f {
+            if self.inner.as_power_cut().is_none() {
+                return Err(DeviceError::Unsupported(format!(
+                    "a power cut on {}: wrap an emulated device",
+                    self.inner.describe()
+                )));
+            }
+        }
+        let mut s = self.state.lock();
+        let base = match &f {
+            Fault::Fail { op, .. } | Fault::Delay { op, .. } => s.seen[op.index()],
+            _ => s.seen[Op::Write.index()],
+        };
+        s.faults.push((f, base));
+        Ok(())
+    }
+
+    /// Disarms every fault (holds and the power state stay).
+    pub fn clear(&self) {
+        self.state.lock().faults.clear();
+    }
+
+    /// Operations of kind `op` wait from now until [`FaultDevice::release`].
+    pub fn hold(&self, op: Op) {
+        self.held[op.index()].store(true, Ordering::Release);
+    }
+
+    /// Lets held operations of kind `op` go on.
+    pub fn release(&self, op: Op) {
+        self.held[op.index()].store(false, Ordering::Release);
+    }
+
+    /// Starts (`true`) or stops recording requests.
+    pub fn record(&self, on: bool) {
+        self.state.lock().recording = on;
+    }
+
+    /// The requests recorded so far.
+    pub fn records(&self) -> Vec<Record> {
+        self.state.lock().records.clone()
+    }
+
+    /// Operations of kind `op` seen so far.
+    pub fn seen(&self, op: Op) -> u64 {
+        self.state.lock().seen[op.index()]
+    }
+
+    /// Whether an armed [`Fault::CutAfter`] has cut the power.
+    pub fn powered_off(&self) -> bool {
+        self.state.lock().powered_off
+    }
+
+    /// Powers the device on again after a cut (the wrapped device already recovered).
+    pub fn power_on(&self) {
+        self.state.lock().powered_off = false;
+    }
+
+    fn rot(&self, sector: u64, byte: usize, bit: u8) -> Result<()> {
+        if byte >= SECTOR_SIZE || bit >= 8 {
+            return Err(DeviceError::config(format!(
+                "bit {bit} of byte {byte}: a sector has {SECTOR_SIZE} bytes of 8 bits"
+            )));
+        }
+        let mut buf = vec![0u8; SECTOR_SIZE];
+        self.inner.read(sector, &mut buf)?;
+        buf[byte] ^= 1 << bit;
+        self.inner.write(sector, &buf, WriteHints::default())?;
+        self.inner.flush()
+    }
+
+    /// Before a request: waits while held, sleeps for delays, counts it, and returns the
+    /// injected failure, if any.
+    fn enter(&self, op: Op) -> Option<Failure> {
+        while self.held[op.index()].load(Ordering::Acquire) {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let (delay, failure) = {
+            let mut s = self.state.lock();
+            let n = s.seen[op.index()];
+            s.seen[op.index()] += 1;
+            let mut delay = Duration::ZERO;
+            let mut failure = s.powered_off.then_some(Failure::Eio);
+            for (f, base) in &s.faults {
+                match *f {
+                    Fault::Delay { op: o, by } if o == op => delay += by,
+                    Fault::Fail {
+                        op: o,
+                        after,
+                        times,
+                        failure: kind,
+                    } if o == op && failure.is_none() => {
+                        let k = n - base;
+                        if k >= after && k < after.saturating_add(times) {
+                            failure = Some(kind);
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            (delay, failure)
+        };
+        if !delay.is_zero() {
+            std::thread::sleep(delay);
+        }
+        failure
+    }
+
+    fn log(&self, op: Op, sector: u64, sectors: u64, failed: bool) {
+        let mut s = self.state.lock();
+        if s.recording {
+            s.records.push(Record {
+                op,
+                sector,
+                sectors,
+                failed,
+            });
+        }
+    }
+
+    fn fail(&self, op: Op, sector: u64, sectors: u64, f: Failure) -> DeviceError {
+        self.log(op, sector, sectors, true);
+        match f {
+            Failure::Eio => eio(&format!("{op:?} of sector {sector}")),
+            Failure::Full => DeviceError::Full(format!(
+                "injected: no space for the {op:?} of sector {sector}"
+            )),
+        }
+    }
+
+    /// The sectors of a write at `sector` of `n` sectors that a misdirect or a lost write
+    /// concerns: (the sector written, where its contents go, or `None` when lost).
+    fn redirections(&self, sector: u64, n: u64) -> Vec<(u64, Option<u64>)> {
+        let s = self.state.lock();
+        s.faults
+            .iter()
+            .filter_map(|(f, _)| match *f {
+                Fault::Misdirect { from, to } if (sector..sector + n).contains(&from) => {
+                    Some((from, Some(to)))
+                }
+                Fault::LoseWrite { sector: x } if (sector..sector + n).contains(&x) => {
+                    Some((x, None))
+                }
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// Counts a completed write against armed power cuts, cutting when one falls due.
+    fn after_write(&self) -> Result<()> {
+        let due = {
+            let mut s = self.state.lock();
+            let done = s.seen[Op::Write.index()];
+            let due = s.faults.iter().find_map(|(f, base)| match *f {
+                Fault::CutAfter { writes, seed } if done - base >= writes => Some(seed),
+                _ => None,
+            });
+            if due.is_some() {
+                s.faults
+                    .retain(|(f, _)| !matches!(f, Fault::CutAfter { .. }));
+                s.powered_off = true;
+            }
+            due
+        };
+        if let (Some(seed), Some(pc)) = (due, self.inner.as_power_cut()) {
+            pc.power_cut(seed)?;
+        }
+        Ok(())
+    }
+}
+
+impl BlockDevice for FaultDevice {
+    fn caps(&self) -> Capabilities {
+        self.inner.caps()
+    }
+
+    fn read(&self, sector: u64, buf: &mut [u8]) -> Result<()> {
+        let n = crate::check_io(&self.caps(), sector, buf.len())?;
+        if let Some(f) = self.enter(Op::Read) {
+            return Err(self.fail(Op::Read, sector, n, f));
+        }
+        let r = self.inner.read(sector, buf);
+        if r.is_ok() {
+            let s = self.state.lock();
+            for (f, _) in &s.faults {
+                if let Fault::FlipBit {
+                    sector: x,
+                    byte,
+                    bit,
+                    persistent: false,
+                } = *f
+                {
+                    if (sector..sector + n).contains(&x) && byte < SECTOR_SIZE && bit < 8 {
+                        buf[(x - sector) as usize * SECTOR_SIZE + byte] ^= 1 << bit;
+                    }
+                }
+            }
+        }
+        self.log(Op::Read, sector, n, r.is_err());
+        r
+    }
+
+    fn write(&self, sector: u64, buf: &[u8], hints: WriteHints) -> Result<()> {
+        let n = crate::check_io(&self.caps(), sector, buf.len())?;
+        if let Some(f) = self.enter(Op::Write) {
+            return Err(self.fail(Op::Write, sector, n, f));
+        }
+        let redirect = self.redirections(sector, n);
+        let r = if redirect.is_empty() {
+            self.inner.write(sector, buf, hints)
+        } else {
+            // The write lands, then the concerned sectors get their old contents back and a
+            // misdirected one its new contents elsewhere (not atomic: a test device).
+            let _one = self.rewrite.lock();
+            let mut old = Vec::new();
+            for &(x, _) in &redirect {
+                let mut b = vec![0u8; SECTOR_SIZE];
+                self.inner.read(x, &mut b)?;
+                old.push(b);
+            }
+            self.inner.write(sector, buf, hints).and_then(|()| {
+                for (&(x, to), b) in redirect.iter().zip(&old) {
+                    self.inner.write(x, b, WriteHints::default())?;
+                    if let Some(to) = to {
+                        let at = (x - sector) as usize * SECTOR_SIZE;
+                        self.inner
+                            .write(to, &buf[at..at + SECTOR_SIZE], WriteHints::default())?;
+                    }
+                }
+                Ok(())
+            })
+        };
+        self.log(Op::Write, sector, n, r.is_err());
+        r?;
+        self.after_write()
+    }
+
+    fn flush(&self) -> Result<()> {
+        if let Some(f) = self.enter(Op::Flush) {
+            return Err(self.fail(Op::Flush, 0, 0, f));
+        }
+        let r = self.inner.flush();
+        self.log(Op::Flush, 0, 0, r.is_err());
+        r
+    }
+
+    fn trim(&self, sector: u64, sectors: u64) -> Result<()> {
+        crate::check_range(&self.caps(), sector, sectors)?;
+        if let Some(f) = self.enter(Op::Trim) {
+            return Err(self.fail(Op::Trim, sector, sectors, f));
+        }
+        let r = self.inner.trim(sector, sectors);
+        self.log(Op::Trim, sector, sectors, r.is_err());
+        r
+    }
+
+    fn stats(&self) -> DeviceStats {
+        self.inner.stats()
+    }
+
+    fn reset_stats(&self) {
+        self.inner.reset_stats();
+    }
+
+    fn pause_timing(&self, paused: bool) {
+        self.inner.pause_timing(paused);
+    }
+
+    fn describe(&self) -> String {
+        format!("faults({})", self.inner.describe())
+    }
+
+    fn as_power_cut(&self) -> Option<&dyn PowerCut> {
+        self.inner.as_power_cut()
+    }
+}

@@ -1,0 +1,153 @@
+//! The fault device does what each fault says, and nothing when disarmed.
+#![allow(clippy::unwrap_used)]
+
+use pagoda_device::fault::{Failure, Fault, FaultDevice, Op};
+use pagoda_device::mem::MemDevice;
+use pagoda_device::{BlockDevice, DeviceError, DeviceRef, WriteHints, SECTOR_SIZE};
+use std::sync::Arc;
+
+fn dev() -> (DeviceRef, FaultDevice) {
+    let inner: DeviceRef = Arc::new(MemDevice::with_capacity(1 << 20).unwrap());
+    (inner.clone(), FaultDevice::new(inner))
+}
+
+fn sector(fill: u8) -> Vec<u8> {
+    vec![fill; SECTOR_SIZE]
+}
+
+fn read(d: &dyn BlockDevice, s: u64) -> Vec<u8> {
+    let mut b = sector(0);
+    d.read(s, &mut b).unwrap();
+    b
+}
+
+#[test]
+fn the_nth_write_fails_and_changes_nothing_then_writes_go_on() {
+    let (_, f) = dev();
+    f.inject(Fault::Fail {
+        op: Op::Write,
+        after: 1,
+        times: 1,
+        failure: Failure::Eio,
+    })
+    .unwrap();
+    f.write(1, &sector(1), WriteHints::default()).unwrap();
+    let e = f.write(2, &sector(2), WriteHints::default()).unwrap_err();
+    assert!(e.to_string().contains("injected I/O error"), "{e}");
+    assert_eq!(read(&f, 2), sector(0));
+    f.write(3, &sector(3), WriteHints::default()).unwrap();
+    assert_eq!(read(&f, 3), sector(3));
+}
+
+#[test]
+fn a_full_device_and_a_failing_flush_say_so() {
+    let (_, f) = dev();
+    f.inject(Fault::Fail {
+        op: Op::Write,
+        after: 0,
+        times: u64::MAX,
+        failure: Failure::Full,
+    })
+    .unwrap();
+    f.inject(Fault::Fail {
+        op: Op::Flush,
+        after: 0,
+        times: 1,
+        failure: Failure::Eio,
+    })
+    .unwrap();
+    assert!(matches!(
+        f.write(0, &sector(1), WriteHints::default()),
+        Err(DeviceError::Full(_))
+    ));
+    assert!(f.flush().is_err());
+    f.flush().unwrap();
+    f.clear();
+    f.write(0, &sector(1), WriteHints::default()).unwrap();
+}
+
+#[test]
+fn a_transient_flip_corrupts_reads_only_and_a_persistent_one_the_medium() {
+    let (inner, f) = dev();
+    f.write(4, &[sector(7), sector(8)].concat(), WriteHints::default())
+        .unwrap();
+    f.inject(Fault::FlipBit {
+        sector: 5,
+        byte: 10,
+        bit: 3,
+        persistent: false,
+    })
+    .unwrap();
+    let mut two = vec![0u8; 2 * SECTOR_SIZE];
+    f.read(4, &mut two).unwrap();
+    assert_eq!(&two[..SECTOR_SIZE], &sector(7)[..]);
+    assert_eq!(two[SECTOR_SIZE + 10], 8 ^ (1 << 3));
+    assert_eq!(read(&*inner, 5), sector(8), "the medium is intact");
+    f.clear();
+    assert_eq!(read(&f, 5), sector(8));
+    f.inject(Fault::FlipBit {
+        sector: 4,
+        byte: 0,
+        bit: 0,
+        persistent: true,
+    })
+    .unwrap();
+    f.clear();
+    assert_eq!(read(&*inner, 4)[0], 7 ^ 1, "rotted on the medium");
+}
+
+#[test]
+fn a_misdirected_write_lands_elsewhere_and_a_lost_one_nowhere() {
+    let (_, f) = dev();
+    f.write(20, &[sector(1), sector(2)].concat(), WriteHints::default())
+        .unwrap();
+    f.inject(Fault::Misdirect { from: 21, to: 30 }).unwrap();
+    f.inject(Fault::LoseWrite { sector: 20 }).unwrap();
+    f.write(20, &[sector(5), sector(6)].concat(), WriteHints::default())
+        .unwrap();
+    assert_eq!(read(&f, 20), sector(1), "lost: the old contents");
+    assert_eq!(
+        read(&f, 21),
+        sector(2),
+        "misdirected: the old contents stay"
+    );
+    assert_eq!(
+        read(&f, 30),
+        sector(6),
+        "misdirected: the new contents land here"
+    );
+}
+
+#[test]
+fn power_is_cut_after_n_writes_and_requests_fail_until_power_on() {
+    let (_, f) = dev();
+    f.write(0, &sector(1), WriteHints::default()).unwrap();
+    f.flush().unwrap();
+    f.inject(Fault::CutAfter { writes: 2, seed: 9 }).unwrap();
+    f.write(1, &sector(2), WriteHints::default()).unwrap();
+    assert!(!f.powered_off());
+    f.write(2, &sector(3), WriteHints::default()).unwrap();
+    assert!(f.powered_off());
+    assert!(f.write(3, &sector(4), WriteHints::default()).is_err());
+    assert!(f.flush().is_err());
+    f.power_on();
+    assert_eq!(read(&f, 0), sector(1), "flushed before the cut");
+}
+
+#[test]
+fn requests_are_recorded_and_a_held_flush_waits_for_its_release() {
+    let (_, f) = dev();
+    f.record(true);
+    f.write(7, &sector(1), WriteHints::default()).unwrap();
+    let mut b = sector(0);
+    f.read(7, &mut b).unwrap();
+    f.hold(Op::Flush);
+    std::thread::scope(|s| {
+        let t = s.spawn(|| f.flush());
+        f.release(Op::Flush);
+        t.join().unwrap().unwrap();
+    });
+    let ops: Vec<(Op, u64)> = f.records().iter().map(|r| (r.op, r.sector)).collect();
+    assert_eq!(ops, vec![(Op::Write, 7), (Op::Read, 7), (Op::Flush, 0)]);
+    assert_eq!(f.seen(Op::Flush), 1);
+}
