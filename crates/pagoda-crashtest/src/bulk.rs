@@ -105,7 +105,7 @@ fn read_state(db: &Db) -> Result<State> {
         .into_iter()
         .filter(|t| t.starts_with(PREFIX))
     {
-        let rows = r.range(&t, ..)?.collect::<Result<Rows>>()?;
+        let rows = r.open_table(&t)?.range(..).collect::<Result<Rows>>()?;
         s.insert(t, rows);
     }
     Ok(s)
@@ -188,10 +188,12 @@ fn run_op(db: &Db, op: &Op) -> bool {
             let mut it = rows.clone().into_iter();
             db.bulk_load(t, &mut it).map(|_| ())
         }),
-        Op::Update(t, rows) => db.begin().and_then(|mut tx| {
+        Op::Update(t, rows) => db.begin_write().and_then(|tx| {
+            let mut table = tx.open_table(t)?;
             for (k, v) in rows {
-                tx.put(t, k, v)?;
+                table.put(k, v)?;
             }
+            drop(table);
             tx.commit().map(|_| ())
         }),
         Op::Drop(t) => db.drop_table(t),

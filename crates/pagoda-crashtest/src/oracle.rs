@@ -159,10 +159,8 @@ fn read_all(db: &Db, model: &Model, v: &mut Verdict) -> Result<Model> {
     let mut out = Model::new();
     for name in db.list_tables() {
         let mut got = Table::new();
-        let scan = tx
-            .range(&name, ..)
-            .and_then(Iterator::collect::<Result<Vec<_>>>);
-        match scan {
+        let table = tx.open_table(&name)?;
+        match table.range(..).collect::<Result<Vec<_>>>() {
             Ok(rows) => got.extend(rows),
             Err(Error::Corruption { all_pages, .. }) => {
                 v.corrupt_pages.extend(all_pages);
@@ -176,7 +174,7 @@ fn read_all(db: &Db, model: &Model, v: &mut Verdict) -> Result<Model> {
             .chain(model.get(&name).into_iter().flat_map(|t| t.keys()))
             .collect();
         for k in keys {
-            match tx.get(&name, k) {
+            match table.get(k) {
                 Ok(p) if p.as_ref() == got.get(k) => {}
                 Ok(p) => v.find(
                     FindingKind::ReadMismatch,

@@ -3,7 +3,7 @@
 //! row that says whether it committed; create and drop table; checkpoints. Every transaction
 //! and DDL operation is recorded with its outcome for the oracle.
 
-use pagoda_engine::{CommitInfo, CommitMode, CommitTicket, Db, Error, Result};
+use pagoda_engine::{CommitInfo, CommitMode, CommitTicket, Db, Error, Result, Table, WriteTxn};
 use parking_lot::Mutex;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -122,6 +122,22 @@ pub(crate) struct Shared<'a> {
     pub cfg: WorkCfg,
 }
 
+/// The handle of `name` among the tables `tx` has open, opening it on first use.
+fn table_of<'a, 't>(
+    tx: &'t WriteTxn<'_>,
+    open: &'a mut Vec<Table<'t>>,
+    name: &str,
+) -> Result<&'a mut Table<'t>> {
+    let i = match open.iter().position(|t| t.name() == name) {
+        Some(i) => i,
+        None => {
+            open.push(tx.open_table(name)?);
+            open.len() - 1
+        }
+    };
+    Ok(&mut open[i])
+}
+
 fn status_of(r: &Result<CommitInfo>) -> Status {
     match r {
         Ok(info) => Status::Acked(info.cts),
@@ -147,9 +163,11 @@ impl Shared<'_> {
         writes: Vec<Write>,
         inflight: Option<&mut VecDeque<(usize, CommitTicket)>>,
     ) -> bool {
-        let Ok(mut tx) = self.db.begin() else {
+        let Ok(tx) = self.db.begin_write() else {
             return false;
         };
+        // Each table is opened once, at its first write in this transaction.
+        let mut open: Vec<Table<'_>> = Vec::new();
         let uid = self.uid.fetch_add(1, Ordering::AcqRel);
         let snapshot = tx.snapshot();
         let mut done = Vec::with_capacity(writes.len() + 1);
@@ -158,16 +176,17 @@ impl Shared<'_> {
                 // The value carries the id of the transaction that wrote it.
                 *v = value(uid, &w.table, &w.key, v.len());
             }
-            let r = match &w.val {
-                Some(v) => tx.put(&w.table, &w.key, v),
-                None => tx.delete(&w.table, &w.key),
-            };
+            let r = table_of(&tx, &mut open, &w.table).and_then(|t| match &w.val {
+                Some(v) => t.put(&w.key, v),
+                None => t.delete(&w.key),
+            });
             match r {
                 Ok(()) => {
                     done.retain(|d: &Write| !(d.table == w.table && d.key == w.key));
                     done.push(w);
                 }
                 Err(Error::Conflict { .. } | Error::NoSuchTable(_)) => {
+                    drop(open);
                     tx.rollback();
                     return true;
                 }
@@ -176,9 +195,13 @@ impl Shared<'_> {
         }
         let mk = marker_key(uid);
         let mv = marker_value(uid, done.len());
-        if tx.put(MARKS, &mk, &mv).is_err() {
+        if table_of(&tx, &mut open, MARKS)
+            .and_then(|t| t.put(&mk, &mv))
+            .is_err()
+        {
             return false;
         }
+        drop(open);
         let probe = done
             .iter()
             .find_map(|w| w.val.clone().map(|v| (w.table.clone(), w.key.clone(), v)));
@@ -233,7 +256,7 @@ impl Shared<'_> {
     /// A pending commit must not be visible: read a key it put through a new snapshot.
     fn check_not_exposed(&self, table: &str, key: &[u8], value: &[u8], end_lsn: u64) {
         let Ok(r) = self.db.begin_read() else { return };
-        if let Ok(Some(v)) = r.get(table, key) {
+        if let Ok(Some(v)) = r.open_table(table).and_then(|t| t.get(key)) {
             if v == value && self.db.durable_lsn() < end_lsn {
                 self.exposed.fetch_add(1, Ordering::Relaxed);
             }

@@ -81,9 +81,12 @@ fn pagoda_load(db: &Db, n: u64) {
     db.create_table("kv").unwrap();
     let mut i = 0;
     while i < n {
-        let mut tx = db.begin().unwrap();
+        let tx = db.begin_write().unwrap();
         for j in i..(i + 500).min(n) {
-            tx.put("kv", &key(j), &value(j, 0)).unwrap();
+            tx.open_table("kv")
+                .unwrap()
+                .put(&key(j), &value(j, 0))
+                .unwrap();
         }
         tx.commit().unwrap();
         i += 500;
@@ -154,9 +157,10 @@ fn updates(cfg: &Cfg) {
         let p = timed(threads, cfg.secs, |_, rng| {
             let i = rng.gen_range(0..n);
             let r = round.fetch_add(1, Ordering::Relaxed);
-            let mut tx = db.begin().unwrap();
+            let tx = db.begin_write().unwrap();
             match tx
-                .put("kv", &key(i), &value(i, r))
+                .open_table("kv")
+                .and_then(|mut t| t.put(&key(i), &value(i, r)))
                 .and_then(|()| tx.commit().map(|_| ()))
             {
                 Ok(_) | Err(pagoda_engine::Error::Conflict { .. }) => {}
@@ -199,7 +203,7 @@ fn reads(cfg: &Cfg, n: u64, buffer: usize, label: &str) {
     // Warm up, then measure.
     let warm = |db: &Db| {
         let tx = db.begin_read().unwrap();
-        for x in tx.range("kv", ..).unwrap() {
+        for x in tx.open_table("kv").unwrap().range(..) {
             x.unwrap();
         }
     };
@@ -208,7 +212,7 @@ fn reads(cfg: &Cfg, n: u64, buffer: usize, label: &str) {
     let p = timed(2, cfg.secs, |_, rng| {
         let i = rng.gen_range(0..n);
         let tx = db.begin_read().unwrap();
-        assert!(tx.get("kv", &key(i)).unwrap().is_some());
+        assert!(tx.open_table("kv").unwrap().get(&key(i)).unwrap().is_some());
     });
     let after = db.stats().buffer;
     // Readers beside a writer: latch coupling lets readers pass a leaf being updated.
@@ -220,9 +224,10 @@ fn reads(cfg: &Cfg, n: u64, buffer: usize, label: &str) {
                 let mut rng = SmallRng::seed_from_u64(99);
                 while !stop.load(Ordering::Relaxed) {
                     let i = rng.gen_range(0..n);
-                    let mut tx = db.begin().unwrap();
+                    let tx = db.begin_write().unwrap();
                     if tx
-                        .put("kv", &key(i), &value(i, 3))
+                        .open_table("kv")
+                        .and_then(|mut t| t.put(&key(i), &value(i, 3)))
                         .and_then(|()| tx.commit().map(|_| ()))
                         .is_err()
                     {
@@ -233,7 +238,7 @@ fn reads(cfg: &Cfg, n: u64, buffer: usize, label: &str) {
             let r = timed(2, cfg.secs, |_, rng| {
                 let i = rng.gen_range(0..n);
                 let tx = db.begin_read().unwrap();
-                assert!(tx.get("kv", &key(i)).unwrap().is_some());
+                assert!(tx.open_table("kv").unwrap().get(&key(i)).unwrap().is_some());
             });
             stop.store(true, Ordering::Relaxed);
             r

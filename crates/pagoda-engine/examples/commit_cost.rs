@@ -13,9 +13,11 @@ fn main() {
     db.create_table("kv").unwrap();
     let n = 20_000u64;
     for c in 0..n / 500 {
-        let mut tx = db.begin().unwrap();
+        let tx = db.begin_write().unwrap();
         for i in c * 500..(c + 1) * 500 {
-            tx.put("kv", format!("user{i:016}").as_bytes(), &[1u8; 1024])
+            tx.open_table("kv")
+                .unwrap()
+                .put(format!("user{i:016}").as_bytes(), &[1u8; 1024])
                 .unwrap();
         }
         tx.commit().unwrap();
@@ -24,8 +26,10 @@ fn main() {
     let m = 50_000u64;
     for j in 0..m {
         let i = (j * 7919) % n;
-        let mut tx = db.begin().unwrap();
-        tx.put("kv", format!("user{i:016}").as_bytes(), &[j as u8; 1024])
+        let tx = db.begin_write().unwrap();
+        tx.open_table("kv")
+            .unwrap()
+            .put(format!("user{i:016}").as_bytes(), &[j as u8; 1024])
             .unwrap();
         tx.commit().unwrap();
     }

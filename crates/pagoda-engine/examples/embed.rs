@@ -13,13 +13,14 @@ fn main() -> Result<(), Error> {
 
     let db = Db::open(DbOptions::in_dir(&dir).buffer_bytes(16 << 20))?;
     db.create_table("users")?;
-    let mut tx = db.begin()?; // snapshot isolation; the later of two writers of a key fails
+    let tx = db.begin_write()?; // snapshot isolation; the later of two writers of a key fails
     for (name, role) in [
         ("alice", "engineer"),
         ("bob", "analyst"),
         ("carol", "engineer"),
     ] {
-        tx.put("users", name.as_bytes(), role.as_bytes())?;
+        tx.open_table("users")?
+            .put(name.as_bytes(), role.as_bytes())?;
     }
     tx.commit()?; // durable when it returns
     db.close()?;
@@ -27,10 +28,13 @@ fn main() -> Result<(), Error> {
     // Reopened: recovery replays the log, nothing acknowledged is lost.
     let db = Db::open(DbOptions::in_dir(&dir).buffer_bytes(16 << 20))?;
     let r = db.begin_read()?;
-    assert_eq!(r.get("users", b"bob")?.as_deref(), Some(&b"analyst"[..]));
+    assert_eq!(
+        r.open_table("users")?.get(b"bob")?.as_deref(),
+        Some(&b"analyst"[..])
+    );
     // Keys from "a" up to, not including, "c".
     let range = (Bound::Included(&b"a"[..]), Bound::Excluded(&b"c"[..]));
-    for kv in r.range("users", range)? {
+    for kv in r.open_table("users")?.range(range) {
         let (k, v) = kv?;
         println!(
             "{} = {}",

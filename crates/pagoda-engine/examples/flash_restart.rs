@@ -76,19 +76,19 @@ fn fill(db: &Db, records: u64) -> Res<()> {
     db.create_table("t")?;
     let val = vec![b'v'; 1000];
     for chunk in (0..records).collect::<Vec<_>>().chunks(200) {
-        let mut tx = db.begin()?;
+        let tx = db.begin_write()?;
         for &i in chunk {
-            tx.put("t", &key(i), &val)?;
+            tx.open_table("t")?.put(&key(i), &val)?;
         }
         tx.commit()?;
     }
     db.checkpoint()?;
     let mut rng = rand::rngs::SmallRng::seed_from_u64(1);
     for _ in 0..records / 40 {
-        let mut tx = db.begin()?;
+        let tx = db.begin_write()?;
         for _ in 0..20 {
             let i = rng.gen_range(0..records);
-            tx.put("t", &key(i), &val)?;
+            tx.open_table("t")?.put(&key(i), &val)?;
         }
         tx.commit()?;
     }
@@ -104,7 +104,7 @@ fn reads(db: &Db, records: u64, n: u64) -> Res<(f64, f64, Option<f64>)> {
     for _ in 0..n {
         let tx = db.begin_read()?;
         let i = rng.gen_range(0..records);
-        if tx.get("t", &key(i))?.is_none() {
+        if tx.open_table("t")?.get(&key(i))?.is_none() {
             return Err(format!("key {i} missing").into());
         }
     }

@@ -77,9 +77,6 @@ pub enum Error {
     /// Bad configuration or options.
     #[error("bad configuration: {0}")]
     Config(String),
-    /// A write on a read-only transaction.
-    #[error("transaction is read-only: use Db::begin for writes")]
-    ReadOnly,
     /// The database failed earlier and refuses further work; the [`Failure`] holds the first
     /// cause (an error that may have left durable state uncertain, or a panic in an engine
     /// thread). Reopening runs recovery.

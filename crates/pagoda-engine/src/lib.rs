@@ -6,8 +6,8 @@
 //!
 //! Start at [`Db`]. The on-disk format is described in `docs/format.md`.
 //!
-//! Commit modes ([`CommitMode`]): `sync` ([`Txn::commit`] returns once durable) and
-//! `pipelined` ([`Txn::commit_pipelined`] returns a [`CommitTicket`] at once; a flush thread
+//! Commit modes ([`CommitMode`]): `sync` ([`WriteTxn::commit`] returns once durable) and
+//! `pipelined` ([`WriteTxn::commit_pipelined`] returns a [`CommitTicket`] at once; a flush thread
 //! makes the log durable and resolves it; the transaction is committed and visible only then).
 //! [`DbStats::profile`] breaks transaction and log time down per phase.
 //!
@@ -29,11 +29,11 @@
 //! let dir = tempfile::tempdir().expect("tempdir");
 //! let db = Db::open(DbOptions::in_dir(dir.path()).buffer_bytes(4 << 20))?;
 //! db.create_table("users")?;
-//! let mut tx = db.begin()?;
-//! tx.put("users", b"alice", b"engineer")?;
+//! let tx = db.begin_write()?;
+//! tx.open_table("users")?.put(b"alice", b"engineer")?;
 //! tx.commit()?;
 //! let tx = db.begin_read()?;
-//! assert_eq!(tx.get("users", b"alice")?.as_deref(), Some(&b"engineer"[..]));
+//! assert_eq!(tx.open_table("users")?.get(b"alice")?.as_deref(), Some(&b"engineer"[..]));
 //! drop(tx); // a transaction borrows its database: it ends before the close
 //! db.close()?;
 //! # Ok(()) }
@@ -65,8 +65,8 @@ mod wal;
 pub use btree::{inline_max, MAX_KEY_LEN};
 pub use check::CheckReport;
 pub use db::{
-    preallocate_log_file, BufferStats, CheckpointInfo, Db, DbStats, FlashCacheStats, RecoveryStats,
-    Scan, Txn,
+    preallocate_log_file, BufferStats, CheckpointInfo, Db, DbStats, FlashCacheStats, ReadOnlyTable,
+    ReadTxn, RecoveryStats, Scan, Table, WriteTxn,
 };
 pub use error::{Error, Failure, Result};
 pub use options::{

@@ -105,21 +105,21 @@ impl Sabotage {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum CommitMode {
-    /// [`crate::Txn::commit`] returns after the commit record is durable (group commit: one
+    /// [`crate::WriteTxn::commit`] returns after the commit record is durable (group commit: one
     /// sync serves every commit that joined the same log slot). The committing threads write
     /// and sync the log themselves.
     #[default]
     Sync,
-    /// Pipelined (asynchronous) commit, seed 002: [`crate::Txn::commit_pipelined`] returns at
+    /// Pipelined (asynchronous) commit, seed 002: [`crate::WriteTxn::commit_pipelined`] returns at
     /// once with a [`crate::CommitTicket`]; a dedicated flush thread per database writes and
     /// syncs the log, and resolves the ticket once the commit is durable. Until then the
     /// transaction is not committed: its effects are invisible to other transactions. Nothing
     /// acknowledged is ever lost. In-flight commits are bounded by
     /// [`DbOptions::max_inflight_commits`] (the caller blocks when the bound is reached).
-    /// [`crate::Txn::commit`] in this mode waits for its ticket.
+    /// [`crate::WriteTxn::commit`] in this mode waits for its ticket.
     Pipelined,
     /// Lazy (no-sync) commit, like RocksDB's `sync=false` or SQLite's `synchronous=NORMAL`:
-    /// [`crate::Txn::commit`] returns as soon as the record is in the log buffer, and the
+    /// [`crate::WriteTxn::commit`] returns as soon as the record is in the log buffer, and the
     /// commit is visible at once. A flush thread writes and syncs the log at least every
     /// [`DbOptions::lazy_flush_interval`], so a crash loses at most the commits of that last
     /// interval: only a suffix of the commit order, never one commit while a later one stays.

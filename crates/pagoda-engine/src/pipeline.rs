@@ -250,7 +250,7 @@ impl Pipeline {
     }
 }
 
-/// The promise of a pipelined commit ([`crate::Txn::commit_pipelined`]). It resolves once the
+/// The promise of a pipelined commit ([`crate::WriteTxn::commit_pipelined`]). It resolves once the
 /// commit record is durable: only then is the transaction committed (visible to others, and
 /// kept by recovery). It fails with [`Error::Failed`] if the database fails (or is abandoned)
 /// first; the transaction is then not known to be committed. Dropping a ticket does not cancel

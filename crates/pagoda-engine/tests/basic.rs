@@ -1,4 +1,6 @@
 #![allow(clippy::unwrap_used)]
+mod common;
+
 use pagoda_device::mem::{MemConfig, MemDevice};
 use pagoda_device::DeviceRef;
 use pagoda_engine::{Db, DbOptions, Error, TornMode};
@@ -24,36 +26,42 @@ fn put_get_reopen_scan() {
     let db = Db::open(opts(&d, &l)).unwrap();
     db.create_table("t").unwrap();
     for i in 0..2000u32 {
-        let mut tx = db.begin().unwrap();
-        tx.put(
-            "t",
-            format!("key{i:05}").as_bytes(),
-            format!("value{i}").repeat(5).as_bytes(),
-        )
-        .unwrap();
+        let tx = db.begin_write().unwrap();
+        tx.open_table("t")
+            .unwrap()
+            .put(
+                format!("key{i:05}").as_bytes(),
+                format!("value{i}").repeat(5).as_bytes(),
+            )
+            .unwrap();
         tx.commit().unwrap();
     }
     let big = vec![7u8; 100_000];
-    let mut tx = db.begin().unwrap();
-    tx.put("t", b"big", &big).unwrap();
+    let tx = db.begin_write().unwrap();
+    tx.open_table("t").unwrap().put(b"big", &big).unwrap();
     tx.commit().unwrap();
     let r = db.begin_read().unwrap();
     assert_eq!(
-        r.get("t", b"key00042").unwrap().unwrap(),
+        r.open_table("t")
+            .unwrap()
+            .get(b"key00042")
+            .unwrap()
+            .unwrap(),
         "value42".repeat(5).as_bytes()
     );
-    assert_eq!(r.get("t", b"big").unwrap().unwrap(), big);
-    let n = r.range("t", ..).unwrap().count();
+    assert_eq!(
+        r.open_table("t").unwrap().get(b"big").unwrap().unwrap(),
+        big
+    );
+    let n = r.open_table("t").unwrap().range(..).count();
     assert_eq!(n, 2001);
     let first: Vec<_> = r
-        .range_rev(
-            "t",
-            (
-                Bound::Included(&b"key00010"[..]),
-                Bound::Excluded(&b"key00020"[..]),
-            ),
-        )
+        .open_table("t")
         .unwrap()
+        .range_rev((
+            Bound::Included(&b"key00010"[..]),
+            Bound::Excluded(&b"key00020"[..]),
+        ))
         .map(|x| x.unwrap().0)
         .collect();
     assert_eq!(first.len(), 10);
@@ -64,26 +72,36 @@ fn put_get_reopen_scan() {
     let db = Db::open(opts(&d, &l)).unwrap();
     let r = db.begin_read().unwrap();
     assert_eq!(
-        r.get("t", b"key01999").unwrap().unwrap(),
+        r.open_table("t")
+            .unwrap()
+            .get(b"key01999")
+            .unwrap()
+            .unwrap(),
         "value1999".repeat(5).as_bytes()
     );
-    assert_eq!(r.get("t", b"big").unwrap().unwrap(), big);
-    assert_eq!(r.range("t", ..).unwrap().count(), 2001);
+    assert_eq!(
+        r.open_table("t").unwrap().get(b"big").unwrap().unwrap(),
+        big
+    );
+    assert_eq!(r.open_table("t").unwrap().range(..).count(), 2001);
     drop(r);
     // Delete most keys: merges.
     for i in 0..1900u32 {
-        let mut tx = db.begin().unwrap();
-        tx.delete("t", format!("key{i:05}").as_bytes()).unwrap();
+        let tx = db.begin_write().unwrap();
+        tx.open_table("t")
+            .unwrap()
+            .delete(format!("key{i:05}").as_bytes())
+            .unwrap();
         tx.commit().unwrap();
     }
     let r = db.begin_read().unwrap();
-    assert_eq!(r.range("t", ..).unwrap().count(), 101);
+    assert_eq!(r.open_table("t").unwrap().range(..).count(), 101);
     drop(r);
     db.close().unwrap();
     let db = Db::open(opts(&d, &l)).unwrap();
     let r = db.begin_read().unwrap();
-    assert_eq!(r.range("t", ..).unwrap().count(), 101);
-    assert!(matches!(r.get("nope", b"x"), Err(Error::NoSuchTable(_))));
+    assert_eq!(r.open_table("t").unwrap().range(..).count(), 101);
+    assert!(matches!(r.open_table("nope"), Err(Error::NoSuchTable(_))));
 }
 
 #[test]
@@ -148,18 +166,18 @@ fn io_failure_is_sticky_and_recoverable() {
     let l: DeviceRef = log.clone();
     let db = Db::open(opts(&d, &l)).unwrap();
     db.create_table("t").unwrap();
-    let mut tx = db.begin().unwrap();
-    tx.put("t", b"a", b"1").unwrap();
+    let tx = db.begin_write().unwrap();
+    tx.open_table("t").unwrap().put(b"a", b"1").unwrap();
     tx.commit().unwrap();
     log.broken.store(true, std::sync::atomic::Ordering::Relaxed);
-    let mut tx = db.begin().unwrap();
-    tx.put("t", b"b", b"2").unwrap();
+    let tx = db.begin_write().unwrap();
+    tx.open_table("t").unwrap().put(b"b", b"2").unwrap();
     assert!(tx.commit().is_err());
     log.broken
         .store(false, std::sync::atomic::Ordering::Relaxed);
     // Sticky: refuses writes with the reason, even though the device works again.
-    let mut tx = db.begin().unwrap();
-    tx.put("t", b"c", b"3").unwrap();
+    let tx = db.begin_write().unwrap();
+    tx.open_table("t").unwrap().put(b"c", b"3").unwrap();
     match tx.commit() {
         Err(Error::Failed(why)) => {
             assert!(why.to_string().contains("injected write failure"), "{why}");
@@ -168,15 +186,12 @@ fn io_failure_is_sticky_and_recoverable() {
     }
     assert!(db.stats().failed.is_some());
     // Reads still work; reopening recovers the acknowledged commit.
-    assert_eq!(
-        db.begin_read().unwrap().get("t", b"a").unwrap().unwrap(),
-        b"1"
-    );
+    assert_eq!(common::read(&db, "t", b"a").unwrap(), b"1");
     db.abandon();
     let db = Db::open(opts(&d, &l)).unwrap();
     let r = db.begin_read().unwrap();
-    assert_eq!(r.get("t", b"a").unwrap().unwrap(), b"1");
-    assert_eq!(r.get("t", b"c").unwrap(), None);
+    assert_eq!(r.open_table("t").unwrap().get(b"a").unwrap().unwrap(), b"1");
+    assert_eq!(r.open_table("t").unwrap().get(b"c").unwrap(), None);
 }
 
 /// The torn mode is recorded at creation: reopening with another one is refused with an error
@@ -186,8 +201,8 @@ fn reopening_with_another_torn_mode_is_refused() {
     let (d, l) = devs();
     let db = Db::open(opts(&d, &l).torn(TornMode::Doublewrite)).unwrap();
     db.create_table("t").unwrap();
-    let mut tx = db.begin().unwrap();
-    tx.put("t", b"k", b"v").unwrap();
+    let tx = db.begin_write().unwrap();
+    tx.open_table("t").unwrap().put(b"k", b"v").unwrap();
     tx.commit().unwrap();
     db.close().unwrap();
     for other in [TornMode::None, TornMode::Atomic] {
@@ -202,7 +217,10 @@ fn reopening_with_another_torn_mode_is_refused() {
     }
     let db = Db::open(opts(&d, &l).torn(TornMode::Doublewrite)).unwrap();
     let r = db.begin_read().unwrap();
-    assert_eq!(r.get("t", b"k").unwrap().as_deref(), Some(&b"v"[..]));
+    assert_eq!(
+        r.open_table("t").unwrap().get(b"k").unwrap().as_deref(),
+        Some(&b"v"[..])
+    );
 }
 
 /// The two double-write modes write the same layout and recover alike: a database made in one
@@ -211,8 +229,8 @@ fn reopening_with_another_torn_mode_is_refused() {
 fn the_double_write_modes_open_each_others_databases() {
     let (d, l) = devs();
     let put = |db: &Db, k: &[u8]| {
-        let mut tx = db.begin().unwrap();
-        tx.put("t", k, b"v").unwrap();
+        let tx = db.begin_write().unwrap();
+        tx.open_table("t").unwrap().put(k, b"v").unwrap();
         tx.commit().unwrap();
     };
     let db = Db::open(opts(&d, &l).torn(TornMode::DoublewriteFull)).unwrap();
@@ -225,7 +243,10 @@ fn the_double_write_modes_open_each_others_databases() {
     let db = Db::open(opts(&d, &l).torn(TornMode::DoublewriteFull)).unwrap();
     let r = db.begin_read().unwrap();
     for k in [&b"a"[..], b"b"] {
-        assert_eq!(r.get("t", k).unwrap().as_deref(), Some(&b"v"[..]));
+        assert_eq!(
+            r.open_table("t").unwrap().get(k).unwrap().as_deref(),
+            Some(&b"v"[..])
+        );
     }
     drop(r);
     db.close().unwrap();
@@ -292,8 +313,8 @@ fn concurrent_creates_of_one_table_let_exactly_one_succeed() {
                     let (db, name) = (db.clone(), name.clone());
                     s.spawn(move || match db.create_table(&name) {
                         Ok(()) => {
-                            let mut tx = db.begin().unwrap();
-                            tx.put(&name, b"row", b"mine").unwrap();
+                            let tx = db.begin_write().unwrap();
+                            tx.open_table(&name).unwrap().put(b"row", b"mine").unwrap();
                             tx.commit().unwrap();
                             1
                         }
@@ -315,7 +336,7 @@ fn concurrent_creates_of_one_table_let_exactly_one_succeed() {
     for round in 0..20 {
         let t = format!("t{round}");
         assert_eq!(
-            r.get(&t, b"row").unwrap().as_deref(),
+            r.open_table(&t).unwrap().get(b"row").unwrap().as_deref(),
             Some(&b"mine"[..]),
             "{t}"
         );
@@ -334,14 +355,11 @@ fn a_database_on_tmpfs_opens_with_a_buffered_log() {
     let dir = tempfile::tempdir_in(shm).unwrap();
     let db = Db::open(DbOptions::in_dir(dir.path()).buffer_bytes(4 << 20)).unwrap();
     db.create_table("t").unwrap();
-    let mut tx = db.begin().unwrap();
-    tx.put("t", b"k", b"v").unwrap();
+    let tx = db.begin_write().unwrap();
+    tx.open_table("t").unwrap().put(b"k", b"v").unwrap();
     tx.commit().unwrap();
     db.abandon();
     let db = Db::open(DbOptions::in_dir(dir.path()).buffer_bytes(4 << 20)).unwrap();
-    assert_eq!(
-        db.begin_read().unwrap().get("t", b"k").unwrap().as_deref(),
-        Some(&b"v"[..])
-    );
+    assert_eq!(common::read(&db, "t", b"k").as_deref(), Some(&b"v"[..]));
     db.close().unwrap();
 }

@@ -82,16 +82,20 @@ fn scan_does_not_flush_the_hot_set() {
     let db = Db::open(opts(&d, &l, 64)).unwrap();
     db.create_table("hot").unwrap();
     db.create_table("cold").unwrap();
-    let mut tx = db.begin().unwrap();
+    let tx = db.begin_write().unwrap();
     for i in 0..100u32 {
-        tx.put("hot", format!("h{i:04}").as_bytes(), &[1u8; 200])
+        tx.open_table("hot")
+            .unwrap()
+            .put(format!("h{i:04}").as_bytes(), &[1u8; 200])
             .unwrap();
     }
     tx.commit().unwrap();
     for chunk in 0..20u32 {
-        let mut tx = db.begin().unwrap();
+        let tx = db.begin_write().unwrap();
         for i in chunk * 200..(chunk + 1) * 200 {
-            tx.put("cold", format!("c{i:05}").as_bytes(), &[2u8; 200])
+            tx.open_table("cold")
+                .unwrap()
+                .put(format!("c{i:05}").as_bytes(), &[2u8; 200])
                 .unwrap();
         }
         tx.commit().unwrap();
@@ -102,7 +106,9 @@ fn scan_does_not_flush_the_hot_set() {
         let tx = db.begin_read().unwrap();
         for i in 0..100u32 {
             assert!(tx
-                .get("hot", format!("h{i:04}").as_bytes())
+                .open_table("hot")
+                .unwrap()
+                .get(format!("h{i:04}").as_bytes())
                 .unwrap()
                 .is_some());
         }
@@ -112,7 +118,7 @@ fn scan_does_not_flush_the_hot_set() {
     let cold_pages = {
         let before = db.stats().buffer.misses;
         let tx = db.begin_read().unwrap();
-        assert_eq!(tx.range("cold", ..).unwrap().count(), 4000);
+        assert_eq!(tx.open_table("cold").unwrap().range(..).count(), 4000);
         db.stats().buffer.misses - before
     };
     assert!(
@@ -303,10 +309,12 @@ fn cleaner_protocol(torn: TornMode) -> BufferStats {
     // Random-order inserts dirty many pages in random order; the pool must evict.
     let mut x = 12345u64;
     for _ in 0..300 {
-        let mut tx = db.begin().unwrap();
+        let tx = db.begin_write().unwrap();
         for _ in 0..10 {
             x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
-            tx.put("t", format!("{:08}", x >> 40).as_bytes(), &[3u8; 150])
+            tx.open_table("t")
+                .unwrap()
+                .put(format!("{:08}", x >> 40).as_bytes(), &[3u8; 150])
                 .unwrap();
         }
         tx.commit().unwrap();
@@ -355,11 +363,14 @@ fn checkpoint_writes_the_dirty_set_in_one_ascending_sweep() {
     let mut x = 777u64;
     let mut keys = Vec::new();
     for _ in 0..300 {
-        let mut tx = db.begin().unwrap();
+        let tx = db.begin_write().unwrap();
         for _ in 0..10 {
             x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
             let k = format!("{:08}", x >> 40);
-            tx.put("t", k.as_bytes(), &[5u8; 150]).unwrap();
+            tx.open_table("t")
+                .unwrap()
+                .put(k.as_bytes(), &[5u8; 150])
+                .unwrap();
             keys.push(k);
         }
         tx.commit().unwrap();
@@ -371,7 +382,12 @@ fn checkpoint_writes_the_dirty_set_in_one_ascending_sweep() {
     let tx = db.begin_read().unwrap();
     for _ in 0..2 {
         for k in keys.iter().rev() {
-            assert!(tx.get("t", k.as_bytes()).unwrap().is_some());
+            assert!(tx
+                .open_table("t")
+                .unwrap()
+                .get(k.as_bytes())
+                .unwrap()
+                .is_some());
         }
     }
     drop(tx);
@@ -412,9 +428,12 @@ fn ordered_load(d: &DeviceRef, l: &DeviceRef, torn: TornMode) -> (Db, BufferStat
     let db = Db::open(opts(d, l, 512).torn(torn)).unwrap();
     db.create_table("t").unwrap();
     for chunk in 0..20u32 {
-        let mut tx = db.begin().unwrap();
+        let tx = db.begin_write().unwrap();
         for i in chunk * 100..(chunk + 1) * 100 {
-            tx.put("t", key(i).as_bytes(), &[1u8; 150]).unwrap();
+            tx.open_table("t")
+                .unwrap()
+                .put(key(i).as_bytes(), &[1u8; 150])
+                .unwrap();
         }
         tx.commit().unwrap();
     }
@@ -454,8 +473,11 @@ fn only_pages_imaged_since_the_redo_start_skip_the_doublewrite_copy() {
     // Updates in place, one value per leaf: their images now lie before the redo start (the
     // checkpoint moved it), so a torn write could be repaired only from a copy: all copied.
     for i in (0..2000u32).step_by(20) {
-        let mut tx = db.begin().unwrap();
-        tx.put("t", key(i).as_bytes(), &[2u8; 150]).unwrap();
+        let tx = db.begin_write().unwrap();
+        tx.open_table("t")
+            .unwrap()
+            .put(key(i).as_bytes(), &[2u8; 150])
+            .unwrap();
         tx.commit().unwrap();
     }
     db.checkpoint().unwrap();
@@ -475,7 +497,7 @@ fn only_pages_imaged_since_the_redo_start_skip_the_doublewrite_copy() {
     for i in 0..2000u32 {
         let want = if i % 20 == 0 { 2u8 } else { 1u8 };
         assert_eq!(
-            tx.get("t", key(i).as_bytes()).unwrap(),
+            tx.open_table("t").unwrap().get(key(i).as_bytes()).unwrap(),
             Some(vec![want; 150])
         );
     }

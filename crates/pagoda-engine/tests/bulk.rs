@@ -3,6 +3,7 @@
 //! paranoid check, survives a crash right after it returns (redo of the install record), takes
 //! later commits (also redone onto the loaded leaves after a crash), and bad input is refused
 //! with nothing loaded. Power cuts during loads: `pagoda-crashtest`'s bulk test.
+mod common;
 
 use pagoda_device::mem::MemDevice;
 use pagoda_device::DeviceRef;
@@ -53,12 +54,17 @@ fn assert_loaded(db: &Db, n: u32, when: &str) {
     let r = db.begin_read().unwrap();
     for i in (0..n).step_by(13) {
         assert_eq!(
-            r.get("t", &key(i)).unwrap(),
+            r.open_table("t").unwrap().get(&key(i)).unwrap(),
             Some(value(i)),
             "{when}: row {i}"
         );
     }
-    let all: Vec<(Vec<u8>, Vec<u8>)> = r.range("t", ..).unwrap().map(|x| x.unwrap()).collect();
+    let all: Vec<(Vec<u8>, Vec<u8>)> = r
+        .open_table("t")
+        .unwrap()
+        .range(..)
+        .map(|x| x.unwrap())
+        .collect();
     assert_eq!(all.len(), n as usize, "{when}: scan");
     assert!(all.iter().zip(rows(n)).all(|(a, b)| *a == b), "{when}");
     drop(r);
@@ -84,24 +90,37 @@ fn bulk_load_builds_a_tree_that_reads_back_and_survives_a_crash() {
     let db = Db::open(opts(&d, &l)).unwrap();
     assert_loaded(&db, n, "after a crash");
     // Later commits change loaded leaves; after a crash redo applies them onto those leaves.
-    let mut tx = db.begin().unwrap();
-    tx.put("t", &key(10), b"changed").unwrap();
-    tx.delete("t", &key(20)).unwrap();
-    tx.put("t", b"k00000010a", b"new").unwrap();
+    let tx = db.begin_write().unwrap();
+    tx.open_table("t")
+        .unwrap()
+        .put(&key(10), b"changed")
+        .unwrap();
+    tx.open_table("t").unwrap().delete(&key(20)).unwrap();
+    tx.open_table("t")
+        .unwrap()
+        .put(b"k00000010a", b"new")
+        .unwrap();
     tx.commit().unwrap();
     db.abandon();
     let db = Db::open(opts(&d, &l)).unwrap();
     let r = db.begin_read().unwrap();
     assert_eq!(
-        r.get("t", &key(10)).unwrap().as_deref(),
+        r.open_table("t").unwrap().get(&key(10)).unwrap().as_deref(),
         Some(&b"changed"[..])
     );
-    assert_eq!(r.get("t", &key(20)).unwrap(), None);
+    assert_eq!(r.open_table("t").unwrap().get(&key(20)).unwrap(), None);
     assert_eq!(
-        r.get("t", b"k00000010a").unwrap().as_deref(),
+        r.open_table("t")
+            .unwrap()
+            .get(b"k00000010a")
+            .unwrap()
+            .as_deref(),
         Some(&b"new"[..])
     );
-    assert_eq!(r.get("t", &key(30)).unwrap(), Some(value(30)));
+    assert_eq!(
+        r.open_table("t").unwrap().get(&key(30)).unwrap(),
+        Some(value(30))
+    );
     drop(r);
     db.check().unwrap();
     db.close().unwrap();
@@ -162,10 +181,10 @@ fn a_full_device_refuses_the_load_and_keeps_the_table_empty() {
         db.bulk_load("t", &mut rows(20_000)),
         Err(Error::Full { .. })
     ));
-    assert_eq!(db.begin_read().unwrap().range("t", ..).unwrap().count(), 0);
+    assert_eq!(common::count(&db, "t"), 0);
     // The pages it wrote are free for ordinary commits.
-    let mut tx = db.begin().unwrap();
-    tx.put("t", b"a", b"b").unwrap();
+    let tx = db.begin_write().unwrap();
+    tx.open_table("t").unwrap().put(b"a", b"b").unwrap();
     tx.commit().unwrap();
     db.check().unwrap();
     db.close().unwrap();

@@ -23,7 +23,7 @@ fn build(d: &DeviceRef, l: &DeviceRef) -> u64 {
     db.create_table("u").unwrap();
     let mut kept = 0;
     for round in 0..8u32 {
-        let mut tx = db.begin().unwrap();
+        let tx = db.begin_write().unwrap();
         for i in 0..300u32 {
             let k = format!("k{:05}-{}", round * 300 + i, "x".repeat(200));
             let v = if i % 50 == 0 {
@@ -31,15 +31,18 @@ fn build(d: &DeviceRef, l: &DeviceRef) -> u64 {
             } else {
                 vec![1u8; 40]
             };
-            tx.put("t", k.as_bytes(), &v).unwrap();
-            tx.put("u", &i.to_be_bytes(), b"u").unwrap();
+            tx.open_table("t").unwrap().put(k.as_bytes(), &v).unwrap();
+            tx.open_table("u")
+                .unwrap()
+                .put(&i.to_be_bytes(), b"u")
+                .unwrap();
         }
         tx.commit().unwrap();
     }
-    let mut tx = db.begin().unwrap();
+    let tx = db.begin_write().unwrap();
     for i in (0..2400u32).step_by(3) {
         let k = format!("k{i:05}-{}", "x".repeat(200));
-        tx.delete("t", k.as_bytes()).unwrap();
+        tx.open_table("t").unwrap().delete(k.as_bytes()).unwrap();
     }
     tx.commit().unwrap();
     kept += 2400 - 800 + 300;

@@ -41,8 +41,10 @@ fn small(dir: &Path) -> DbOptions {
 
 fn fill(db: &Db, n: u32) {
     for i in 0..n {
-        let mut tx = db.begin().unwrap();
-        tx.put("t", format!("key{i:04}").as_bytes(), &[i as u8; 100])
+        let tx = db.begin_write().unwrap();
+        tx.open_table("t")
+            .unwrap()
+            .put(format!("key{i:04}").as_bytes(), &[i as u8; 100])
             .unwrap();
         tx.commit().unwrap();
     }
@@ -125,7 +127,7 @@ fn fixtures_give_errors_naming_the_damage() {
     let r = inspect_dir(t.path()).unwrap();
     assert!(r.is_ok(), "{r}");
     let db = Db::open(small(t.path())).unwrap();
-    assert_eq!(db.begin_read().unwrap().range("t", ..).unwrap().count(), 10);
+    assert_eq!(common::count(&db, "t"), 10);
     drop(db);
 
     // A bit flip in a table page: open and inspect name page 50.
@@ -142,7 +144,13 @@ fn fixtures_give_errors_naming_the_damage() {
     }
     // Without the open-time check, reading the page fails the same way.
     let db = Db::open(small(t.path()).verify_on_open(false)).unwrap();
-    match db.begin_read().unwrap().get("t", b"key0001") {
+    match db
+        .begin_read()
+        .unwrap()
+        .open_table("t")
+        .unwrap()
+        .get(b"key0001")
+    {
         Err(Error::Corruption { page_id, .. }) => assert_eq!(page_id, TABLE_ROOT),
         other => panic!(
             "expected corruption of page 50, got {:?}",
@@ -234,7 +242,7 @@ fn doublewrite_copy_repairs_a_damaged_page() {
     );
     let db = Db::open(o()).unwrap();
     assert_eq!(db.stats().recovery.torn_pages_repaired, 1);
-    assert_eq!(db.begin_read().unwrap().range("t", ..).unwrap().count(), 10);
+    assert_eq!(common::count(&db, "t"), 10);
     db.close().unwrap();
     assert!(inspect_devices(&dr, &lr).unwrap().is_ok());
 }
@@ -256,8 +264,8 @@ fn fill_logged(
 ) {
     for i in keys {
         let (k, v) = (format!("key{i:04}").into_bytes(), value(i, generation));
-        let mut tx = db.begin().unwrap();
-        tx.put("t", &k, &v).unwrap();
+        let tx = db.begin_write().unwrap();
+        tx.open_table("t").unwrap().put(&k, &v).unwrap();
         let info = tx.commit().unwrap();
         commits.push((info.lsn, k, v));
     }
@@ -462,9 +470,10 @@ fn random_bit_flips_are_detected() {
         };
         let rec = db.stats().recovery;
         let tx = db.begin_read().unwrap();
+        let t = tx.open_table("t").unwrap();
         let mut read_errors = 0;
         for (k, v) in &expected {
-            match tx.get("t", k) {
+            match t.get(k) {
                 Ok(Some(got)) => assert!(
                     got == *v,
                     "{ctx}: {} reads a wrong value ({rec:?})",
@@ -480,7 +489,7 @@ fn random_bit_flips_are_detected() {
                 }
             }
         }
-        for x in tx.range("t", ..).unwrap() {
+        for x in tx.open_table("t").unwrap().range(..) {
             match x {
                 Ok((k, v)) => assert!(
                     expected.get(&k) == Some(&v),
@@ -547,9 +556,11 @@ fn pages_written_without_a_copy_are_repaired_from_the_log() {
     // it (new leaves and parents, the meta page), so the small pool's cleaner writes them
     // in place with no double-write copy.
     for chunk in 0..40u32 {
-        let mut tx = db.begin().unwrap();
+        let tx = db.begin_write().unwrap();
         for i in chunk * 10..(chunk + 1) * 10 {
-            tx.put("t", format!("key{i:04}").as_bytes(), &[i as u8; 300])
+            tx.open_table("t")
+                .unwrap()
+                .put(format!("key{i:04}").as_bytes(), &[i as u8; 300])
                 .unwrap();
         }
         tx.commit().unwrap();
@@ -593,7 +604,10 @@ fn pages_written_without_a_copy_are_repaired_from_the_log() {
     let tx = db.begin_read().unwrap();
     for i in 0..400u32 {
         assert_eq!(
-            tx.get("t", format!("key{i:04}").as_bytes()).unwrap(),
+            tx.open_table("t")
+                .unwrap()
+                .get(format!("key{i:04}").as_bytes())
+                .unwrap(),
             Some(vec![i as u8; 300]),
             "key {i}"
         );

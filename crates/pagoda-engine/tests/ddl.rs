@@ -50,8 +50,8 @@ fn drop_held(db: &Db, gate: &GatedSync) -> std::thread::JoinHandle<Result<(), Er
 #[test]
 fn a_drop_is_visible_only_once_durable() {
     let (db, gate, d, l) = gated_with_table();
-    let mut tx = db.begin().unwrap();
-    tx.put("t", b"row", b"kept").unwrap();
+    let tx = db.begin_write().unwrap();
+    tx.open_table("t").unwrap().put(b"row", b"kept").unwrap();
     tx.commit().unwrap();
 
     // The drop is logged but not durable: a crash now would keep the table, so nobody may
@@ -59,11 +59,7 @@ fn a_drop_is_visible_only_once_durable() {
     let dropper = drop_held(&db, &gate);
     assert_eq!(db.list_tables(), vec!["t".to_string()]);
     assert_eq!(
-        db.begin_read()
-            .unwrap()
-            .get("t", b"row")
-            .unwrap()
-            .as_deref(),
+        common::read(&db, "t", b"row").as_deref(),
         Some(&b"kept"[..])
     );
     gate.held.store(false, Ordering::Release);
@@ -74,7 +70,7 @@ fn a_drop_is_visible_only_once_durable() {
     let db = open(&d, &l);
     assert!(db.list_tables().is_empty());
     assert!(matches!(
-        db.begin_read().unwrap().get("t", b"row"),
+        db.begin_read().unwrap().open_table("t"),
         Err(Error::NoSuchTable(_))
     ));
 }
@@ -87,15 +83,18 @@ fn a_scan_of_a_dropped_table_never_returns_rows_of_the_table_that_reused_its_pag
     db.create_table("a").unwrap();
     let value = [b'a'; 200];
     for chunk in 0..10u32 {
-        let mut tx = db.begin().unwrap();
+        let tx = db.begin_write().unwrap();
         for i in 0..200u32 {
-            tx.put("a", format!("a-{:06}", chunk * 200 + i).as_bytes(), &value)
+            tx.open_table("a")
+                .unwrap()
+                .put(format!("a-{:06}", chunk * 200 + i).as_bytes(), &value)
                 .unwrap();
         }
         tx.commit().unwrap();
     }
     let reader = db.begin_read().unwrap();
-    let mut scan = reader.range("a", ..).unwrap();
+    let reader_a = reader.open_table("a").unwrap();
+    let mut scan = reader_a.range(..);
     let mut seen = 0;
     for _ in 0..10 {
         let (k, _) = scan.next().unwrap().unwrap();
@@ -106,14 +105,12 @@ fn a_scan_of_a_dropped_table_never_returns_rows_of_the_table_that_reused_its_pag
     db.drop_table("a").unwrap();
     db.create_table("b").unwrap();
     for chunk in 0..10u32 {
-        let mut tx = db.begin().unwrap();
+        let tx = db.begin_write().unwrap();
         for i in 0..200u32 {
-            tx.put(
-                "b",
-                format!("b-{:06}", chunk * 200 + i).as_bytes(),
-                &[b'b'; 200],
-            )
-            .unwrap();
+            tx.open_table("b")
+                .unwrap()
+                .put(format!("b-{:06}", chunk * 200 + i).as_bytes(), &[b'b'; 200])
+                .unwrap();
         }
         tx.commit().unwrap();
     }
@@ -140,9 +137,10 @@ fn a_scan_of_a_dropped_table_never_returns_rows_of_the_table_that_reused_its_pag
     }
     // Point reads of the dropped table fail the same way.
     assert!(matches!(
-        reader.get("a", b"a-000001"),
+        reader_a.get(b"a-000001"),
         Err(Error::NoSuchTable(_))
     ));
+    drop(reader_a);
     drop(reader);
     db.close().unwrap();
 }
@@ -158,8 +156,8 @@ fn a_commit_queued_behind_a_failed_drop_applies_nothing() {
     // An overflow value (longer than a quarter of a 4 KiB page): its pages are freed by the
     // drop and again by an overwrite.
     let big = vec![b'v'; 3000];
-    let mut tx = db.begin().unwrap();
-    tx.put("t", b"row", &big).unwrap();
+    let tx = db.begin_write().unwrap();
+    tx.open_table("t").unwrap().put(b"row", &big).unwrap();
     tx.commit().unwrap();
 
     let dropper = drop_held(&db, &gate);
@@ -170,8 +168,8 @@ fn a_commit_queued_behind_a_failed_drop_applies_nothing() {
     let writer = {
         let db = db.clone();
         std::thread::spawn(move || {
-            let mut tx = db.begin()?;
-            tx.put("t", b"row", b"small")?;
+            let tx = db.begin_write()?;
+            tx.open_table("t")?.put(b"row", b"small")?;
             tx.commit()
         })
     };

@@ -74,8 +74,8 @@ fn a_panic_in_the_background_thread_fails_the_database() {
         "{why}"
     );
     // Sticky: every later write names the cause.
-    let mut tx = db.begin().unwrap();
-    tx.put("t", b"k", b"v").unwrap();
+    let tx = db.begin_write().unwrap();
+    tx.open_table("t").unwrap().put(b"k", b"v").unwrap();
     let e = tx.commit().unwrap_err();
     assert_panicked_on(&e, "pagoda-bg");
     assert_panicked_on(&db.checkpoint().unwrap_err(), "pagoda-bg");
@@ -91,8 +91,8 @@ fn a_panic_on_the_flush_thread_fails_pending_commits_and_the_database() {
     let l: DeviceRef = gate.clone();
     let db = Db::open(opts(&d, &l).background(false).commit(CommitMode::Pipelined)).unwrap();
     db.create_table("t").unwrap();
-    let mut tx = db.begin().unwrap();
-    tx.put("t", b"a", b"1").unwrap();
+    let tx = db.begin_write().unwrap();
+    tx.open_table("t").unwrap().put(b"a", b"1").unwrap();
     gate.held.store(true, Ordering::Release);
     // Durable callbacks run on the flush thread.
     tx.commit_pipelined()
@@ -105,8 +105,8 @@ fn a_panic_on_the_flush_thread_fails_pending_commits_and_the_database() {
         "{why}"
     );
     // No later commit waits forever on a flush thread that is gone.
-    let mut tx = db.begin().unwrap();
-    tx.put("t", b"b", b"2").unwrap();
+    let tx = db.begin_write().unwrap();
+    tx.open_table("t").unwrap().put(b"b", b"2").unwrap();
     let res = std::thread::scope(|s| s.spawn(move || tx.commit()).join()).expect("commit thread");
     assert_panicked_on(&res.unwrap_err(), "pagoda-flush");
     db.abandon();
@@ -118,38 +118,30 @@ fn errors_of_one_transaction_leave_the_database_up() {
     let db = Db::open(opts(&d, &l).background(false)).unwrap();
     db.create_table("t").unwrap();
     // A conflict aborts the later committer only.
-    let mut a = db.begin().unwrap();
-    let mut b = db.begin().unwrap();
-    a.put("t", b"k", b"a").unwrap();
-    b.put("t", b"k", b"b").unwrap();
+    let a = db.begin_write().unwrap();
+    let b = db.begin_write().unwrap();
+    a.open_table("t").unwrap().put(b"k", b"a").unwrap();
+    b.open_table("t").unwrap().put(b"k", b"b").unwrap();
     a.commit().unwrap();
     assert!(matches!(b.commit(), Err(Error::Conflict { .. })));
     // A transaction whose record cannot fit in the log is refused before it changes anything.
-    let mut big = db.begin().unwrap();
+    let big = db.begin_write().unwrap();
     for i in 0..2_000u32 {
-        big.put("t", &i.to_be_bytes(), &[7u8; 900]).unwrap();
+        big.open_table("t")
+            .unwrap()
+            .put(&i.to_be_bytes(), &[7u8; 900])
+            .unwrap();
     }
     assert!(matches!(big.commit(), Err(Error::LogFull { .. })));
-    // A missing table, a read-only write: the caller's mistake, not the database's.
+    // A missing table: the caller's mistake, not the database's.
     assert!(matches!(
-        db.begin().unwrap().put("nope", b"k", b"v"),
+        db.begin_write().unwrap().open_table("nope"),
         Err(Error::NoSuchTable(_))
     ));
-    assert!(matches!(
-        db.begin_read().unwrap().put("t", b"k", b"v"),
-        Err(Error::ReadOnly)
-    ));
     assert!(db.failure().is_none(), "{:?}", db.failure());
-    let mut tx = db.begin().unwrap();
-    tx.put("t", b"after", b"ok").unwrap();
+    let tx = db.begin_write().unwrap();
+    tx.open_table("t").unwrap().put(b"after", b"ok").unwrap();
     tx.commit().unwrap();
-    assert_eq!(
-        db.begin_read()
-            .unwrap()
-            .get("t", b"after")
-            .unwrap()
-            .unwrap(),
-        b"ok"
-    );
+    assert_eq!(common::read(&db, "t", b"after").unwrap(), b"ok");
     db.close().unwrap();
 }

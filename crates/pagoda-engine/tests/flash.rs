@@ -56,10 +56,10 @@ fn key(i: u64) -> Vec<u8> {
 fn churn(db: &Db, n: u64, rounds: u64, model: &mut BTreeMap<Vec<u8>, Vec<u8>>) {
     for r in 0..rounds {
         for chunk in (0..n).collect::<Vec<_>>().chunks(50) {
-            let mut tx = db.begin().unwrap();
+            let tx = db.begin_write().unwrap();
             for &i in chunk {
                 let v = format!("{r}-{i}-{}", "x".repeat(290)).into_bytes();
-                tx.put("t", &key(i), &v).unwrap();
+                tx.open_table("t").unwrap().put(&key(i), &v).unwrap();
                 model.insert(key(i), v);
             }
             tx.commit().unwrap();
@@ -70,8 +70,9 @@ fn churn(db: &Db, n: u64, rounds: u64, model: &mut BTreeMap<Vec<u8>, Vec<u8>>) {
 fn verify(db: &Db, model: &BTreeMap<Vec<u8>, Vec<u8>>) {
     let tx = db.begin_read().unwrap();
     let all: BTreeMap<Vec<u8>, Vec<u8>> = tx
-        .range("t", ..)
+        .open_table("t")
         .unwrap()
+        .range(..)
         .collect::<Result<_, _>>()
         .unwrap();
     assert_eq!(all.len(), model.len());
@@ -288,7 +289,7 @@ fn damaged_flash_copies_are_detected_never_served() {
         ),
         Ok(db) => {
             let tx = db.begin_read().unwrap();
-            let r: Result<Vec<_>, _> = tx.range("t", ..).unwrap().collect();
+            let r: Result<Vec<_>, _> = tx.open_table("t").unwrap().range(..).collect();
             let e = r.unwrap_err();
             assert!(e.to_string().contains("flash cache"), "{e}");
         }

@@ -1,6 +1,7 @@
 #![allow(clippy::unwrap_used)]
 //! Snapshot isolation: no dirty reads, repeatable reads (point and scan), no lost update,
 //! read-your-own-writes, readers do not block writers, consistent snapshots under concurrency.
+mod common;
 
 use pagoda_device::mem::MemDevice;
 use pagoda_device::DeviceRef;
@@ -31,8 +32,8 @@ impl Drop for StopOnDrop<'_> {
 }
 
 fn put(db: &Db, k: &[u8], v: &[u8]) {
-    let mut tx = db.begin().unwrap();
-    tx.put("t", k, v).unwrap();
+    let tx = db.begin_write().unwrap();
+    tx.open_table("t").unwrap().put(k, v).unwrap();
     tx.commit().unwrap();
 }
 
@@ -42,19 +43,36 @@ fn no_dirty_read_and_repeatable_read() {
     put(&db, b"k", b"v1");
     put(&db, b"m", b"m1");
     let reader = db.begin_read().unwrap();
-    assert_eq!(reader.get("t", b"k").unwrap().unwrap(), b"v1");
-    let mut writer = db.begin().unwrap();
-    writer.put("t", b"k", b"v2").unwrap();
-    writer.put("t", b"n", b"new").unwrap();
+    assert_eq!(
+        reader.open_table("t").unwrap().get(b"k").unwrap().unwrap(),
+        b"v1"
+    );
+    let writer = db.begin_write().unwrap();
+    writer.open_table("t").unwrap().put(b"k", b"v2").unwrap();
+    writer.open_table("t").unwrap().put(b"n", b"new").unwrap();
     // Uncommitted: invisible to others, visible to itself.
-    assert_eq!(reader.get("t", b"k").unwrap().unwrap(), b"v1");
-    assert_eq!(writer.get("t", b"k").unwrap().unwrap(), b"v2");
-    assert_eq!(writer.range("t", ..).unwrap().count(), 3);
+    assert_eq!(
+        reader.open_table("t").unwrap().get(b"k").unwrap().unwrap(),
+        b"v1"
+    );
+    assert_eq!(
+        writer.open_table("t").unwrap().get(b"k").unwrap().unwrap(),
+        b"v2"
+    );
+    assert_eq!(writer.open_table("t").unwrap().range(..).count(), 3);
     writer.commit().unwrap();
     // Committed after the reader began: still invisible to it (point and scan).
-    assert_eq!(reader.get("t", b"k").unwrap().unwrap(), b"v1");
-    assert_eq!(reader.get("t", b"n").unwrap(), None);
-    let all: Vec<_> = reader.range("t", ..).unwrap().map(|x| x.unwrap()).collect();
+    assert_eq!(
+        reader.open_table("t").unwrap().get(b"k").unwrap().unwrap(),
+        b"v1"
+    );
+    assert_eq!(reader.open_table("t").unwrap().get(b"n").unwrap(), None);
+    let all: Vec<_> = reader
+        .open_table("t")
+        .unwrap()
+        .range(..)
+        .map(|x| x.unwrap())
+        .collect();
     assert_eq!(
         all,
         vec![
@@ -63,74 +81,77 @@ fn no_dirty_read_and_repeatable_read() {
         ]
     );
     // A new snapshot sees it.
-    assert_eq!(
-        db.begin_read().unwrap().get("t", b"k").unwrap().unwrap(),
-        b"v2"
-    );
+    assert_eq!(common::read(&db, "t", b"k").unwrap(), b"v2");
     // Deletes too.
-    let mut d = db.begin().unwrap();
-    d.delete("t", b"m").unwrap();
+    let d = db.begin_write().unwrap();
+    d.open_table("t").unwrap().delete(b"m").unwrap();
     d.commit().unwrap();
-    assert_eq!(reader.get("t", b"m").unwrap().unwrap(), b"m1");
-    assert_eq!(db.begin_read().unwrap().get("t", b"m").unwrap(), None);
+    assert_eq!(
+        reader.open_table("t").unwrap().get(b"m").unwrap().unwrap(),
+        b"m1"
+    );
+    assert_eq!(common::read(&db, "t", b"m"), None);
 }
 
 #[test]
 fn lost_update_is_a_conflict() {
     let db = db();
     put(&db, b"x", b"0");
-    let mut a = db.begin().unwrap();
-    let mut b = db.begin().unwrap();
-    assert_eq!(a.get("t", b"x").unwrap().unwrap(), b"0");
-    assert_eq!(b.get("t", b"x").unwrap().unwrap(), b"0");
-    a.put("t", b"x", b"a").unwrap();
-    b.put("t", b"x", b"b").unwrap();
+    let a = db.begin_write().unwrap();
+    let b = db.begin_write().unwrap();
+    assert_eq!(a.open_table("t").unwrap().get(b"x").unwrap().unwrap(), b"0");
+    assert_eq!(b.open_table("t").unwrap().get(b"x").unwrap().unwrap(), b"0");
+    a.open_table("t").unwrap().put(b"x", b"a").unwrap();
+    b.open_table("t").unwrap().put(b"x", b"b").unwrap();
     a.commit().unwrap();
     let e = b.commit().unwrap_err();
     assert!(matches!(e, Error::Conflict { .. }), "{e}");
     assert!(e.to_string().contains("retry"), "{e}");
-    assert_eq!(
-        db.begin_read().unwrap().get("t", b"x").unwrap().unwrap(),
-        b"a"
-    );
+    assert_eq!(common::read(&db, "t", b"x").unwrap(), b"a");
     // Writing after a newer commit is detected at put time too.
-    let mut c = db.begin().unwrap();
+    let c = db.begin_write().unwrap();
     put(&db, b"x", b"d");
     assert!(matches!(
-        c.put("t", b"x", b"c"),
+        c.open_table("t").unwrap().put(b"x", b"c"),
         Err(Error::Conflict { .. })
     ));
     assert!(matches!(c.commit(), Err(Error::Conflict { .. })));
     assert_eq!(db.stats().conflicts, 2);
     // Disjoint keys do not conflict.
-    let mut e1 = db.begin().unwrap();
-    let mut e2 = db.begin().unwrap();
-    e1.put("t", b"p", b"1").unwrap();
-    e2.put("t", b"q", b"2").unwrap();
+    let e1 = db.begin_write().unwrap();
+    let e2 = db.begin_write().unwrap();
+    e1.open_table("t").unwrap().put(b"p", b"1").unwrap();
+    e2.open_table("t").unwrap().put(b"q", b"2").unwrap();
     e1.commit().unwrap();
     e2.commit().unwrap();
 }
 
 #[test]
-fn read_only_and_limits() {
+fn limits() {
     let db = db();
-    let mut r = db.begin_read().unwrap();
-    assert!(matches!(r.put("t", b"k", b"v"), Err(Error::ReadOnly)));
-    let mut w = db.begin().unwrap();
+    let w = db.begin_write().unwrap();
     assert!(matches!(
-        w.put("t", &vec![0u8; 1025], b"v"),
+        w.open_table("t").unwrap().put(&vec![0u8; 1025], b"v"),
         Err(Error::KeyTooLarge { .. })
     ));
-    w.put("t", &vec![7u8; 1024], &vec![1u8; 200_000]).unwrap();
+    w.open_table("t")
+        .unwrap()
+        .put(&vec![7u8; 1024], &vec![1u8; 200_000])
+        .unwrap();
     w.commit().unwrap();
     let r = db.begin_read().unwrap();
     assert_eq!(
-        r.get("t", &vec![7u8; 1024]).unwrap().unwrap().len(),
+        r.open_table("t")
+            .unwrap()
+            .get(&vec![7u8; 1024])
+            .unwrap()
+            .unwrap()
+            .len(),
         200_000
     );
-    let mut w = db.begin().unwrap();
+    let w = db.begin_write().unwrap();
     assert!(matches!(
-        w.put("t", b"huge", &vec![0u8; 3 << 20]),
+        w.open_table("t").unwrap().put(b"huge", &vec![0u8; 3 << 20]),
         Err(Error::ValueTooLarge { .. })
     ));
     assert!(matches!(db.create_table("t"), Err(Error::TableExists(_))));
@@ -143,9 +164,11 @@ fn read_only_and_limits() {
 fn concurrent_snapshots_are_consistent() {
     let db = db();
     let accounts = 50u64;
-    let mut tx = db.begin().unwrap();
+    let tx = db.begin_write().unwrap();
     for i in 0..accounts {
-        tx.put("t", format!("acct{i:03}").as_bytes(), &100u64.to_le_bytes())
+        tx.open_table("t")
+            .unwrap()
+            .put(format!("acct{i:03}").as_bytes(), &100u64.to_le_bytes())
             .unwrap();
     }
     tx.commit().unwrap();
@@ -166,17 +189,34 @@ fn concurrent_snapshots_are_consistent() {
                     }
                     let ka = format!("acct{a:03}").into_bytes();
                     let kb = format!("acct{b:03}").into_bytes();
-                    let mut tx = db.begin().unwrap();
-                    let va =
-                        u64::from_le_bytes(tx.get("t", &ka).unwrap().unwrap().try_into().unwrap());
-                    let vb =
-                        u64::from_le_bytes(tx.get("t", &kb).unwrap().unwrap().try_into().unwrap());
+                    let tx = db.begin_write().unwrap();
+                    let va = u64::from_le_bytes(
+                        tx.open_table("t")
+                            .unwrap()
+                            .get(&ka)
+                            .unwrap()
+                            .unwrap()
+                            .try_into()
+                            .unwrap(),
+                    );
+                    let vb = u64::from_le_bytes(
+                        tx.open_table("t")
+                            .unwrap()
+                            .get(&kb)
+                            .unwrap()
+                            .unwrap()
+                            .try_into()
+                            .unwrap(),
+                    );
                     if va == 0 {
                         continue;
                     }
                     let r = tx
-                        .put("t", &ka, &(va - 1).to_le_bytes())
-                        .and_then(|()| tx.put("t", &kb, &(vb + 1).to_le_bytes()))
+                        .open_table("t")
+                        .and_then(|mut t| {
+                            t.put(&ka, &(va - 1).to_le_bytes())?;
+                            t.put(&kb, &(vb + 1).to_le_bytes())
+                        })
                         .and_then(|()| tx.commit().map(|_| ()));
                     match r {
                         Ok(()) | Err(Error::Conflict { .. }) => {}
@@ -192,13 +232,15 @@ fn concurrent_snapshots_are_consistent() {
             scans += 1;
             let r = db.begin_read().unwrap();
             let sum: u64 = r
-                .range("t", ..)
+                .open_table("t")
                 .unwrap()
+                .range(..)
                 .map(|x| u64::from_le_bytes(x.unwrap().1.try_into().unwrap()))
                 .sum();
             let rev: u64 = r
-                .range_rev("t", ..)
+                .open_table("t")
                 .unwrap()
+                .range_rev(..)
                 .map(|x| u64::from_le_bytes(x.unwrap().1.try_into().unwrap()))
                 .sum();
             assert_eq!(sum, accounts * 100);
@@ -219,9 +261,9 @@ fn overflow_values_under_concurrent_overwrite() {
         v[0] = k;
         v
     };
-    let mut tx = db.begin().unwrap();
+    let tx = db.begin_write().unwrap();
     for k in 0..keys {
-        tx.put("t", &[k], &val(k, 0)).unwrap();
+        tx.open_table("t").unwrap().put(&[k], &val(k, 0)).unwrap();
     }
     tx.commit().unwrap();
     let check = |k: &[u8], v: &[u8]| {
@@ -243,9 +285,9 @@ fn overflow_values_under_concurrent_overwrite() {
         s.spawn(move || {
             let mut ver = 1u8;
             while !stop2.load(Ordering::Relaxed) {
-                let mut tx = db2.begin().unwrap();
+                let tx = db2.begin_write().unwrap();
                 for k in (ver % 3..keys).step_by(3) {
-                    tx.put("t", &[k], &val(k, ver)).unwrap();
+                    tx.open_table("t").unwrap().put(&[k], &val(k, ver)).unwrap();
                 }
                 tx.commit().unwrap();
                 ver = ver.wrapping_add(1).max(1);
@@ -255,14 +297,14 @@ fn overflow_values_under_concurrent_overwrite() {
         for round in 0..300 {
             let r = db.begin_read().unwrap();
             let mut n = 0;
-            for x in r.range("t", ..).unwrap() {
+            for x in r.open_table("t").unwrap().range(..) {
                 let (k, v) = x.unwrap();
                 check(&k, &v);
                 n += 1;
             }
             assert_eq!(n, usize::from(keys), "round {round}");
             let k = [round as u8 % keys];
-            check(&k, &r.get("t", &k).unwrap().unwrap());
+            check(&k, &r.open_table("t").unwrap().get(&k).unwrap().unwrap());
         }
     });
 }

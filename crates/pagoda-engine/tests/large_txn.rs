@@ -22,9 +22,9 @@ fn a_24_mb_transaction_commits_on_a_4_mib_buffer() {
     let opts = || DbOptions::in_dir(dir.path()).buffer_bytes(4 << 20);
     let db = Db::open(opts()).unwrap();
     db.create_table("t").unwrap();
-    let mut tx = db.begin().unwrap();
+    let tx = db.begin_write().unwrap();
     for i in 0..ROWS {
-        tx.put("t", &key(i), &value(i)).unwrap();
+        tx.open_table("t").unwrap().put(&key(i), &value(i)).unwrap();
     }
     let info = tx.commit().unwrap();
     assert!(
@@ -37,7 +37,7 @@ fn a_24_mb_transaction_commits_on_a_4_mib_buffer() {
     let db = Db::open(opts().paranoid(true)).unwrap();
     let r = db.begin_read().unwrap();
     let mut n = 0;
-    for (i, item) in r.range("t", ..).unwrap().enumerate() {
+    for (i, item) in r.open_table("t").unwrap().range(..).enumerate() {
         let (k, v) = item.unwrap();
         assert_eq!(k, key(i as u32));
         assert_eq!(v, value(i as u32));
@@ -47,17 +47,20 @@ fn a_24_mb_transaction_commits_on_a_4_mib_buffer() {
     drop(r);
     // Beyond the documented limit (half the log for one record) a clear error, and the
     // database goes on.
-    let mut tx = db.begin().unwrap();
+    let tx = db.begin_write().unwrap();
     for i in 0..70_000u32 {
-        tx.put("t", &key(ROWS + i), &value(i)).unwrap();
+        tx.open_table("t")
+            .unwrap()
+            .put(&key(ROWS + i), &value(i))
+            .unwrap();
     }
     match tx.commit() {
         Err(Error::LogFull { need, capacity }) => assert!(need > capacity / 2),
         other => panic!("expected LogFull, got {other:?}"),
     }
     assert!(db.failure().is_none());
-    let mut tx = db.begin().unwrap();
-    tx.put("t", b"after", b"ok").unwrap();
+    let tx = db.begin_write().unwrap();
+    tx.open_table("t").unwrap().put(b"after", b"ok").unwrap();
     tx.commit().unwrap();
     db.close().unwrap();
 }

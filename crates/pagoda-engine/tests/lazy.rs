@@ -26,16 +26,19 @@ fn opts(d: &Arc<MemDevice>, l: &Arc<MemDevice>, every: Duration) -> DbOptions {
 }
 
 fn put(db: &Db, k: u32) -> u64 {
-    let mut tx = db.begin().unwrap();
-    tx.put("t", format!("k{k:05}").as_bytes(), &k.to_le_bytes())
+    let tx = db.begin_write().unwrap();
+    tx.open_table("t")
+        .unwrap()
+        .put(format!("k{k:05}").as_bytes(), &k.to_le_bytes())
         .unwrap();
     tx.commit().unwrap().lsn
 }
 
 fn keys(db: &Db) -> Vec<u32> {
     let r = db.begin_read().unwrap();
-    r.range("t", ..)
+    r.open_table("t")
         .unwrap()
+        .range(..)
         .map(|kv| {
             String::from_utf8(kv.unwrap().0).unwrap()[1..]
                 .parse()

@@ -69,8 +69,11 @@ fn flip_log(d: &DeviceRef, l: &DeviceRef, lsn: u64) -> u64 {
 }
 
 fn commit(db: &Db, key: &str, val: &[u8]) -> u64 {
-    let mut tx = db.begin().unwrap();
-    tx.put("t", key.as_bytes(), val).unwrap();
+    let tx = db.begin_write().unwrap();
+    tx.open_table("t")
+        .unwrap()
+        .put(key.as_bytes(), val)
+        .unwrap();
     tx.commit().unwrap().lsn
 }
 
@@ -97,7 +100,9 @@ fn expect_corruption(d: &DeviceRef, l: &DeviceRef, group: u64, offset: u64, ctx:
             let gone = db
                 .begin_read()
                 .unwrap()
-                .get("t", b"acked")
+                .open_table("t")
+                .unwrap()
+                .get(b"acked")
                 .unwrap()
                 .is_none();
             panic!("{ctx}: opened (acknowledged row gone: {gone})");
@@ -177,8 +182,14 @@ fn large_groups_are_classified_without_a_size_limit() {
                 let db = Db::open(opts(&d, &l)).unwrap();
                 assert!(db.stats().recovery.torn_log_tail, "{case}");
                 let tx = db.begin_read().unwrap();
-                assert!(tx.get("t", b"first").unwrap().is_some(), "{case}: {first}");
-                assert!(tx.get("t", b"acked").unwrap().is_none(), "{case}");
+                assert!(
+                    tx.open_table("t").unwrap().get(b"first").unwrap().is_some(),
+                    "{case}: {first}"
+                );
+                assert!(
+                    tx.open_table("t").unwrap().get(b"acked").unwrap().is_none(),
+                    "{case}"
+                );
             }
         }
     }
@@ -279,8 +290,10 @@ fn in_flight_tail_then_a_commit_of_the_same_size(sabotage: Option<Sabotage>) -> 
         let committer = |i: usize| {
             let db = &db;
             move || {
-                let mut tx = db.begin().unwrap();
-                tx.put("t", format!("inflight{i}").as_bytes(), &[9; 200])
+                let tx = db.begin_write().unwrap();
+                tx.open_table("t")
+                    .unwrap()
+                    .put(format!("inflight{i}").as_bytes(), &[9; 200])
                     .unwrap();
                 let r = tx.commit();
                 assert!(
@@ -323,13 +336,17 @@ fn in_flight_tail_then_a_commit_of_the_same_size(sabotage: Option<Sabotage>) -> 
     let tx = db.begin_read().unwrap();
     for i in 0..5 {
         assert!(tx
-            .get("t", format!("acked{i}").as_bytes())
+            .open_table("t")
+            .unwrap()
+            .get(format!("acked{i}").as_bytes())
             .unwrap()
             .is_some());
     }
     for i in 0..4 {
         assert!(tx
-            .get("t", format!("inflight{i}").as_bytes())
+            .open_table("t")
+            .unwrap()
+            .get(format!("inflight{i}").as_bytes())
             .unwrap()
             .is_none());
     }
@@ -338,15 +355,29 @@ fn in_flight_tail_then_a_commit_of_the_same_size(sabotage: Option<Sabotage>) -> 
     // A new commit of the same size as the torn one ends exactly where the next of them
     // starts; after another crash, they must not be read as its continuation (their epoch is
     // older than the new group's).
-    let mut tx = db.begin().unwrap();
-    tx.put("t", b"replaced0", &[9; 200]).unwrap();
+    let tx = db.begin_write().unwrap();
+    tx.open_table("t")
+        .unwrap()
+        .put(b"replaced0", &[9; 200])
+        .unwrap();
     tx.commit().unwrap();
     db.abandon();
     let db = Db::open(opts(&d, &raw).sabotage(sabotage)).unwrap();
     let tx = db.begin_read().unwrap();
-    assert!(tx.get("t", b"replaced0").unwrap().is_some());
+    assert!(tx
+        .open_table("t")
+        .unwrap()
+        .get(b"replaced0")
+        .unwrap()
+        .is_some());
     (0..4)
         .map(|i| format!("inflight{i}"))
-        .filter(|k| tx.get("t", k.as_bytes()).unwrap().is_some())
+        .filter(|k| {
+            tx.open_table("t")
+                .unwrap()
+                .get(k.as_bytes())
+                .unwrap()
+                .is_some()
+        })
         .collect()
 }

@@ -7,7 +7,7 @@
 
 use pagoda_device::mem::{MemConfig, MemDevice};
 use pagoda_device::DeviceRef;
-use pagoda_engine::{Db, DbOptions, Error, TornMode, Txn};
+use pagoda_engine::{Db, DbOptions, Error, Scan, TornMode};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use std::collections::BTreeMap;
@@ -152,7 +152,7 @@ fn run_single(seed: u64, torn: TornMode) -> u64 {
             5 => {
                 db.drop_table("b").unwrap();
                 assert!(matches!(
-                    db.begin().unwrap().get("b", b"x"),
+                    db.begin_write().unwrap().open_table("b"),
                     Err(Error::NoSuchTable(_))
                 ));
                 db.create_table("b").unwrap();
@@ -160,13 +160,13 @@ fn run_single(seed: u64, torn: TornMode) -> u64 {
             }
             _ => {
                 let table = if rng.gen_bool(0.8) { "a" } else { "b" };
-                let mut tx = db.begin().unwrap();
+                let tx = db.begin_write().unwrap();
                 let mut local = model[table].clone();
                 for _ in 0..rng.gen_range(1..12) {
                     match rng.gen_range(0..10) {
                         0..=4 => {
                             let (k, v) = (rand_key(&mut rng), rand_val(&mut rng));
-                            tx.put(table, &k, &v).unwrap();
+                            tx.open_table(table).unwrap().put(&k, &v).unwrap();
                             local.insert(k, v);
                         }
                         5 => {
@@ -175,13 +175,13 @@ fn run_single(seed: u64, torn: TornMode) -> u64 {
                                 .nth(rng.gen_range(0..local.len().max(1)))
                                 .cloned()
                                 .unwrap_or_else(|| rand_key(&mut rng));
-                            tx.delete(table, &k).unwrap();
+                            tx.open_table(table).unwrap().delete(&k).unwrap();
                             local.remove(&k);
                         }
                         6..=7 => {
                             let k = rand_key(&mut rng);
                             assert_eq!(
-                                tx.get(table, &k).unwrap(),
+                                tx.open_table(table).unwrap().get(&k).unwrap(),
                                 local.get(&k).cloned(),
                                 "{ctx} get"
                             );
@@ -191,13 +191,15 @@ fn run_single(seed: u64, torn: TornMode) -> u64 {
                             let want = model_range(&local, &lo, &hi);
                             let rev = rng.gen_bool(0.5);
                             let got: Vec<_> = if rev {
-                                tx.range_rev(table, (as_ref(&lo), as_ref(&hi)))
+                                tx.open_table(table)
                                     .unwrap()
+                                    .range_rev((as_ref(&lo), as_ref(&hi)))
                                     .map(|x| x.unwrap())
                                     .collect()
                             } else {
-                                tx.range(table, (as_ref(&lo), as_ref(&hi)))
+                                tx.open_table(table)
                                     .unwrap()
+                                    .range((as_ref(&lo), as_ref(&hi)))
                                     .map(|x| x.unwrap())
                                     .collect()
                             };
@@ -230,7 +232,12 @@ fn run_single(seed: u64, torn: TornMode) -> u64 {
     let db = Db::open(options(&d, &l, torn)).unwrap();
     let tx = db.begin_read().unwrap();
     for (t, m) in &model {
-        let got: Map = tx.range(t, ..).unwrap().map(|x| x.unwrap()).collect();
+        let got: Map = tx
+            .open_table(t)
+            .unwrap()
+            .range(..)
+            .map(|x| x.unwrap())
+            .collect();
         assert!(
             got == *m,
             "seed {seed} torn {torn}: final state of {t} differs after a power cut ({} vs {} keys)",
@@ -282,20 +289,20 @@ fn model_concurrent_threads() {
                         for step in 0..STEPS {
                             let ctx = format!("seed {seed} thread {t} step {step}");
                             // Own keys.
-                            let mut tx = db.begin().unwrap();
+                            let tx = db.begin_write().unwrap();
                             let mut local = mine.clone();
                             for _ in 0..rng.gen_range(1..5) {
                                 let k = format!("{t}-{:04}", rng.gen_range(0..200)).into_bytes();
                                 if rng.gen_bool(0.2) {
-                                    tx.delete("t", &k).unwrap();
+                                    tx.open_table("t").unwrap().delete(&k).unwrap();
                                     local.remove(&k);
                                 } else {
                                     let v = rand_val(&mut rng);
-                                    tx.put("t", &k, &v).unwrap();
+                                    tx.open_table("t").unwrap().put(&k, &v).unwrap();
                                     local.insert(k, v);
                                 }
                             }
-                            let got = own_keys(&tx, t);
+                            let got = own_keys(|r| tx.open_table("t").unwrap().range(r), t);
                             assert!(got == local, "{ctx}: own range differs");
                             tx.commit().unwrap();
                             mine = local;
@@ -304,13 +311,16 @@ fn model_concurrent_threads() {
                             let c = format!("counter{}", rng.gen_range(0..3)).into_bytes();
                             for attempt in 0.. {
                                 assert!(attempt < 10_000, "{ctx}: endless conflicts");
-                                let mut tx = db.begin().unwrap();
+                                let tx = db.begin_write().unwrap();
                                 let n = tx
-                                    .get("c", &c)
+                                    .open_table("c")
+                                    .unwrap()
+                                    .get(&c)
                                     .unwrap()
                                     .map_or(0, |v| u64::from_le_bytes(v.try_into().unwrap()));
                                 match tx
-                                    .put("c", &c, &(n + 1).to_le_bytes())
+                                    .open_table("c")
+                                    .and_then(|mut t| t.put(&c, &(n + 1).to_le_bytes()))
                                     .and_then(|()| tx.commit().map(|_| ()))
                                 {
                                     Ok(()) => {
@@ -325,7 +335,7 @@ fn model_concurrent_threads() {
                         let tx = db.begin_read().unwrap();
                         for (k, v) in &mine {
                             assert_eq!(
-                                tx.get("t", k).unwrap().as_ref(),
+                                tx.open_table("t").unwrap().get(k).unwrap().as_ref(),
                                 Some(v),
                                 "seed {seed} thread {t}"
                             );
@@ -340,13 +350,14 @@ fn model_concurrent_threads() {
         let check = |db: &Db, when: &str| {
             let tx = db.begin_read().unwrap();
             let sum: u64 = tx
-                .range("c", ..)
+                .open_table("c")
                 .unwrap()
+                .range(..)
                 .map(|x| u64::from_le_bytes(x.unwrap().1.try_into().unwrap()))
                 .sum();
             assert_eq!(sum, total, "seed {seed} {when}: lost update");
             for (t, (_, mine)) in results.iter().enumerate() {
-                let got = own_keys(&tx, t as u64);
+                let got = own_keys(|r| tx.open_table("t").unwrap().range(r), t as u64);
                 assert!(
                     got == *mine,
                     "seed {seed} {when}: keys of thread {t} differ ({} vs {} keys)",
@@ -396,16 +407,12 @@ fn torn_for(seed: u64) -> TornMode {
     }
 }
 
-/// The keys of thread `t` in table `t`, as `tx` sees them.
-fn own_keys(tx: &Txn, t: u64) -> Map {
+/// The keys of thread `t` in table `t`, as the transaction behind `scan` sees them.
+fn own_keys<'t>(scan: impl FnOnce((Bound<&[u8]>, Bound<&[u8]>)) -> Scan<'t>, t: u64) -> Map {
     let prefix = format!("{t}-").into_bytes();
     let mut hi = prefix.clone();
     hi.push(0xff);
-    tx.range(
-        "t",
-        (Bound::Included(&prefix[..]), Bound::Excluded(&hi[..])),
-    )
-    .unwrap()
-    .map(|x| x.unwrap())
-    .collect()
+    scan((Bound::Included(&prefix[..]), Bound::Excluded(&hi[..])))
+        .map(|x| x.unwrap())
+        .collect()
 }

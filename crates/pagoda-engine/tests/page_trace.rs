@@ -29,16 +29,19 @@ fn loaded() -> Db {
     .unwrap();
     db.create_table("t").unwrap();
     for chunk in (0..KEYS).collect::<Vec<_>>().chunks(500) {
-        let mut tx = db.begin().unwrap();
+        let tx = db.begin_write().unwrap();
         for &i in chunk {
-            tx.put("t", &key(i), &[7u8; 120]).unwrap();
+            tx.open_table("t")
+                .unwrap()
+                .put(&key(i), &[7u8; 120])
+                .unwrap();
         }
         tx.commit().unwrap();
     }
     // The load's commits spilled past the budget; once written, a commit trims the pool back.
     db.checkpoint().unwrap();
-    let mut tx = db.begin().unwrap();
-    tx.put("t", b"trim", b"").unwrap();
+    let tx = db.begin_write().unwrap();
+    tx.open_table("t").unwrap().put(b"trim", b"").unwrap();
     tx.commit().unwrap();
     db
 }
@@ -52,7 +55,7 @@ fn read_uniformly(db: &Db, threads: u64, per_thread: u64) {
                 for _ in 0..per_thread {
                     let tx = db.begin_read().unwrap();
                     let k = key(rng.gen_range(0..KEYS));
-                    assert!(tx.get("t", &k).unwrap().is_some());
+                    assert!(tx.open_table("t").unwrap().get(&k).unwrap().is_some());
                 }
             });
         }

@@ -1,6 +1,7 @@
 #![allow(clippy::unwrap_used)]
 //! Pipelined commit: tickets resolve only when durable, pending commits are invisible, hold
 //! their keys, are bounded (back-pressure), and fail cleanly with the database.
+mod common;
 
 use pagoda_device::mem::MemDevice;
 use pagoda_device::stats::DeviceStats;
@@ -116,7 +117,7 @@ fn open(max_inflight: usize) -> (Db, Arc<GateDevice>, DeviceRef) {
 }
 
 fn get(db: &Db, k: &[u8]) -> Option<Vec<u8>> {
-    db.begin_read().unwrap().get("t", k).unwrap()
+    common::read(db, "t", k)
 }
 
 #[test]
@@ -134,8 +135,8 @@ fn commit_mode_parses_and_displays() {
 fn pending_commit_is_invisible_holds_its_keys_and_resolves_when_durable() {
     let (db, gate, _) = open(16);
     gate.set(false);
-    let mut tx = db.begin().unwrap();
-    tx.put("t", b"k", b"v1").unwrap();
+    let tx = db.begin_write().unwrap();
+    tx.open_table("t").unwrap().put(b"k", b"v1").unwrap();
     let ticket = tx.commit_pipelined().unwrap();
     // The flush thread is stuck in the sync: the commit is pending.
     std::thread::sleep(Duration::from_millis(50));
@@ -144,15 +145,15 @@ fn pending_commit_is_invisible_holds_its_keys_and_resolves_when_durable() {
     assert_eq!(get(&db, b"k"), None, "a pending commit must be invisible");
     assert!(db.durable_lsn() < ticket.info().lsn);
     // A concurrent writer of the same key loses (first committer wins, pending counts).
-    let mut other = db.begin().unwrap();
+    let other = db.begin_write().unwrap();
     assert!(matches!(
-        other.put("t", b"k", b"v2"),
+        other.open_table("t").unwrap().put(b"k", b"v2"),
         Err(Error::Conflict { .. })
     ));
     drop(other);
     let (tx_cb, rx_cb) = std::sync::mpsc::channel();
-    let mut tx2 = db.begin().unwrap();
-    tx2.put("t", b"j", b"w").unwrap();
+    let tx2 = db.begin_write().unwrap();
+    tx2.open_table("t").unwrap().put(b"j", b"w").unwrap();
     tx2.commit_pipelined()
         .unwrap()
         .on_durable(move |r| tx_cb.send(r.map(|i| i.cts)).unwrap());
@@ -167,8 +168,8 @@ fn pending_commit_is_invisible_holds_its_keys_and_resolves_when_durable() {
     assert!(cts > info.cts);
     assert_eq!(get(&db, b"j").as_deref(), Some(&b"w"[..]));
     // A callback on a resolved ticket runs at once.
-    let mut tx3 = db.begin().unwrap();
-    tx3.put("t", b"x", b"y").unwrap();
+    let tx3 = db.begin_write().unwrap();
+    tx3.open_table("t").unwrap().put(b"x", b"y").unwrap();
     let t3 = tx3.commit_pipelined().unwrap();
     t3.wait().unwrap();
     let hit = Arc::new(AtomicBool::new(false));
@@ -187,8 +188,8 @@ fn inflight_commits_are_bounded_with_back_pressure() {
     gate.set(false);
     let mut tickets = Vec::new();
     for i in 0..2u8 {
-        let mut tx = db.begin().unwrap();
-        tx.put("t", &[i], b"v").unwrap();
+        let tx = db.begin_write().unwrap();
+        tx.open_table("t").unwrap().put(&[i], b"v").unwrap();
         tickets.push(tx.commit_pipelined().unwrap());
     }
     let returned = Arc::new(AtomicBool::new(false));
@@ -196,8 +197,8 @@ fn inflight_commits_are_bounded_with_back_pressure() {
         let r = returned.clone();
         let db2 = db.clone();
         let h = s.spawn(move || {
-            let mut tx = db2.begin().unwrap();
-            tx.put("t", b"third", b"v").unwrap();
+            let tx = db2.begin_write().unwrap();
+            tx.open_table("t").unwrap().put(b"third", b"v").unwrap();
             let t = tx.commit_pipelined().unwrap();
             r.store(true, Ordering::Release);
             t.wait().unwrap()
@@ -226,8 +227,8 @@ fn failed_sync_fails_pending_tickets_and_later_commits() {
     let (db, gate, _) = open(16);
     gate.set(false);
     gate.fail.store(true, Ordering::Release);
-    let mut tx = db.begin().unwrap();
-    tx.put("t", b"k", b"v").unwrap();
+    let tx = db.begin_write().unwrap();
+    tx.open_table("t").unwrap().put(b"k", b"v").unwrap();
     let ticket = tx.commit_pipelined().unwrap();
     gate.set(true);
     assert!(matches!(ticket.wait(), Err(Error::Failed(_))));
@@ -238,8 +239,8 @@ fn failed_sync_fails_pending_tickets_and_later_commits() {
         None,
         "a failed commit must never be visible"
     );
-    let mut tx = db.begin().unwrap();
-    tx.put("t", b"k2", b"v").unwrap();
+    let tx = db.begin_write().unwrap();
+    tx.open_table("t").unwrap().put(b"k2", b"v").unwrap();
     assert!(matches!(tx.commit_pipelined(), Err(Error::Failed(_))));
     assert!(db.failure().is_some());
     db.abandon();
@@ -249,8 +250,8 @@ fn failed_sync_fails_pending_tickets_and_later_commits() {
 fn abandon_fails_pending_tickets_without_hanging() {
     let (db, gate, _) = open(16);
     gate.set(false);
-    let mut tx = db.begin().unwrap();
-    tx.put("t", b"k", b"v").unwrap();
+    let tx = db.begin_write().unwrap();
+    tx.open_table("t").unwrap().put(b"k", b"v").unwrap();
     let ticket = tx.commit_pipelined().unwrap();
     std::thread::scope(|s| {
         s.spawn(|| {
@@ -333,10 +334,10 @@ fn resolved_commits_survive_a_power_cut_under_load() {
                         };
                         // Bounded so that a broken crash cannot run forever.
                         for i in 0..20_000u32 {
-                            let Ok(mut tx) = db.begin() else { break };
+                            let Ok(tx) = db.begin_write() else { break };
                             let (keys, value) = txn_keys(th, i);
                             for k in &keys {
-                                tx.put("t", k, &value).unwrap();
+                                tx.open_table("t").unwrap().put(k, &value).unwrap();
                             }
                             match tx.commit_pipelined() {
                                 Ok(t) => pending.push_back((i, t)),
@@ -414,7 +415,7 @@ fn resolved_commits_survive_a_power_cut_under_load() {
                 let (keys, value) = txn_keys(th as u32, i);
                 let present = keys
                     .iter()
-                    .filter(|k| match tx.get("t", k).unwrap() {
+                    .filter(|k| match tx.open_table("t").unwrap().get(k).unwrap() {
                         Some(v) => {
                             assert_eq!(v, value, "seed {seed}: thread {th} txn {i}: wrong value");
                             true
@@ -440,7 +441,7 @@ fn resolved_commits_survive_a_power_cut_under_load() {
         }
         // Nothing that no transaction wrote.
         assert_eq!(
-            tx.range("t", ..).unwrap().count(),
+            tx.open_table("t").unwrap().range(..).count(),
             expected_keys,
             "seed {seed}: keys of no known transaction"
         );
@@ -463,8 +464,8 @@ fn sync_mode_commit_pipelined_is_resolved_at_once() {
     let dir = tempfile::tempdir().unwrap();
     let db = Db::open(DbOptions::in_dir(dir.path()).buffer_bytes(4 << 20)).unwrap();
     db.create_table("t").unwrap();
-    let mut tx = db.begin().unwrap();
-    tx.put("t", b"a", b"b").unwrap();
+    let tx = db.begin_write().unwrap();
+    tx.open_table("t").unwrap().put(b"a", b"b").unwrap();
     let t = tx.commit_pipelined().unwrap();
     assert!(t.is_durable());
     assert_eq!(t.wait().unwrap(), t.info());
@@ -496,8 +497,8 @@ fn flush_thread_alone_syncs_when_every_inflight_group_is_unsynced() {
     let big = vec![7u8; 700 << 10];
     let tickets: Vec<_> = (0..12u8)
         .map(|i| {
-            let mut tx = db.begin().unwrap();
-            tx.put("t", &[i], &big).unwrap();
+            let tx = db.begin_write().unwrap();
+            tx.open_table("t").unwrap().put(&[i], &big).unwrap();
             tx.commit_pipelined().unwrap()
         })
         .collect();

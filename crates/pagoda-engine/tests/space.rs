@@ -32,7 +32,9 @@ fn value(i: u32) -> Vec<u8> {
 fn assert_all_readable(db: &Db, committed: u32, when: &str) {
     let r = db.begin_read().unwrap();
     let missing: Vec<u32> = (0..committed)
-        .filter(|&i| r.get("t", &key(i)).unwrap().as_deref() != Some(&value(i)[..]))
+        .filter(|&i| {
+            r.open_table("t").unwrap().get(&key(i)).unwrap().as_deref() != Some(&value(i)[..])
+        })
         .collect();
     assert!(
         missing.is_empty(),
@@ -41,7 +43,7 @@ fn assert_all_readable(db: &Db, committed: u32, when: &str) {
         &missing[..missing.len().min(5)]
     );
     assert_eq!(
-        r.range("t", ..).unwrap().count(),
+        r.open_table("t").unwrap().range(..).count(),
         committed as usize,
         "{when}: scan"
     );
@@ -59,8 +61,11 @@ fn full_device_during_a_split_loses_no_committed_key() {
     db.create_table("t").unwrap();
     let mut committed = 0u32;
     let err = loop {
-        let mut tx = db.begin().unwrap();
-        tx.put("t", &key(committed), &value(committed)).unwrap();
+        let tx = db.begin_write().unwrap();
+        tx.open_table("t")
+            .unwrap()
+            .put(&key(committed), &value(committed))
+            .unwrap();
         match tx.commit() {
             Ok(_) => committed += 1,
             Err(e) => break e,
@@ -110,9 +115,12 @@ fn churn_reuses_freed_pages_without_limit() {
     let mut marks = Vec::new();
     for round in 0..ROUNDS {
         for start in (0..ROWS).step_by(BATCH as usize) {
-            let mut tx = db.begin().unwrap();
+            let tx = db.begin_write().unwrap();
             for i in start..start + BATCH {
-                tx.put("t", &key(i), &row(i, round)).unwrap();
+                tx.open_table("t")
+                    .unwrap()
+                    .put(&key(i), &row(i, round))
+                    .unwrap();
             }
             tx.commit().unwrap();
         }
@@ -120,16 +128,16 @@ fn churn_reuses_freed_pages_without_limit() {
         let r = db.begin_read().unwrap();
         for i in 0..ROWS {
             assert_eq!(
-                r.get("t", &key(i)).unwrap(),
+                r.open_table("t").unwrap().get(&key(i)).unwrap(),
                 Some(row(i, round)),
                 "round {round}, row {i}"
             );
         }
         drop(r);
         for start in (0..ROWS).step_by(BATCH as usize) {
-            let mut tx = db.begin().unwrap();
+            let tx = db.begin_write().unwrap();
             for i in start..start + BATCH {
-                tx.delete("t", &key(i)).unwrap();
+                tx.open_table("t").unwrap().delete(&key(i)).unwrap();
             }
             tx.commit().unwrap();
         }
@@ -140,7 +148,7 @@ fn churn_reuses_freed_pages_without_limit() {
         } else {
             db.checkpoint().unwrap();
         }
-        assert_eq!(db.begin_read().unwrap().range("t", ..).unwrap().count(), 0);
+        assert_eq!(common::count(&db, "t"), 0);
         let meta = meta_on_disk(&d);
         // More pages are free than the meta page lists.
         assert_ne!(meta.free_trunk, 0, "round {round}: no free-list trunk");
@@ -165,11 +173,15 @@ fn a_damaged_trunk_is_a_typed_error() {
     db.create_table("t").unwrap();
     for del in [false, true] {
         for start in (0..ROWS).step_by(100) {
-            let mut tx = db.begin().unwrap();
+            let tx = db.begin_write().unwrap();
             for i in start..start + 100 {
                 match del {
-                    false => tx.put("t", &key(i), &row(i, 0)).unwrap(),
-                    true => tx.delete("t", &key(i)).unwrap(),
+                    false => tx
+                        .open_table("t")
+                        .unwrap()
+                        .put(&key(i), &row(i, 0))
+                        .unwrap(),
+                    true => tx.open_table("t").unwrap().delete(&key(i)).unwrap(),
                 }
             }
             tx.commit().unwrap();
@@ -198,8 +210,11 @@ fn a_damaged_trunk_is_a_typed_error() {
     let db = Db::open(opts(&d, &l)).unwrap();
     let mut i = 0;
     let err = loop {
-        let mut tx = db.begin().unwrap();
-        tx.put("t", &key(i), &row(i, 1)).unwrap();
+        let tx = db.begin_write().unwrap();
+        tx.open_table("t")
+            .unwrap()
+            .put(&key(i), &row(i, 1))
+            .unwrap();
         if let Err(e) = tx.commit() {
             break e;
         }

@@ -27,7 +27,12 @@ fn open(d: &DeviceRef, l: &DeviceRef, frames: usize) -> Db {
 /// Every committed key holds its committed value, and nothing else is there.
 fn assert_holds(db: &Db, committed: &[(Vec<u8>, Vec<u8>)]) {
     let r = db.begin_read().unwrap();
-    let all: Vec<(Vec<u8>, Vec<u8>)> = r.range("t", ..).unwrap().map(Result::unwrap).collect();
+    let all: Vec<(Vec<u8>, Vec<u8>)> = r
+        .open_table("t")
+        .unwrap()
+        .range(..)
+        .map(Result::unwrap)
+        .collect();
     assert_eq!(all.len(), committed.len());
     for ((k, v), (ck, cv)) in all.iter().zip(committed) {
         assert_eq!(k, ck);
@@ -47,10 +52,10 @@ fn a_full_device_mid_commit_fails_only_that_transaction() {
     // Fill the device with transactions of 20 rows: the failing one has applied some of its
     // rows (and split some leaves) when it runs out of pages.
     let err = loop {
-        let mut tx = db.begin().unwrap();
+        let tx = db.begin_write().unwrap();
         let rows: Vec<_> = (i..i + 20).map(|j| (key(j), vec![b'v'; 500])).collect();
         for (k, v) in &rows {
-            tx.put("t", k, v).unwrap();
+            tx.open_table("t").unwrap().put(k, v).unwrap();
         }
         match tx.commit() {
             Ok(_) => committed.extend(rows),
@@ -64,13 +69,16 @@ fn a_full_device_mid_commit_fails_only_that_transaction() {
     committed.sort();
     assert_holds(&db, &committed);
     // The database goes on: free some room and write again.
-    let mut tx = db.begin().unwrap();
+    let tx = db.begin_write().unwrap();
     for (k, _) in committed.drain(..200) {
-        tx.delete("t", &k).unwrap();
+        tx.open_table("t").unwrap().delete(&k).unwrap();
     }
     tx.commit().unwrap();
-    let mut tx = db.begin().unwrap();
-    tx.put("t", &key(999_999), b"after").unwrap();
+    let tx = db.begin_write().unwrap();
+    tx.open_table("t")
+        .unwrap()
+        .put(&key(999_999), b"after")
+        .unwrap();
     tx.commit().unwrap();
     committed.push((key(999_999), b"after".to_vec()));
     committed.sort();
@@ -101,22 +109,25 @@ fn a_full_pool_mid_commit_fails_only_that_transaction() {
     db.create_table("t").unwrap();
     let mut committed = Vec::new();
     for i in 0..40u32 {
-        let mut tx = db.begin().unwrap();
-        tx.put("t", &key(i), b"small").unwrap();
+        let tx = db.begin_write().unwrap();
+        tx.open_table("t").unwrap().put(&key(i), b"small").unwrap();
         tx.commit().unwrap();
         committed.push((key(i), b"small".to_vec()));
     }
     // One transaction that changes far more pages than the pool holds.
-    let mut tx = db.begin().unwrap();
+    let tx = db.begin_write().unwrap();
     for i in 0..400u32 {
-        tx.put("t", &key(i), &[b'x'; 900]).unwrap();
+        tx.open_table("t")
+            .unwrap()
+            .put(&key(i), &[b'x'; 900])
+            .unwrap();
     }
     let err = tx.commit().unwrap_err();
     assert!(matches!(err, Error::BufferFull), "got {err}");
     assert!(db.failure().is_none(), "{:?}", db.failure());
     assert_holds(&db, &committed);
-    let mut tx = db.begin().unwrap();
-    tx.put("t", &key(0), b"after").unwrap();
+    let tx = db.begin_write().unwrap();
+    tx.open_table("t").unwrap().put(&key(0), b"after").unwrap();
     tx.commit().unwrap();
     committed[0].1 = b"after".to_vec();
     assert_holds(&db, &committed);
@@ -133,21 +144,24 @@ fn in_place_updates_of_a_failed_commit_are_taken_back() {
     db.create_table("t").unwrap();
     let mut committed = Vec::new();
     for i in 0..40u32 {
-        let mut tx = db.begin().unwrap();
-        tx.put("t", &key(i), b"small").unwrap();
+        let tx = db.begin_write().unwrap();
+        tx.open_table("t").unwrap().put(&key(i), b"small").unwrap();
         tx.commit().unwrap();
         committed.push((key(i), b"small".to_vec()));
     }
     // Same-size updates change every leaf in place (no copy of the page is journaled); the
     // inserts after them split the last of those leaves (a copy taken after its in-place
     // changes) and then exhaust the pool.
-    let mut tx = db.begin().unwrap();
+    let tx = db.begin_write().unwrap();
     for i in 0..40u32 {
-        tx.put("t", &key(i), b"SMALL").unwrap();
+        tx.open_table("t").unwrap().put(&key(i), b"SMALL").unwrap();
     }
-    tx.delete("t", &key(3)).unwrap();
+    tx.open_table("t").unwrap().delete(&key(3)).unwrap();
     for i in 40..440u32 {
-        tx.put("t", &key(i), &[b'x'; 900]).unwrap();
+        tx.open_table("t")
+            .unwrap()
+            .put(&key(i), &[b'x'; 900])
+            .unwrap();
     }
     let err = tx.commit().unwrap_err();
     assert!(matches!(err, Error::BufferFull), "got {err}");

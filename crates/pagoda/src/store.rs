@@ -1,6 +1,6 @@
 //! The pagoda engine behind the workload crate's `Store` trait.
 
-use pagoda_engine::{CommitTicket, Db, Error, Txn};
+use pagoda_engine::{CommitTicket, Db, Error, ReadOnlyTable, ReadTxn, WriteTxn};
 use pagoda_workload::store::Rows;
 use pagoda_workload::{PendingCommit, Store, StoreError, StoreTxn};
 use std::ops::Bound;
@@ -59,13 +59,13 @@ impl Store for PagodaStore {
     }
 
     fn begin(&self) -> Result<Box<dyn StoreTxn + '_>, StoreError> {
-        Ok(Box::new(PagodaTxn(self.db.begin().map_err(store_err)?)))
+        let tx = self.db.begin_write().map_err(store_err)?;
+        Ok(Box::new(PagodaTxn::Write(tx)))
     }
 
     fn begin_read(&self) -> Result<Box<dyn StoreTxn + '_>, StoreError> {
-        Ok(Box::new(PagodaTxn(
-            self.db.begin_read().map_err(store_err)?,
-        )))
+        let tx = self.db.begin_read().map_err(store_err)?;
+        Ok(Box::new(PagodaTxn::Read(tx)))
     }
 
     /// The engine's bottom-up build (`Db::bulk_load`): into an empty table, all or nothing.
@@ -115,22 +115,46 @@ impl Store for PagodaStore {
     }
 }
 
-/// One engine transaction.
-struct PagodaTxn<'a>(Txn<'a>);
+/// One engine transaction. The `StoreTxn` seam names a table per operation, so each operation
+/// opens its table handle (one catalog lookup, as the engine's string API cost before).
+enum PagodaTxn<'a> {
+    Read(ReadTxn<'a>),
+    Write(WriteTxn<'a>),
+}
+
+/// A store transaction the driver began read-only and then wrote in: the driver's mistake.
+fn read_only() -> StoreError {
+    StoreError::Other("write in a read-only transaction: begin it with Store::begin".into())
+}
+
+impl PagodaTxn<'_> {
+    fn write(&mut self) -> Result<&WriteTxn<'_>, StoreError> {
+        match self {
+            PagodaTxn::Write(tx) => Ok(tx),
+            PagodaTxn::Read(_) => Err(read_only()),
+        }
+    }
+}
 
 impl StoreTxn for PagodaTxn<'_> {
     fn get(&mut self, table: &str, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
-        self.0.get(table, key).map_err(store_err)
+        match self {
+            PagodaTxn::Read(tx) => tx.open_table(table).and_then(|t| t.get(key)),
+            PagodaTxn::Write(tx) => tx.open_table(table).and_then(|t| t.get(key)),
+        }
+        .map_err(store_err)
     }
 
     fn put(&mut self, table: &str, key: &[u8], value: &[u8]) -> Result<(), StoreError> {
-        self.0.put(table, key, value).map_err(store_err)
+        let mut t = self.write()?.open_table(table).map_err(store_err)?;
+        t.put(key, value).map_err(store_err)
     }
 
     fn delete(&mut self, table: &str, key: &[u8]) -> Result<bool, StoreError> {
-        let existed = self.0.get(table, key).map_err(store_err)?.is_some();
+        let mut t = self.write()?.open_table(table).map_err(store_err)?;
+        let existed = t.get(key).map_err(store_err)?.is_some();
         if existed {
-            self.0.delete(table, key).map_err(store_err)?;
+            t.delete(key).map_err(store_err)?;
         }
         Ok(existed)
     }
@@ -150,30 +174,59 @@ impl StoreTxn for PagodaTxn<'_> {
             Bound::Included(start),
             end.map_or(Bound::Unbounded, Bound::Excluded),
         );
-        let scan = if reverse {
-            self.0.range_rev(table, range)
-        } else {
-            self.0.range(table, range)
+        match self {
+            PagodaTxn::Read(tx) => {
+                let t = tx.open_table(table).map_err(store_err)?;
+                scan_rows(&t, range, limit, reverse)
+            }
+            PagodaTxn::Write(tx) => {
+                let t = tx.open_table(table).map_err(store_err)?;
+                scan_rows(t.as_read_only(), range, limit, reverse)
+            }
         }
-        .map_err(store_err)?;
-        scan.take(limit)
-            .collect::<Result<Rows, Error>>()
-            .map_err(store_err)
     }
 
     fn commit(self: Box<Self>) -> Result<(), StoreError> {
-        self.0.commit().map(|_| ()).map_err(store_err)
+        match *self {
+            // A reader has nothing to commit: ending it releases its snapshot.
+            PagodaTxn::Read(_) => Ok(()),
+            PagodaTxn::Write(tx) => tx.commit().map(|_| ()).map_err(store_err),
+        }
     }
 
     fn commit_pipelined(self: Box<Self>) -> Result<Box<dyn PendingCommit>, StoreError> {
-        let t = self.0.commit_pipelined().map_err(store_err)?;
-        Ok(Box::new(PagodaPending(t)))
+        match *self {
+            PagodaTxn::Read(_) => Ok(Box::new(pagoda_workload::store::Resolved)),
+            PagodaTxn::Write(tx) => {
+                let t = tx.commit_pipelined().map_err(store_err)?;
+                Ok(Box::new(PagodaPending(t)))
+            }
+        }
     }
 
     fn rollback(self: Box<Self>) -> Result<(), StoreError> {
-        self.0.rollback();
+        if let PagodaTxn::Write(tx) = *self {
+            tx.rollback();
+        }
         Ok(())
     }
+}
+
+/// Up to `limit` rows of `range` in `t`, forward or in reverse.
+fn scan_rows(
+    t: &ReadOnlyTable<'_>,
+    range: (Bound<&[u8]>, Bound<&[u8]>),
+    limit: usize,
+    reverse: bool,
+) -> Result<Rows, StoreError> {
+    let scan = if reverse {
+        t.range_rev(range)
+    } else {
+        t.range(range)
+    };
+    scan.take(limit)
+        .collect::<Result<Rows, Error>>()
+        .map_err(store_err)
 }
 
 /// A pipelined commit of the engine.

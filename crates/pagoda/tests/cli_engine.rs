@@ -259,10 +259,12 @@ fn inspect_names_corrupt_pages() {
     {
         let db = pagoda_engine::Db::open(pagoda_engine::DbOptions::in_dir(dir.path())).unwrap();
         db.create_table("t").unwrap();
-        let mut tx = db.begin().unwrap();
+        let tx = db.begin_write().unwrap();
+        let mut t = tx.open_table("t").unwrap();
         for i in 0..2000u32 {
-            tx.put("t", &i.to_be_bytes(), &[7u8; 200]).unwrap();
+            t.put(&i.to_be_bytes(), &[7u8; 200]).unwrap();
         }
+        drop(t);
         tx.commit().unwrap();
         db.checkpoint().unwrap();
         db.close().unwrap();

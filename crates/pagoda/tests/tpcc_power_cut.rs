@@ -122,7 +122,7 @@ fn open(data: &DeviceRef, log: &DeviceRef) -> PagodaStore {
 fn rows(store: &PagodaStore, table: &str) -> u64 {
     let tx = store.db().begin_read().unwrap();
     let mut n = 0;
-    for r in tx.range(table, ..).unwrap() {
+    for r in tx.open_table(table).unwrap().range(..) {
         r.unwrap();
         n += 1;
     }

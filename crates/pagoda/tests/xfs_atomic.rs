@@ -173,8 +173,10 @@ fn sixteen_kib_atomic_writes_on_xfs() {
     let db = open();
     db.create_table("t").unwrap();
     for i in 0..300u32 {
-        let mut tx = db.begin().unwrap();
-        tx.put("t", format!("k{i:04}").as_bytes(), &[i as u8; 200])
+        let tx = db.begin_write().unwrap();
+        tx.open_table("t")
+            .unwrap()
+            .put(format!("k{i:04}").as_bytes(), &[i as u8; 200])
             .unwrap();
         tx.commit().unwrap();
     }
@@ -184,8 +186,10 @@ fn sixteen_kib_atomic_writes_on_xfs() {
     db.close().unwrap();
     let db = open();
     let r = db.begin_read().unwrap();
-    assert_eq!(r.get("t", b"k0123").unwrap().unwrap(), vec![123u8; 200]);
-    assert_eq!(r.range("t", ..).unwrap().count(), 300);
+    let t = r.open_table("t").unwrap();
+    assert_eq!(t.get(b"k0123").unwrap().unwrap(), vec![123u8; 200]);
+    assert_eq!(t.range(..).count(), 300);
+    drop(t);
     drop(r);
     db.close().unwrap();
 

@@ -6,6 +6,7 @@ mod bulk;
 mod catalog;
 mod commit;
 mod devices;
+mod handles;
 mod recovery;
 mod scan;
 mod stats;
@@ -14,9 +15,10 @@ mod txn;
 pub use crate::buffer::flash::FlashCacheStats;
 pub(crate) use devices::devices;
 pub use devices::preallocate_log_file;
+pub use handles::{ReadOnlyTable, ReadTxn, Table, WriteTxn};
 pub use scan::Scan;
 pub use stats::{BufferStats, CheckpointInfo, DbStats, RecoveryStats};
-pub use txn::Txn;
+pub(crate) use txn::Txn;
 
 use crate::btree;
 use crate::buffer::Pool;
@@ -96,15 +98,15 @@ struct Inner {
 /// let db = Db::open(DbOptions::with_devices(data, log).buffer_bytes(1 << 20).torn(TornMode::Atomic))?;
 /// db.create_table("t")?;
 ///
-/// let mut a = db.begin()?;
-/// let mut b = db.begin()?;
-/// a.put("t", b"k", b"from a")?;
-/// b.put("t", b"k", b"from b")?;
+/// let a = db.begin_write()?;
+/// let b = db.begin_write()?;
+/// a.open_table("t")?.put(b"k", b"from a")?;
+/// b.open_table("t")?.put(b"k", b"from b")?;
 /// a.commit()?;
 /// assert!(matches!(b.commit(), Err(Error::Conflict { .. })));
 ///
 /// let r = db.begin_read()?;
-/// let all: Vec<_> = r.range("t", ..)?.collect::<Result<_, _>>()?;
+/// let all: Vec<_> = r.open_table("t")?.range(..).collect::<Result<_, _>>()?;
 /// assert_eq!(all, vec![(b"k".to_vec(), b"from a".to_vec())]);
 /// # Ok(()) }
 /// ```
@@ -246,20 +248,20 @@ impl Db {
         Error::Failed(first.clone())
     }
 
-    /// Starts a read-write transaction.
-    pub fn begin(&self) -> Result<Txn<'_>> {
-        let t0 = Stamp::now();
-        self.check_open()?;
-        let t = Txn::new(self, false);
-        self.inner.wal.profile.add(Phase::Begin, t0);
-        Ok(t)
+    /// Starts a read-write transaction. Errors: [`Error::Closed`].
+    pub fn begin_write(&self) -> Result<WriteTxn<'_>> {
+        Ok(WriteTxn { txn: self.begin()? })
     }
 
-    /// Starts a read-only transaction (a snapshot).
-    pub fn begin_read(&self) -> Result<Txn<'_>> {
+    /// Starts a read-only transaction (a snapshot). Errors: [`Error::Closed`].
+    pub fn begin_read(&self) -> Result<ReadTxn<'_>> {
+        Ok(ReadTxn { txn: self.begin()? })
+    }
+
+    fn begin(&self) -> Result<Txn<'_>> {
         let t0 = Stamp::now();
         self.check_open()?;
-        let t = Txn::new(self, true);
+        let t = Txn::new(self);
         self.inner.wal.profile.add(Phase::Begin, t0);
         Ok(t)
     }

@@ -1,7 +1,7 @@
 //! Range scans merging the tree, the version chains and the transaction's own writes.
 
 use super::catalog::TableInfo;
-use super::Txn;
+use super::txn::{Opened, Txn};
 use crate::bounds::{as_ref, in_range, max_lower, min_upper, range_ok, tuple_bounds};
 use crate::btree;
 use crate::error::Result;
@@ -19,7 +19,7 @@ pub(super) enum Src {
 /// Reads one leaf at a time.
 #[derive(Debug)]
 pub struct Scan<'t> {
-    pub(super) txn: &'t Txn<'t>,
+    txn: &'t Txn<'t>,
     /// The table's name (for errors).
     pub(super) name: String,
     pub(super) table: u32,
@@ -35,19 +35,12 @@ pub struct Scan<'t> {
 // A transaction's scans are made here, not in `txn.rs`: a `Scan` borrows its `Txn`, so the
 // cursor knows the transaction and the transaction need not know the cursor.
 impl<'db> Txn<'db> {
-    /// Forward scan of `table` over `range` (e.g. `..` or
-    /// `(Bound::Included(&b"a"[..]), Bound::Excluded(&b"m"[..]))`).
-    pub fn range<R: RangeBounds<[u8]>>(&self, table: &str, range: R) -> Result<Scan<'_>> {
-        self.scan(table, range, false)
-    }
-
-    /// Reverse scan of `table` over `range`, largest key first.
-    pub fn range_rev<R: RangeBounds<[u8]>>(&self, table: &str, range: R) -> Result<Scan<'_>> {
-        self.scan(table, range, true)
-    }
-
-    fn scan<R: RangeBounds<[u8]>>(&self, table: &str, range: R, reverse: bool) -> Result<Scan<'_>> {
-        let t = self.db.table(table)?;
+    pub(super) fn scan<R: RangeBounds<[u8]>>(
+        &self,
+        t: &Opened,
+        range: R,
+        reverse: bool,
+    ) -> Scan<'_> {
         let own = |b: Bound<&[u8]>| match b {
             Bound::Included(k) => Bound::Included(k.to_vec()),
             Bound::Excluded(k) => Bound::Excluded(k.to_vec()),
@@ -57,18 +50,18 @@ impl<'db> Txn<'db> {
         let hi = own(range.end_bound());
         let cursor = if reverse { hi.clone() } else { lo.clone() };
         let done = !range_ok(&lo, &hi);
-        Ok(Scan {
+        Scan {
             txn: self,
-            name: table.to_string(),
-            table: t.id,
-            root: t.root,
+            name: t.name.to_string(),
+            table: t.info.id,
+            root: t.info.root,
             lo,
             hi,
             reverse,
             cursor,
             buf: VecDeque::new(),
             done,
-        })
+        }
     }
 }
 
@@ -124,7 +117,7 @@ impl Scan<'_> {
             }
             let (tlo, thi) = tuple_bounds(self.table, as_ref(&lo), as_ref(&hi));
             if range_ok(&tlo, &thi) {
-                for ((_, k), v) in self.txn.writes.range((tlo, thi)) {
+                for ((_, k), v) in self.txn.writes.borrow().range((tlo, thi)) {
                     merged.insert(k.clone(), Src::Own(v.as_deref().map(<[u8]>::to_vec)));
                 }
             }

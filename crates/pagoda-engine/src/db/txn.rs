@@ -1,5 +1,8 @@
-//! Transactions: snapshot reads, buffered writes, scans, rollback.
+//! The transaction core behind [`super::ReadTxn`] and [`super::WriteTxn`]: snapshot reads,
+//! buffered writes, rollback. Tables come in already resolved ([`Opened`]), so no operation
+//! looks a name up.
 
+use super::catalog::TableInfo;
 use super::Db;
 use crate::bounds::WKey;
 use crate::btree::{self, MAX_KEY_LEN};
@@ -7,39 +10,50 @@ use crate::error::{Error, Result};
 use crate::mvcc::Resolved;
 use crate::profile::{Phase, Stamp};
 use crate::MAX_VALUE_LEN;
+use std::cell::RefCell;
 use std::collections::BTreeMap;
 
-/// A transaction. Reads see the snapshot taken at `begin` plus the transaction's own writes;
-/// writes are buffered until [`Txn::commit`]. Dropping an uncommitted transaction rolls it
-/// back.
+/// A table resolved once, when a handle opens it: its name (for errors) and its id and root.
 #[derive(Debug)]
-pub struct Txn<'db> {
+pub(super) struct Opened {
+    pub(super) name: Box<str>,
+    pub(super) info: TableInfo,
+}
+
+/// A transaction. Reads see the snapshot taken at `begin` plus the transaction's own writes;
+/// writes are buffered until commit. Dropping an uncommitted transaction rolls it back.
+///
+/// The buffered writes sit in a `RefCell` so that several table handles, each borrowing the
+/// transaction, can write at once; every borrow is released before the call returns.
+#[derive(Debug)]
+pub(crate) struct Txn<'db> {
     pub(super) db: &'db Db,
     pub(super) snapshot: u64,
     /// Buffered writes (`None`: delete). A value is shared with the version the commit
     /// chains, not copied for it.
-    pub(super) writes: BTreeMap<WKey, crate::mvcc::Value>,
-    pub(super) read_only: bool,
+    pub(super) writes: RefCell<BTreeMap<WKey, crate::mvcc::Value>>,
     pub(super) done: bool,
-    pub(super) aborted: Option<(String, String)>,
+    pub(super) aborted: RefCell<Option<(String, String)>>,
 }
 
 impl<'db> Txn<'db> {
-    pub(super) fn new(db: &'db Db, read_only: bool) -> Self {
+    pub(super) fn new(db: &'db Db) -> Self {
         let snapshot = db.inner.mvcc.snapshot();
         Self {
             db,
             snapshot,
-            writes: BTreeMap::new(),
-            read_only,
+            writes: RefCell::new(BTreeMap::new()),
             done: false,
-            aborted: None,
+            aborted: RefCell::new(None),
         }
     }
 
-    /// The snapshot timestamp: this transaction sees every commit with a timestamp up to it.
-    pub fn snapshot(&self) -> u64 {
-        self.snapshot
+    /// Resolves `name` for a table handle: the one catalog lookup a handle costs.
+    pub(super) fn open(&self, name: &str) -> Result<Opened> {
+        Ok(Opened {
+            name: name.into(),
+            info: self.db.table(name)?,
+        })
     }
 
     pub(super) fn check_key(key: &[u8]) -> Result<()> {
@@ -52,50 +66,47 @@ impl<'db> Txn<'db> {
         Ok(())
     }
 
-    /// Reads `key` of `table`.
-    pub fn get(&self, table: &str, key: &[u8]) -> Result<Option<Vec<u8>>> {
+    /// Reads `key` of `t`.
+    pub(super) fn get(&self, t: &Opened, key: &[u8]) -> Result<Option<Vec<u8>>> {
         let t0 = Stamp::now();
-        let r = self.get_inner(table, key);
+        let r = self.get_inner(t, key);
         self.db.inner.wal.profile.add(Phase::Search, t0);
         r
     }
 
-    pub(super) fn get_inner(&self, table: &str, key: &[u8]) -> Result<Option<Vec<u8>>> {
+    fn get_inner(&self, t: &Opened, key: &[u8]) -> Result<Option<Vec<u8>>> {
         Self::check_key(key)?;
-        let t = self.db.table(table)?;
-        if !self.writes.is_empty() {
-            if let Some(v) = self.writes.get(&(t.id, key.to_vec())) {
-                return Ok(v.as_deref().map(<[u8]>::to_vec));
+        let info = t.info;
+        {
+            let writes = self.writes.borrow();
+            if !writes.is_empty() {
+                if let Some(v) = writes.get(&(info.id, key.to_vec())) {
+                    return Ok(v.as_deref().map(<[u8]>::to_vec));
+                }
             }
         }
         let pool = &self.db.inner.pool;
-        let tree = btree::get(pool, t.root, key)
+        let tree = btree::get(pool, info.root, key)
             .and_then(|v| v.map(|v| btree::into_value(pool, v)).transpose());
-        match self.db.inner.mvcc.read(t.id, key, self.snapshot) {
+        let r = match self.db.inner.mvcc.read(info.id, key, self.snapshot) {
             Resolved::Value(v) => Ok(v.map(|b| b.to_vec())),
-            Resolved::Tree => {
-                self.db.still_live(table, t)?;
-                tree
-            }
-        }
+            Resolved::Tree => tree,
+        };
+        // After the read (see `still_live`), on both paths: a handle opened before a drop
+        // reads nothing of the dropped table, as its scans do not either.
+        self.db.still_live(&t.name, info)?;
+        r
     }
 
-    pub(super) fn write(&mut self, table: &str, key: &[u8], value: Option<&[u8]>) -> Result<()> {
+    /// Buffers a write of `key` in `t` (`None`: a delete).
+    pub(super) fn write(&self, t: &Opened, key: &[u8], value: Option<&[u8]>) -> Result<()> {
         let t0 = Stamp::now();
-        let r = self.write_inner(table, key, value);
+        let r = self.write_inner(t, key, value);
         self.db.inner.wal.profile.add(Phase::Update, t0);
         r
     }
 
-    pub(super) fn write_inner(
-        &mut self,
-        table: &str,
-        key: &[u8],
-        value: Option<&[u8]>,
-    ) -> Result<()> {
-        if self.read_only {
-            return Err(Error::ReadOnly);
-        }
+    fn write_inner(&self, t: &Opened, key: &[u8], value: Option<&[u8]>) -> Result<()> {
         Self::check_key(key)?;
         if let Some(v) = value {
             let max = MAX_VALUE_LEN.min((self.db.inner.wal.capacity() / 4) as usize);
@@ -103,8 +114,7 @@ impl<'db> Txn<'db> {
                 return Err(Error::ValueTooLarge { len: v.len(), max });
             }
         }
-        let t = self.db.table(table)?;
-        let wk = (t.id, key.to_vec());
+        let wk = (t.info.id, key.to_vec());
         if self
             .db
             .inner
@@ -112,29 +122,24 @@ impl<'db> Txn<'db> {
             .newest(&wk)
             .is_some_and(|c| c > self.snapshot)
         {
-            let e = (table.to_string(), String::from_utf8_lossy(key).into_owned());
-            self.aborted = Some(e.clone());
+            let e = (
+                t.name.to_string(),
+                String::from_utf8_lossy(key).into_owned(),
+            );
+            *self.aborted.borrow_mut() = Some(e.clone());
             return Err(Error::Conflict {
                 table: e.0,
                 key: e.1,
             });
         }
-        self.writes.insert(wk, value.map(std::sync::Arc::from));
+        self.writes
+            .borrow_mut()
+            .insert(wk, value.map(std::sync::Arc::from));
         Ok(())
     }
 
-    /// Sets `key` to `value` in `table`.
-    pub fn put(&mut self, table: &str, key: &[u8], value: &[u8]) -> Result<()> {
-        self.write(table, key, Some(value))
-    }
-
-    /// Removes `key` from `table` (no error when absent).
-    pub fn delete(&mut self, table: &str, key: &[u8]) -> Result<()> {
-        self.write(table, key, None)
-    }
-
     /// Discards the transaction's writes.
-    pub fn rollback(mut self) {
+    pub(super) fn rollback(mut self) {
         self.done = true;
         self.db.inner.mvcc.release(self.snapshot);
     }

@@ -67,3 +67,17 @@ pub fn superblock(d: &DeviceRef) -> Superblock {
         .max_by_key(|sb| sb.generation)
         .expect("no valid superblock")
 }
+
+/// Rows of `table` in a fresh snapshot of `db`.
+pub fn count(db: &pagoda_engine::Db, table: &str) -> usize {
+    let tx = db.begin_read().expect("begin_read");
+    let t = tx.open_table(table).expect("open_table");
+    t.range(..).count()
+}
+
+/// `key` of `table` in a fresh snapshot of `db`.
+pub fn read(db: &pagoda_engine::Db, table: &str, key: &[u8]) -> Option<Vec<u8>> {
+    let tx = db.begin_read().expect("begin_read");
+    let t = tx.open_table(table).expect("open_table");
+    t.get(key).expect("get")
+}

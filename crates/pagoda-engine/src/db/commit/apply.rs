@@ -95,8 +95,8 @@ impl Txn<'_> {
     pub(super) fn pre_read(&self) -> Result<Vec<(u64, Value)>> {
         let db = &self.db;
         let pool = &db.inner.pool;
-        let mut out = Vec::with_capacity(self.writes.len());
-        for wk in self.writes.keys() {
+        let mut out = Vec::with_capacity(self.writes.borrow().len());
+        for wk in self.writes.borrow().keys() {
             let root = db
                 .inner
                 .roots
@@ -127,7 +127,7 @@ impl Txn<'_> {
     pub(super) fn validate(&self, pre: &[(u64, Value)]) -> Result<()> {
         let db = self.db;
         let mvcc = &db.inner.mvcc;
-        for wk in self.writes.keys() {
+        for wk in self.writes.borrow().keys() {
             if mvcc.newest(wk).is_some_and(|c| c > self.snapshot) {
                 let name = db
                     .inner
@@ -146,7 +146,7 @@ impl Txn<'_> {
         {
             // A table dropped since the reads above: its pages may be reused.
             let r = db.inner.roots.read();
-            for (wk, (root, _)) in self.writes.keys().zip(pre) {
+            for (wk, (root, _)) in self.writes.borrow().keys().zip(pre) {
                 if r.get(&wk.0) != Some(root) {
                     return Err(Error::NoSuchTable(format!("(table id {}, dropped)", wk.0)));
                 }
@@ -167,9 +167,9 @@ impl Txn<'_> {
         pool.begin_undo();
         let res = (|| {
             let mut ap = Apply::new(pool, db.inner.meta_page);
-            let mut ops = Vec::with_capacity(self.writes.len());
-            let mut leaves = Vec::with_capacity(self.writes.len());
-            for ((wk, v), (root, prev)) in self.writes.iter().zip(pre) {
+            let mut ops = Vec::with_capacity(self.writes.borrow().len());
+            let mut leaves = Vec::with_capacity(self.writes.borrow().len());
+            for ((wk, v), (root, prev)) in self.writes.borrow().iter().zip(pre) {
                 mvcc.push(
                     wk.clone(),
                     Version {
@@ -217,7 +217,7 @@ impl Txn<'_> {
         let end = match res {
             Ok(end) => end,
             Err(e) => {
-                for wk in self.writes.keys() {
+                for wk in self.writes.borrow().keys() {
                     mvcc.retract(wk, cts);
                 }
                 return Err(db.undo(e));

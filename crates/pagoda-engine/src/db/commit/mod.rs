@@ -92,13 +92,11 @@ impl Db {
 }
 
 impl Txn<'_> {
-    /// Commits: validates (first committer wins), applies, logs, and returns once durable
-    /// (in [`CommitMode::Pipelined`] by waiting for the ticket of
-    /// [`Txn::commit_pipelined`]).
-    pub fn commit(self) -> Result<CommitInfo> {
+    /// Commits and waits until durable ([`super::WriteTxn::commit`] documents it).
+    pub(super) fn commit(self) -> Result<CommitInfo> {
         match self.db.inner.opts.commit {
             // Nothing to commit (a reader): no phase to time either.
-            _ if self.writes.is_empty() && self.aborted.is_none() => {
+            _ if self.writes.borrow().is_empty() && self.aborted.borrow().is_none() => {
                 self.finish(None).and_then(|t| t.wait())
             }
             CommitMode::Sync | CommitMode::Lazy => {
@@ -112,18 +110,8 @@ impl Txn<'_> {
         }
     }
 
-    /// Pipelined commit: validates (first committer wins), applies, appends the commit record
-    /// to the log buffer and returns at once with a [`CommitTicket`], without waiting for the
-    /// log write or sync (the database's flush thread does them). The transaction is committed
-    /// only when the ticket resolves: until then other transactions do not see its writes,
-    /// and a crash may lose it (never partly). A later transaction writing one of its keys
-    /// fails with [`Error::Conflict`] (first committer wins, counting pending commits).
-    ///
-    /// Blocks while [`crate::DbOptions::max_inflight_commits`] commits are in flight
-    /// (back-pressure). In [`CommitMode::Sync`] there is no flush thread: it commits
-    /// synchronously and returns a resolved ticket. Errors (conflicts, a failed database) are
-    /// returned here; a ticket fails only if the database fails before the record is durable.
-    pub fn commit_pipelined(self) -> Result<CommitTicket> {
+    /// Commits without waiting ([`super::WriteTxn::commit_pipelined`] documents it).
+    pub(super) fn commit_pipelined(self) -> Result<CommitTicket> {
         let t0 = Stamp::now();
         let db = self.db;
         let r = match db.inner.pipe.as_ref() {
@@ -160,7 +148,7 @@ impl Txn<'_> {
         if let Some((table, key)) = self.aborted.take() {
             return Err(Error::Conflict { table, key });
         }
-        if self.writes.is_empty() {
+        if self.writes.borrow().is_empty() {
             return Ok(CommitTicket::resolved(CommitInfo { cts: 0, lsn: 0 }));
         }
         let prof = &self.db.inner.wal.profile;
@@ -169,10 +157,11 @@ impl Txn<'_> {
         let ps = db.inner.pool.page_size();
         let estimate: u64 = self
             .writes
+            .borrow()
             .iter()
             .map(|((_, k), v)| (k.len() + v.as_ref().map_or(0, |b| b.len()) + 64) as u64)
             .sum::<u64>()
-            + (8 + self.writes.len() as u64 / 16) * ps as u64;
+            + (8 + self.writes.borrow().len() as u64 / 16) * ps as u64;
         let pre = self.pre_read()?;
         // Room in the log is checked again under the commit lock (other committers may have
         // used it meanwhile): once a commit has changed pages, its record must fit.

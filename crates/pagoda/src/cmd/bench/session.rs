@@ -287,7 +287,7 @@ impl Bench {
             return Ok(None);
         }
         let tx = self.store.db().begin_read()?;
-        let v = tx.get(META_TABLE, META_KEY)?;
+        let v = tx.open_table(META_TABLE)?.get(META_KEY)?;
         Ok(v.and_then(|b| serde_json::from_slice(&b).ok()))
     }
 
@@ -342,8 +342,9 @@ impl Bench {
         if !db.list_tables().iter().any(|t| t == META_TABLE) {
             db.create_table(META_TABLE)?;
         }
-        let mut tx = db.begin()?;
-        tx.put(META_TABLE, META_KEY, self.ident.to_string().as_bytes())?;
+        let tx = db.begin_write()?;
+        tx.open_table(META_TABLE)?
+            .put(META_KEY, self.ident.to_string().as_bytes())?;
         tx.commit()?;
         db.checkpoint()?;
         let Some(opts) = self.reopen.take() else {
