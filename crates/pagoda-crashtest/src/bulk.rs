@@ -76,7 +76,7 @@ fn rows(rng: &mut SmallRng, page_size: usize) -> Rows {
         _ => rng.gen_range(40..1500),
     };
     let long = rng.gen_bool(0.3);
-    let big = pagoda_engine::inline_max(page_size);
+    let big = pagoda_engine::limits::inline_max(page_size);
     (0..n)
         .map(|i| {
             let mut k = format!("r{i:06}").into_bytes();

@@ -21,10 +21,11 @@
 //! the interleaving of the threads varies between runs).
 //!
 //! This crate is a tool over the engine: it uses only `pagoda_engine`'s public API (the
-//! [`pagoda_engine::Observer`] probes and [`pagoda_engine::Sabotage`] included) and emulated
-//! devices from `pagoda_device`. It takes all its settings in [`CrashTestOptions`] (no
-//! environment variables) and reports through the returned [`CrashTestReport`] (it prints
-//! nothing); `pagoda crashtest` is its command-line front end.
+//! [`pagoda_engine::fault::Observer`] probes and [`pagoda_engine::fault::Sabotage`] included,
+//! with its `fault-injection` feature) and emulated devices from `pagoda_device`. It takes all
+//! its settings in [`CrashTestOptions`] (no environment variables) and reports through the
+//! returned [`CrashTestReport`] (it prints nothing); `pagoda crashtest` is its command-line
+//! front end.
 
 mod bulk;
 mod oracle;
@@ -34,14 +35,16 @@ mod workload;
 
 pub use bulk::{run_bulk, LOAD_CUT};
 pub use oracle::{Finding, FindingKind};
-pub use pagoda_engine::{FlashPages, FlashPolicy, FlashStep};
+// The engine's fault-injection items, for callers that do not depend on that feature.
+pub use pagoda_engine::fault::{FlashStep, Sabotage};
+pub use pagoda_engine::{FlashPages, FlashPolicy};
 pub use power::CutPoint;
 pub use run::run;
 pub use workload::PIPELINE_DEPTH;
 
 use pagoda_device::spec::DeviceKind;
 use pagoda_device::spec::DeviceSpec;
-use pagoda_engine::{CommitMode, Error, Result, Sabotage, TornMode};
+use pagoda_engine::{CommitMode, Error, Result, TornMode};
 use std::collections::BTreeMap;
 use std::fmt;
 

@@ -15,7 +15,10 @@
 
 use pagoda_device::stats::DeviceStats;
 use pagoda_device::{BlockDevice, Capabilities, DeviceError, DeviceRef, WriteHints, SECTOR_SIZE};
-use pagoda_engine::{Event, FlashStep, Observer, RecoveryStep, Stream};
+use pagoda_engine::{
+    fault::{Event, FlashStep, Observer, RecoveryStep},
+    format::Stream,
+};
 use parking_lot::{Mutex, RwLock};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};

@@ -7,8 +7,9 @@ use crate::{CrashTestOptions, CrashTestReport, Failure, FlashCrashReport};
 use pagoda_device::mem::{MemConfig, MemDevice};
 use pagoda_device::{DeviceRef, SECTOR_SIZE};
 use pagoda_engine::{
-    CommitMode, Db, DbOptions, Error, FlashCacheOptions, FlashCacheStats, FlashStep, RecoveryStep,
-    Result,
+    fault::{FlashStep, RecoveryStep},
+    stats::FlashCacheStats,
+    CommitMode, Db, DbOptions, Error, FlashCacheOptions, Result,
 };
 use parking_lot::Mutex;
 use rand::rngs::SmallRng;
@@ -119,7 +120,7 @@ pub(crate) fn db_options(opts: &CrashTestOptions, switch: &Arc<Switch>) -> DbOpt
         ),
         _ => o,
     };
-    DbOptions { dw_pages: 8, ..o }
+    o.dw_pages(8)
 }
 
 /// Where the opens of a run stand between cycles.

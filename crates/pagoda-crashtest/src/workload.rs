@@ -309,7 +309,7 @@ impl Shared<'_> {
 
     fn random_writes(&self, rng: &mut SmallRng) -> Vec<Write> {
         let cfg = self.cfg;
-        let inline_max = pagoda_engine::inline_max(cfg.page_size);
+        let inline_max = pagoda_engine::limits::inline_max(cfg.page_size);
         let mut big = false;
         let n = rng.gen_range(1..=5);
         let mut out = Vec::with_capacity(n);

@@ -7,7 +7,7 @@
 //! `PAGODA_SEED` changes the seed; `PAGODA_CRASH_CYCLES` scales the cycle count.
 
 use pagoda_crashtest::{run_bulk, CrashTestOptions, CrashTestReport, LOAD_CUT};
-use pagoda_engine::{Sabotage, TornMode};
+use pagoda_engine::{fault::Sabotage, TornMode};
 
 fn seed() -> u64 {
     std::env::var("PAGODA_SEED")

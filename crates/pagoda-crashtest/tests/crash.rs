@@ -7,7 +7,7 @@
 mod common;
 
 use pagoda_crashtest::{run, CrashTestOptions, CrashTestReport, FindingKind};
-use pagoda_engine::{CommitMode, Sabotage, TornMode};
+use pagoda_engine::{fault::Sabotage, CommitMode, TornMode};
 
 fn seed() -> u64 {
     std::env::var("PAGODA_SEED")

@@ -13,7 +13,7 @@ use pagoda_crashtest::{
     run, CrashFlashCache, CrashTestOptions, CrashTestReport, FindingKind, FlashCrashReport,
     FlashPages, FlashPolicy,
 };
-use pagoda_engine::{CommitMode, Sabotage, TornMode};
+use pagoda_engine::{fault::Sabotage, CommitMode, TornMode};
 
 fn seed() -> u64 {
     std::env::var("PAGODA_SEED")

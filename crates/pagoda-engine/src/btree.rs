@@ -269,7 +269,10 @@ impl<'a> Apply<'a> {
             // part of its operations would make the next recovery skip the rest.
             Some(l) => {
                 p.lsn = p.lsn.max(l);
-                if crate::probe::is(self.pool.sabotage(), crate::Sabotage::RedoPartialWrites) {
+                if crate::probe::is(
+                    self.pool.sabotage(),
+                    crate::probe::Sabotage::RedoPartialWrites,
+                ) {
                     p.modified_at(l);
                 } else {
                     p.modified();
@@ -596,7 +599,10 @@ impl<'a> Apply<'a> {
             // changes, it must not be written before the commit's record is logged. Unmarked,
             // a dirty sibling could be written empty under its old LSN; a crash that lost the
             // merge's record would then leave the parent pointing at an empty leaf.
-            if !crate::probe::is(self.pool.sabotage(), crate::Sabotage::MergeUnmarkedSibling) {
+            if !crate::probe::is(
+                self.pool.sabotage(),
+                crate::probe::Sabotage::MergeUnmarkedSibling,
+            ) {
                 self.mark(right, false);
             }
             match (&mut left.node, rnode) {
@@ -616,7 +622,10 @@ impl<'a> Apply<'a> {
             }
             self.mark(left, true);
             drop(other);
-            if crate::probe::is(self.pool.sabotage(), crate::Sabotage::MergeUnmarkedSibling) {
+            if crate::probe::is(
+                self.pool.sabotage(),
+                crate::probe::Sabotage::MergeUnmarkedSibling,
+            ) {
                 // The sabotage also writes every writable dirty page here, as a checkpoint in
                 // another thread (or evictions later in this commit) can: the race, rare with
                 // the mark missing alone, then happens whenever the sibling was dirty.

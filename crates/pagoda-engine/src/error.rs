@@ -52,7 +52,7 @@ pub enum Error {
     /// A device error.
     #[error("device error: {0}")]
     Device(#[from] DeviceError),
-    /// A key longer than [`crate::MAX_KEY_LEN`].
+    /// A key longer than [`crate::limits::MAX_KEY_LEN`].
     #[error("key of {len} bytes is too large: keys are at most {max} bytes")]
     KeyTooLarge {
         /// Length given.

@@ -1,6 +1,10 @@
 //! The on-disk format (see `docs/format.md`): superblocks, page header and node payloads, log
 //! groups and records. Everything is little-endian; every structure carries a CRC32C.
 //!
+//! **Not a stable API.** These items change whenever the format does, with no deprecation;
+//! an embedder needs none of them (they are for `pagoda inspect` and for tests that plant
+//! damage).
+//!
 //! This module is public on purpose, unlike the engine's other internals: the on-disk format
 //! is a documented interface of its own (`docs/format.md`), and tools outside the engine
 //! ([`crate::inspect`], the tests that plant corruption in pages, superblocks and log groups)
@@ -12,6 +16,7 @@ use crate::error::{Error, Result};
 
 mod flash;
 mod log;
+pub use crate::stream::Stream;
 pub use flash::*;
 pub use log::*;
 #[cfg(test)]

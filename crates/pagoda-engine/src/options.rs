@@ -88,6 +88,7 @@ impl TornMode {
 }
 
 // Here rather than in probe.rs, so that probe does not depend on options (no import cycle).
+#[cfg(feature = "fault-injection")]
 impl Sabotage {
     /// The torn modes the sabotage needs, if it only has an effect in some.
     pub fn needs_torn(self) -> Option<&'static [TornMode]> {
@@ -154,68 +155,71 @@ impl fmt::Display for CommitMode {
 pub const DEFAULT_LOG_CAP: u64 = 1 << 30;
 
 /// Options of [`crate::Db::open`]. Build with [`DbOptions::in_dir`] (real files) or
-/// [`DbOptions::with_devices`] (any block devices), then chain setters.
+/// [`DbOptions::with_devices`] (any block devices), then chain setters. The fields are private
+/// so that options can grow without breaking embedders, and so that every value passes a
+/// setter (and [`crate::Db::open`]'s check).
 #[derive(Clone)]
+#[non_exhaustive]
 pub struct DbOptions {
     /// Directory for `data.pagoda` and `log.pagoda` when devices are not given.
-    pub dir: Option<PathBuf>,
+    pub(crate) dir: Option<PathBuf>,
     /// Data device (pages, superblocks, double-write area).
-    pub data: Option<DeviceRef>,
+    pub(crate) data: Option<DeviceRef>,
     /// Log device.
-    pub log: Option<DeviceRef>,
+    pub(crate) log: Option<DeviceRef>,
     /// Page size in bytes: a power of two from 4 KiB to 64 KiB. Default 16 KiB. An existing
     /// database keeps the page size it was created with.
-    pub page_size: usize,
+    pub(crate) page_size: usize,
     /// Buffer pool size in bytes (at least 16 pages). Default 64 MiB.
-    pub buffer_bytes: usize,
+    pub(crate) buffer_bytes: usize,
     /// Extra memory a commit may fill with the pages it changes when the buffer pool has no
     /// clean page left (those pages cannot be written before the commit's record is logged).
     /// The pool shrinks back as they are written. A commit that changes more pages than the
     /// pool and this room hold fails alone with [`crate::Error::BufferFull`]. `None` (the
     /// default): the larger of 64 MiB and a quarter of the buffer.
-    pub commit_spill_bytes: Option<usize>,
+    pub(crate) commit_spill_bytes: Option<usize>,
     /// Torn-write protection. Default doublewrite.
-    pub torn: TornMode,
+    pub(crate) torn: TornMode,
     /// Commit mode. Default sync.
-    pub commit: CommitMode,
+    pub(crate) commit: CommitMode,
     /// Pipelined commits in flight (not yet durable) at most; a pipelined commit beyond it
     /// blocks until one resolves (back-pressure). Default 1024.
-    pub max_inflight_commits: usize,
+    pub(crate) max_inflight_commits: usize,
     /// With [`CommitMode::Lazy`]: the longest a commit waits in the log buffer before the flush
     /// thread makes it durable (the window of commits a crash may lose). Default 10 ms.
-    pub lazy_flush_interval: Duration,
+    pub(crate) lazy_flush_interval: Duration,
     /// Log ring size in bytes (default: the whole log device less its 4 KiB header).
-    pub log_capacity: Option<u64>,
+    pub(crate) log_capacity: Option<u64>,
     /// Pages in the double-write area (also the cleaner batch size). Default 128: each batch
     /// costs two flushes, and 32-page batches made a checkpoint of a 1 GB dirty set 4x as many
     /// flushes, each one queued ahead of the commits' log syncs.
-    pub dw_pages: u32,
+    pub(crate) dw_pages: u32,
     /// Size of a new data file in bytes (sparse). Default 64 GiB.
-    pub data_file_bytes: u64,
+    pub(crate) data_file_bytes: u64,
     /// Size of a new log file in bytes (written out with zeros at creation so that log writes
     /// never allocate). `None` (the default): see [`DbOptions::new_log_file_bytes`].
-    pub log_file_bytes: Option<u64>,
+    pub(crate) log_file_bytes: Option<u64>,
     /// Periodic checkpoint interval (default 60 s; a checkpoint is also taken when half the
     /// log is in use, and on demand with `Db::checkpoint`). `None`: by log use only.
-    pub checkpoint_interval: Option<Duration>,
+    pub(crate) checkpoint_interval: Option<Duration>,
     /// Verify every allocated page's checksum at open, so that damage is reported at once by
     /// page id. Default off: it reads the whole database, so open time would grow with it
     /// (damage is still found by checksum when a page is read).
-    pub verify_on_open: bool,
+    pub(crate) verify_on_open: bool,
     /// After recovery, walk every tree and the free list ([`crate::Db::check`]) and refuse
     /// to open on a structural fault. Default off (it reads the whole database).
-    pub paranoid: bool,
+    pub(crate) paranoid: bool,
     /// Open even when recovery finds corrupt pages (they are listed in the stats and every
     /// access to them fails with [`Error::Corruption`]).
-    pub allow_corrupt: bool,
+    pub(crate) allow_corrupt: bool,
     /// Run the background thread (checkpoints by log use, page cleaning). Default on.
-    pub background: bool,
+    pub(crate) background: bool,
     /// Receives engine events (recovery steps, checkpoints); for crash tests and progress.
-    pub observer: Option<Observer>,
+    pub(crate) observer: Option<Observer>,
     /// One safety step removed on purpose (only for `pagoda crashtest --sabotage`).
-    pub sabotage: Option<Sabotage>,
+    pub(crate) sabotage: Option<Sabotage>,
     /// A flash cache between the buffer pool and the data device (seed 000), if any.
-    pub flash_cache: Option<FlashCacheOptions>,
+    pub(crate) flash_cache: Option<FlashCacheOptions>,
 }
 
 impl fmt::Debug for DbOptions {
@@ -353,9 +357,33 @@ impl DbOptions {
             })
     }
 
+    /// The devices these options name: data and log (when given as devices), then the flash
+    /// cache's, if any (e.g. to reset or pause their statistics around a run).
+    pub fn devices(&self) -> Vec<DeviceRef> {
+        let mut v: Vec<DeviceRef> = [&self.data, &self.log]
+            .into_iter()
+            .flatten()
+            .cloned()
+            .collect();
+        v.extend(self.flash_cache.as_ref().map(|f| f.device.clone()));
+        v
+    }
+
     /// Sets the size of a new log file (see [`DbOptions::new_log_file_bytes`]).
     pub fn log_file_bytes(mut self, bytes: u64) -> Self {
         self.log_file_bytes = Some(bytes);
+        self
+    }
+
+    /// Sets the pages in the double-write area, also the cleaner's batch (4 to 1024).
+    pub fn dw_pages(mut self, pages: u32) -> Self {
+        self.dw_pages = pages;
+        self
+    }
+
+    /// Sets the size of a new (sparse) data file.
+    pub fn data_file_bytes(mut self, bytes: u64) -> Self {
+        self.data_file_bytes = bytes;
         self
     }
 
@@ -389,13 +417,16 @@ impl DbOptions {
         self
     }
 
-    /// Sets the observer of engine events.
+    /// Sets the observer of engine events (crash tests; `fault-injection` feature only).
+    #[cfg(feature = "fault-injection")]
     pub fn observer(mut self, o: Observer) -> Self {
         self.observer = Some(o);
         self
     }
 
-    /// Removes one safety step on purpose (crash-test self-checks only).
+    /// Removes one safety step on purpose (crash-test self-checks only). Exists only with the
+    /// `fault-injection` feature: a default build cannot switch a safety step off.
+    #[cfg(feature = "fault-injection")]
     pub fn sabotage(mut self, s: Option<Sabotage>) -> Self {
         self.sabotage = s;
         self

@@ -1,6 +1,12 @@
 //! Probes for crash testing: engine events an observer can follow (which recovery step or
 //! checkpoint is running when a power cut hits), and deliberate sabotage of one safety step, so
 //! that the crash test can prove it catches the absence of each step.
+//!
+//! Public only with the `fault-injection` feature. Without it nothing can set an observer or
+//! a sabotage, and [`is`] is a constant `false`, so the sabotaged branches compile away.
+
+// Without the feature the sabotage names, parsing and observer events go unused.
+#![cfg_attr(not(feature = "fault-injection"), allow(dead_code))]
 
 use crate::error::{Error, Result};
 use std::fmt;
@@ -209,8 +215,16 @@ impl FromStr for Sabotage {
 }
 
 /// Whether `s` is the active sabotage.
+#[cfg(feature = "fault-injection")]
 pub(crate) fn is(active: Option<Sabotage>, s: Sabotage) -> bool {
     active == Some(s)
+}
+
+/// Never: a build without `fault-injection` has no way to set a sabotage.
+#[cfg(not(feature = "fault-injection"))]
+#[inline(always)]
+pub(crate) fn is(_active: Option<Sabotage>, _s: Sabotage) -> bool {
+    false
 }
 
 /// Calls the observer, if any.

@@ -75,7 +75,7 @@ pub struct PhaseStat {
     pub mean_us: f64,
 }
 
-/// The phase table of [`crate::DbStats::profile`]. Transaction phases (begin, search, update,
+/// The phase table of [`crate::stats::DbStats::profile`]. Transaction phases (begin, search, update,
 /// commit) are disjoint; the `commit.*` and `log.*` rows break the commit down (the log rows
 /// may be done by the flush thread, outside any transaction).
 #[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]

@@ -6,7 +6,7 @@
 use pagoda_device::mem::MemDevice;
 use pagoda_device::stats::DeviceStats;
 use pagoda_device::{BlockDevice, Capabilities, DeviceRef, WriteHints};
-use pagoda_engine::{BufferStats, Db, DbOptions, TornMode};
+use pagoda_engine::{stats::BufferStats, Db, DbOptions, TornMode};
 use parking_lot::Mutex;
 use std::sync::Arc;
 

@@ -28,15 +28,13 @@ fn fixtures() -> PathBuf {
 }
 
 fn small(dir: &Path) -> DbOptions {
-    DbOptions {
-        data_file_bytes: 1 << 20,
-        log_file_bytes: Some(256 << 10),
-        dw_pages: DW_PAGES,
-        ..DbOptions::in_dir(dir)
-            .page_size(PAGE)
-            .buffer_bytes(64 * PAGE)
-            .background(false)
-    }
+    DbOptions::in_dir(dir)
+        .data_file_bytes(1 << 20)
+        .log_file_bytes(256 << 10)
+        .dw_pages(DW_PAGES)
+        .page_size(PAGE)
+        .buffer_bytes(64 * PAGE)
+        .background(false)
 }
 
 fn fill(db: &Db, n: u32) {
@@ -213,9 +211,9 @@ fn doublewrite_copy_repairs_a_damaged_page() {
     let d = Arc::new(MemDevice::with_capacity(8 << 20).unwrap());
     let l = Arc::new(MemDevice::with_capacity(1 << 20).unwrap());
     let (dr, lr): (DeviceRef, DeviceRef) = (d.clone(), l.clone());
-    let o = || DbOptions {
-        dw_pages: DW_PAGES,
-        ..DbOptions::with_devices(dr.clone(), lr.clone())
+    let o = || {
+        DbOptions::with_devices(dr.clone(), lr.clone())
+            .dw_pages(DW_PAGES)
             .page_size(PAGE)
             .buffer_bytes(32 * PAGE)
             .background(false)
@@ -542,9 +540,9 @@ fn pages_written_without_a_copy_are_repaired_from_the_log() {
     let d = Arc::new(MemDevice::with_capacity(8 << 20).unwrap());
     let l = Arc::new(MemDevice::with_capacity(4 << 20).unwrap());
     let (dr, lr): (DeviceRef, DeviceRef) = (d.clone(), l.clone());
-    let o = || DbOptions {
-        dw_pages: DW_PAGES,
-        ..DbOptions::with_devices(dr.clone(), lr.clone())
+    let o = || {
+        DbOptions::with_devices(dr.clone(), lr.clone())
+            .dw_pages(DW_PAGES)
             .page_size(PAGE)
             .buffer_bytes(16 * PAGE)
             .commit_spill_bytes(0)

@@ -7,7 +7,7 @@ mod common;
 use common::GatedSync;
 use pagoda_device::mem::MemDevice;
 use pagoda_device::DeviceRef;
-use pagoda_engine::{CommitMode, Db, DbOptions, Error, Event};
+use pagoda_engine::{fault::Event, CommitMode, Db, DbOptions, Error};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -13,7 +13,7 @@ use pagoda_device::{BlockDevice, Capabilities, DeviceError, DeviceRef, WriteHint
 use pagoda_engine::format::{align_up, GroupHeader, GROUP_HEADER};
 use pagoda_engine::inspect::inspect_devices;
 use pagoda_engine::inspect::read_ring;
-use pagoda_engine::{Db, DbOptions, Error, Sabotage};
+use pagoda_engine::{fault::Sabotage, Db, DbOptions, Error};
 use parking_lot::{Condvar, Mutex};
 use std::time::{Duration, Instant};
 

@@ -21,8 +21,8 @@ use crate::btree::{inline_max, payload_max, Apply};
 use crate::buffer::Pool;
 use crate::error::{Error, Result};
 use crate::format::{encode_page, internal_entry_len, leaf_entry_len, Key, Node, Page, Val};
+use crate::limits::MAX_VALUE_LEN;
 use crate::probe::{self, Sabotage};
-use crate::MAX_VALUE_LEN;
 
 /// Pages per device write (4 MiB of 16 KiB pages).
 const RUN_PAGES: usize = 256;

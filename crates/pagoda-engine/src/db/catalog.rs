@@ -162,7 +162,7 @@ impl Db {
     /// Walks every tree (the catalog's included) and the free list, verifying key order and
     /// ranges, equal leaf depth, overflow chains, and that no page is used twice or both used
     /// and free. Commits wait meanwhile. Errors: [`Error::Corruption`] naming the page.
-    pub fn check(&self) -> Result<crate::CheckReport> {
+    pub fn check(&self) -> Result<crate::stats::CheckReport> {
         crate::buffer::latch_order::assert_no_latch("the commit lock");
         let _writers = self.inner.commit.lock();
         let mut roots = vec![self.inner.meta_page + 1];

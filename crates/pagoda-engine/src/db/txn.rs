@@ -7,9 +7,9 @@ use super::Db;
 use crate::bounds::WKey;
 use crate::btree::{self, MAX_KEY_LEN};
 use crate::error::{Error, Result};
+use crate::limits::MAX_VALUE_LEN;
 use crate::mvcc::Resolved;
 use crate::profile::{Phase, Stamp};
-use crate::MAX_VALUE_LEN;
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 

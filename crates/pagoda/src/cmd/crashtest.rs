@@ -4,10 +4,12 @@ use crate::error::{CliError, CliResult};
 use crate::progress::Progress;
 use crate::report::write_json;
 use clap::Args;
-use pagoda_crashtest::{self as crashtest, CrashFlashCache, CrashTestOptions, CrashTestReport};
+use pagoda_crashtest::{
+    self as crashtest, CrashFlashCache, CrashTestOptions, CrashTestReport, Sabotage,
+};
 use pagoda_device::spec::{DeviceKind, DeviceSpec};
 use pagoda_device::units::{format_size, parse_size};
-use pagoda_engine::{CommitMode, FlashPages, FlashPolicy, Sabotage, TornMode};
+use pagoda_engine::{CommitMode, FlashPages, FlashPolicy, TornMode};
 use parking_lot::Mutex;
 use std::path::PathBuf;
 use std::sync::Arc;

@@ -106,7 +106,7 @@ struct PeerBench {
     json: Option<PathBuf>,
     dir: PathBuf,
     _tmp: Option<tempfile::TempDir>,
-    cpu: Option<pagoda_engine::CpuUsage>,
+    cpu: Option<pagoda_engine::stats::CpuUsage>,
 }
 
 impl PeerBench {
@@ -267,7 +267,7 @@ fn phases(
     if p.load_only {
         return Ok((bench, None));
     }
-    let cpu = pagoda_engine::CpuClock::start();
+    let cpu = pagoda_engine::stats::CpuClock::start();
     let report = with_bar("run", |pr| run(&*bench.store, pr))?;
     bench.cpu = Some(cpu.usage());
     print!("{}", render_text(&report));

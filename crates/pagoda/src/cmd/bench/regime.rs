@@ -5,7 +5,10 @@
 //! request in service, as iostat's %util), the CPU utilisation, the buffer hit ratio and the
 //! bottleneck these imply.
 
-use pagoda_engine::{CpuUsage, Db, PhaseStat, ProfileStats};
+use pagoda_engine::{
+    stats::{CpuUsage, PhaseStat, ProfileStats},
+    Db,
+};
 use serde_json::{json, Value};
 
 /// A device busy at least this share of the window bounds the run.

@@ -17,7 +17,9 @@ use std::time::Instant;
 
 /// Refuses, before any work, devices that cannot cut power (real files).
 pub(super) fn check(bench: &Bench) -> CliResult<()> {
-    if devices(bench.run_options())
+    if bench
+        .run_options()
+        .devices()
         .iter()
         .all(|d| d.as_power_cut().is_some())
     {
@@ -30,12 +32,6 @@ pub(super) fn check(bench: &Bench) -> CliResult<()> {
     ))
 }
 
-fn devices(o: &DbOptions) -> Vec<pagoda_device::DeviceRef> {
-    let mut v: Vec<_> = [&o.data, &o.log].into_iter().flatten().cloned().collect();
-    v.extend(o.flash_cache.as_ref().map(|f| f.device.clone()));
-    v
-}
-
 /// Crashes `store`, reopens it with `opts` and runs `after` on it; returns the reopened store
 /// and the `restart` object of the JSON.
 pub(super) fn crash_and_rerun(
@@ -46,7 +42,7 @@ pub(super) fn crash_and_rerun(
 ) -> CliResult<(PagodaStore, Value)> {
     let describe = store.describe().to_string();
     store.abandon();
-    for (i, d) in devices(opts).iter().enumerate() {
+    for (i, d) in opts.devices().iter().enumerate() {
         let cut = d
             .as_power_cut()
             .ok_or_else(|| CliError::Usage("--crash-restart needs emulated devices".to_string()))?;

@@ -30,7 +30,7 @@ pub(crate) struct Bench {
     /// The options of the measured run (`--crash-restart` reopens with them).
     run_opts: DbOptions,
     /// CPU utilisation of the measured run.
-    pub(crate) cpu: Option<pagoda_engine::CpuUsage>,
+    pub(crate) cpu: Option<pagoda_engine::stats::CpuUsage>,
     /// What bounded the measured run (see [`super::regime`]).
     regime: Option<Value>,
     /// The load's timing ([`summary::load_json`]), when this process loaded.
@@ -199,13 +199,7 @@ impl Bench {
         let reopen = load_buffer.map(|_| opts.clone());
         let run_opts = opts.clone();
         let paused: Vec<DeviceRef> = if e.fast_load {
-            let mut devs: Vec<DeviceRef> = [&opts.data, &opts.log]
-                .into_iter()
-                .flatten()
-                .cloned()
-                .collect();
-            devs.extend(opts.flash_cache.as_ref().map(|f| f.device.clone()));
-            devs
+            opts.devices()
         } else {
             Vec::new()
         };
@@ -353,11 +347,8 @@ impl Bench {
         };
         let describe = self.store.describe().to_string();
         self.store.close()?;
-        for dev in [&opts.data, &opts.log].into_iter().flatten() {
+        for dev in opts.devices() {
             dev.reset_stats();
-        }
-        if let Some(f) = &opts.flash_cache {
-            f.device.reset_stats();
         }
         self.store = PagodaStore::new(Db::open(opts)?, describe);
         self.resume_timing();
@@ -387,7 +378,7 @@ impl Bench {
             db.reset_profile();
             (
                 super::regime::Snapshot::take(db),
-                pagoda_engine::CpuClock::start(),
+                pagoda_engine::stats::CpuClock::start(),
             )
         };
         let start = Mutex::new(mark());
@@ -557,9 +548,11 @@ fn open_log(
         Err(_) => {
             let mut o =
                 DbOptions::default().buffer_bytes(usize::try_from(buffer).unwrap_or(usize::MAX));
-            o.log_capacity = log_size;
+            if let Some(size) = log_size {
+                o = o.log_capacity(size);
+            }
             let bytes = o.new_log_file_bytes() + 4096;
-            pagoda_engine::preallocate_log_file(path, bytes)?;
+            pagoda_engine::files::preallocate_log_file(path, bytes)?;
             bytes
         }
     };

@@ -6,7 +6,7 @@ use crate::error::{CliError, CliResult};
 use crate::report::thousands;
 use pagoda_device::units::format_size;
 use pagoda_device::DeviceStats;
-use pagoda_engine::{CpuUsage, DbStats, FlashCacheStats};
+use pagoda_engine::stats::{CpuUsage, DbStats, FlashCacheStats};
 use pagoda_workload::{LoadReport, RunReport};
 use serde_json::Value;
 use std::fmt::Write as _;
