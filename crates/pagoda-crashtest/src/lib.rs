@@ -27,6 +27,8 @@
 //! returned [`CrashTestReport`] (it prints nothing); `pagoda crashtest` is its command-line
 //! front end.
 
+#![warn(missing_docs)]
+
 mod bulk;
 mod oracle;
 mod power;
@@ -111,7 +113,7 @@ pub struct CrashTestOptions {
     pub page_size: usize,
     /// Buffer pool size in bytes (`None`: 96 pages up to 8 KiB pages, else 48 pages).
     pub buffer_bytes: Option<usize>,
-    /// The engine's commit spill room ([`crate::DbOptions::commit_spill_bytes`]; `None`: the
+    /// The engine's commit spill room ([`pagoda_engine::DbOptions::commit_spill_bytes`]; `None`: the
     /// engine's default). `Some(0)` keeps every page in the pool, so evictions (and cleaner
     /// writes, also during redo) happen as often as the pool size makes them.
     pub commit_spill_bytes: Option<usize>,

@@ -16,8 +16,11 @@ pub enum DeviceError {
         "misaligned I/O: {what}; use buffers that are a multiple of {sector_size} bytes{extra}"
     )]
     Misaligned {
+        /// Which length or address is off.
         what: String,
+        /// The sector size the I/O must be a multiple of.
         sector_size: usize,
+        /// More of the fix (e.g. the alignment O_DIRECT needs), or empty.
         extra: &'static str,
     },
     /// An address range that does not fit in the device.
@@ -26,8 +29,11 @@ pub enum DeviceError {
          of 4 KiB; address inside the device or give it a larger capacity"
     )]
     OutOfRange {
+        /// First sector asked for.
         start: u64,
+        /// Sector after the last one asked for.
         end: u64,
+        /// Sectors the device has.
         capacity_sectors: u64,
     },
     /// An atomic write the device cannot honour (misaligned, too large, or no atomic support).
@@ -44,13 +50,21 @@ pub enum DeviceError {
         size = crate::human::format_size(*.unit as u64)
     )]
     NoAtomicWrites {
+        /// The file.
         path: PathBuf,
+        /// Atomic write size asked for, bytes.
         unit: usize,
+        /// What the file system reported (statx).
         reported: String,
     },
     /// A stream id beyond the device's stream count.
     #[error("stream {stream} does not exist: the device has {streams} stream(s); set streams=N")]
-    BadStream { stream: u16, streams: u16 },
+    BadStream {
+        /// The stream asked for.
+        stream: u16,
+        /// Streams the device has.
+        streams: u16,
+    },
     /// Bad configuration: geometry, preset keys, option values.
     #[error("bad device configuration: {0}")]
     Config(String),
@@ -75,8 +89,11 @@ pub enum DeviceError {
     /// A trace file line that cannot be parsed.
     #[error("trace {path}:{line}: {msg}")]
     Trace {
+        /// The trace file.
         path: String,
+        /// 1-based line number.
         line: usize,
+        /// What is wrong with the line.
         msg: String,
     },
     /// The emulated device ran out of free flash blocks (over-provisioning too small for the
@@ -86,9 +103,13 @@ pub enum DeviceError {
     /// A read or write shorter than asked (a short file or block device).
     #[error("short {op} on {path}: {done} of {wanted} bytes; the file or device is smaller than expected")]
     Short {
+        /// `read` or `write`.
         op: &'static str,
+        /// The file or device.
         path: PathBuf,
+        /// Bytes transferred.
         done: usize,
+        /// Bytes asked for.
         wanted: usize,
     },
     /// An operation the device does not support (e.g. power_cut on a real file).
@@ -97,7 +118,9 @@ pub enum DeviceError {
     /// An OS error with the path it happened on.
     #[error("I/O error on {path}: {source}")]
     Io {
+        /// The file or device.
         path: PathBuf,
+        /// The OS error.
         #[source]
         source: std::io::Error,
     },

@@ -6,6 +6,8 @@
 //! ([`ssd`]), emulated disks ([`hdd`], [`raid`]); wrappers add an I/O queue ([`sched`]) or
 //! capture a trace ([`trace`]). [`spec`] turns a CLI device string into a device.
 
+#![warn(missing_docs)]
+
 pub mod clock;
 pub mod error;
 #[cfg(feature = "fault-injection")]

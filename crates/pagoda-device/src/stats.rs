@@ -69,8 +69,11 @@ pub struct StreamStats {
 /// Erase-count spread over all blocks (wear).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct EraseCountStats {
+    /// Fewest erases of any block.
     pub min: u64,
+    /// Mean erases per block.
     pub mean: f64,
+    /// Most erases of any block.
     pub max: u64,
 }
 

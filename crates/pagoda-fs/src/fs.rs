@@ -21,36 +21,55 @@ pub struct FsOptions {
 /// What `stat` shows.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Attr {
+    /// Inode number.
     pub ino: u64,
+    /// File, directory or symlink.
     pub kind: Kind,
+    /// Length in bytes.
     pub size: u64,
     /// Allocated 4 KiB blocks.
     pub blocks: u64,
+    /// Permission bits (`0o7777` mask).
     pub perm: u32,
+    /// Hard links.
     pub nlink: u32,
+    /// Owner.
     pub uid: u32,
+    /// Group.
     pub gid: u32,
+    /// Last access.
     pub atime: Time,
+    /// Last change of the contents.
     pub mtime: Time,
+    /// Last change of the inode.
     pub ctime: Time,
 }
 
 /// Attribute changes (`setattr`); `None` leaves a field alone.
 #[derive(Clone, Debug, Default)]
 pub struct SetAttr {
+    /// New permission bits.
     pub perm: Option<u32>,
+    /// New owner.
     pub uid: Option<u32>,
+    /// New group.
     pub gid: Option<u32>,
+    /// New length (truncate or extend with a hole).
     pub size: Option<u64>,
+    /// New access time.
     pub atime: Option<Time>,
+    /// New modification time.
     pub mtime: Option<Time>,
 }
 
 /// `statfs` figures in 4 KiB blocks.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct StatFs {
+    /// Blocks of the device.
     pub blocks: u64,
+    /// Blocks free.
     pub free: u64,
+    /// Inodes in use.
     pub files: u64,
 }
 

@@ -82,19 +82,25 @@ impl Super {
 /// File kinds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kind {
+    /// A regular file.
     File,
+    /// A directory.
     Dir,
+    /// A symbolic link.
     Symlink,
 }
 
 /// Seconds and nanoseconds since the epoch.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Time {
+    /// Whole seconds.
     pub secs: i64,
+    /// Nanoseconds within the second.
     pub nanos: u32,
 }
 
 impl Time {
+    /// The system clock now (the epoch if the clock is set before it).
     pub fn now() -> Self {
         let d = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)

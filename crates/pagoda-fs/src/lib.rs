@@ -10,6 +10,8 @@
 //! * [`fuse::PagodaFuse`] serves an [`Fs`] through FUSE (crate `fuser`, without libfuse: the
 //!   kernel mount needs root and `/dev/fuse`, nothing else).
 
+#![warn(missing_docs)]
+
 mod alloc;
 mod data;
 mod error;

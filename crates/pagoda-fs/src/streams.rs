@@ -10,18 +10,44 @@ use pagoda_device::units::parse_size;
 /// A rule that does not parse, with the fix.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum StreamRuleError {
+    /// No `=` between the stream name and its range.
     #[error("stream rule '{0}' has no '=': write NAME=FILE:START-END, e.g. dwb=ibdata1:1MiB-3MiB")]
     NoEquals(String),
+    /// A stream name that is empty or has other characters than `[A-Za-z0-9_-]`.
     #[error("stream rule '{0}': the stream name is empty or not [A-Za-z0-9_-]")]
     BadName(String),
+    /// No file name before the range.
     #[error("stream rule '{0}': the file name is empty")]
     NoFile(String),
+    /// A range that does not parse.
     #[error("stream rule '{rule}': cannot read the range '{range}': write START-END with sizes, e.g. 1MiB-3MiB")]
-    BadRange { rule: String, range: String },
+    BadRange {
+        /// The whole rule.
+        rule: String,
+        /// The range part.
+        range: String,
+    },
+    /// A range whose end does not exceed its start.
     #[error("stream rule '{rule}': the range is empty or backwards ({start}-{end}); END must exceed START")]
-    EmptyRange { rule: String, start: u64, end: u64 },
+    EmptyRange {
+        /// The whole rule.
+        rule: String,
+        /// Start of the range, bytes.
+        start: u64,
+        /// End of the range, bytes.
+        end: u64,
+    },
+    /// A range not on 4 KiB boundaries.
     #[error("stream rule '{rule}': the range {start}-{end} is not 4 KiB aligned; streams tag whole 4 KiB sectors")]
-    Unaligned { rule: String, start: u64, end: u64 },
+    Unaligned {
+        /// The whole rule.
+        rule: String,
+        /// Start of the range, bytes.
+        start: u64,
+        /// End of the range, bytes.
+        end: u64,
+    },
+    /// More stream names than the device has streams for.
     #[error("too many stream names ({0}): at most 15")]
     TooMany(usize),
 }

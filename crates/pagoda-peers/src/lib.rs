@@ -14,6 +14,7 @@
 //! default ([`PeerDurability::Sync`]), reports its settings in `stats_json()` and has no
 //! device counters (it runs on the host's file system, not on an emulated device).
 
+#![warn(missing_docs)]
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
 mod lmdb;

@@ -69,6 +69,7 @@
 //! (LinkBench has no cap). Link times are microseconds, strictly increasing within a run.
 //! Per-op lines print exact percentiles rather than LinkBench's histogram buckets.
 
+#![warn(missing_docs)]
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
 pub mod codec;

@@ -7,7 +7,7 @@
 //! device needs enough spare *blocks*.
 //!
 //! The presets lay out one block size at every capacity: the largest with which
-//! [`REFERENCE_CAPACITY`] has those spare blocks ([`preset_block_pages`]). The block's unit
+//! [`REFERENCE_CAPACITY`] has those spare blocks (`preset_block_pages`). The block's unit
 //! count sets greedy GC's WAF and how long one victim's copybacks hold its PU, so a block that
 //! grew with capacity made full devices of different capacities differ (2.02x in IOPS, see
 //! `docs/devices.md`). Below the reference capacity, or with an explicit `pages_per_block`

@@ -18,7 +18,9 @@ pub enum Pattern {
     /// tagged stream 1 and cold ones stream 0 (perfect separation hints); with one stream all
     /// go to stream 0.
     HotCold {
+        /// Share of writes that go to the hot part, percent.
         hot_access_pct: f64,
+        /// Size of the hot part, percent of the logical space.
         hot_data_pct: f64,
     },
     /// Sequential 4 KiB writes wrapping around the logical space.
