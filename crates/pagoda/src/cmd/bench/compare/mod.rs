@@ -392,7 +392,7 @@ fn run_engine(
         info[key] = json!(s.as_store().describe());
         let is_pagoda = engine.name() == "pagoda";
         let before = is_pagoda.then(|| s.as_store().stats_json());
-        let cpu = pagoda_engine::CpuClock::start();
+        let cpu = pagoda_engine::stats::CpuClock::start();
         let done = at.done + pi as u64;
         bar.lock().set_with_message(done, name.clone());
         let progress = |p: Progress| {
