@@ -13,6 +13,7 @@
 //! Markdown result with `--publish`. A failed cell stops the run with one line and writes no
 //! result file.
 
+mod spread;
 mod summary;
 mod targets;
 

@@ -1,56 +1,14 @@
 //! The repeats of `bench compare` reduced to medians with their spread, the verdict of each
 //! row, and the files written from them (JSON, CSV, SVG, and the Markdown of `--publish`).
 
+use super::spread::Spread;
 use super::{io, Cell, CompareArgs};
 use crate::error::CliResult;
 use crate::plot::{bar_chart, BarChart};
 use crate::report::{write_json, Table};
-use serde::Serialize;
 use serde_json::json;
 use std::fmt::Write as _;
 use std::path::PathBuf;
-
-/// A median with the smallest and largest value it was taken from.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-pub(super) struct Spread {
-    pub(super) median: f64,
-    pub(super) min: f64,
-    pub(super) max: f64,
-}
-
-impl Spread {
-    /// `None` for no values.
-    pub(super) fn of(values: &[f64]) -> Option<Spread> {
-        let mut v: Vec<f64> = values.iter().copied().filter(|x| x.is_finite()).collect();
-        if v.is_empty() {
-            return None;
-        }
-        v.sort_by(f64::total_cmp);
-        let n = v.len();
-        let median = if n % 2 == 1 {
-            v[n / 2]
-        } else {
-            (v[n / 2 - 1] + v[n / 2]) / 2.0
-        };
-        Some(Spread {
-            median,
-            min: v[0],
-            max: v[n - 1],
-        })
-    }
-
-    /// How pagoda stands when `self` is pagoda/peer over the repeats: ahead only when even
-    /// the worst repeat is above 1, behind only when even the best is below 1.
-    pub(super) fn verdict(&self) -> &'static str {
-        if self.min > 1.0 {
-            "ahead"
-        } else if self.max < 1.0 {
-            "behind"
-        } else {
-            "even"
-        }
-    }
-}
 
 /// One engine's ops/s in one phase, over the repeats.
 fn engine_spread(cells: &[Cell], phase: &str, engine: &str) -> Option<Spread> {
@@ -308,7 +266,7 @@ fn markdown(
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
-    use super::Spread;
+    use super::super::spread::Spread;
 
     #[test]
     fn median_and_spread_of_odd_and_even_counts() {

@@ -2,7 +2,7 @@
 //! each missed one what bounded pagoda in that cell (its CPU share and where its transactions
 //! spent their time), so a miss comes with the profile that explains it.
 
-use super::summary::Spread;
+use super::spread::Spread;
 use super::Cell;
 use serde::Serialize;
 use serde_json::Value;
