@@ -23,21 +23,12 @@ fn engine_spread(cells: &[Cell], phase: &str, engine: &str) -> Option<Spread> {
 /// pagoda over the best peer of the same repeat, one ratio per repeat (a repeat pairs runs
 /// made minutes apart, so slow drift of the machine cancels out).
 pub(super) fn ratio(cells: &[Cell], phase: &str) -> Option<Spread> {
-    let repeats = cells.iter().map(|c| c.repeat).max()? + 1;
-    let per_repeat: Vec<f64> = (0..repeats)
-        .filter_map(|r| {
-            let of = |c: &&Cell| c.phase == phase && c.repeat == r;
-            let pagoda = cells.iter().filter(of).find(|c| c.engine == "pagoda")?;
-            let best = cells
-                .iter()
-                .filter(of)
-                .filter(|c| c.engine != "pagoda")
-                .map(|c| c.ops_per_s)
-                .fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.max(v))))?;
-            (best > 0.0).then(|| pagoda.ops_per_s / best)
-        })
-        .collect();
-    Spread::of(&per_repeat)
+    Spread::of(&super::targets::ratios(
+        cells,
+        phase,
+        super::targets::Against::BestPeer,
+        0.0,
+    ))
 }
 
 /// `median (min–max)` with `digits` decimals.

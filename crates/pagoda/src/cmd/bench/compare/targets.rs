@@ -68,7 +68,7 @@ pub(super) fn pagoda_profile(before: &Value, after: &Value, cpu: f64) -> CellPro
 
 /// Whom a target compares pagoda with.
 #[derive(Debug, Clone, Copy)]
-enum Against {
+pub(super) enum Against {
     /// The fastest peer of the same repeat.
     BestPeer,
     /// One named peer of the same repeat.
@@ -118,8 +118,8 @@ fn targets(labels: &[String]) -> Vec<Target> {
     out
 }
 
-/// pagoda over `against` per repeat.
-fn ratios(cells: &[Cell], phase: &str, against: Against, ceiling: f64) -> Vec<f64> {
+/// pagoda over `against` per repeat (`ceiling` is used by [`Against::Ceiling`] only).
+pub(super) fn ratios(cells: &[Cell], phase: &str, against: Against, ceiling: f64) -> Vec<f64> {
     let repeats = cells.iter().map(|c| c.repeat + 1).max().unwrap_or(0);
     (0..repeats)
         .filter_map(|r| {
