@@ -513,7 +513,7 @@ pub fn run(opts: CrashTestOptions) -> Result<CrashTestReport> {
             db.abandon();
             break;
         }
-        let p = workload(&opts, &db, &switch, &model, &mut rng, &mut uid_next, cycle);
+        let p = workload(&opts, db, &switch, &model, &mut rng, &mut uid_next, cycle);
         report.ddl_operations += p.ddl.len() as u64;
         report.commits_acknowledged += p
             .txns
@@ -542,7 +542,7 @@ pub fn run(opts: CrashTestOptions) -> Result<CrashTestReport> {
 /// Runs one cycle's workload until the power is cut; returns its history.
 fn workload(
     opts: &CrashTestOptions,
-    db: &Db,
+    db: Db,
     switch: &Arc<Switch>,
     model: &Model,
     rng: &mut SmallRng,
@@ -565,7 +565,7 @@ fn workload(
     let exposed = AtomicU64::new(0);
     let single = opts.threads == 1;
     let shared = Shared {
-        db,
+        db: &db,
         txns: &txns,
         ddl: &ddl,
         dyn_tables: &dyn_tables,
@@ -613,7 +613,7 @@ fn workload(
             }
             if !single {
                 // Frequent checkpoints, so that cuts fall inside them.
-                let (stop, running) = (&stop, &running);
+                let (stop, running, db) = (&stop, &running, &db);
                 s.spawn(move || {
                     while !stop.load(Ordering::Acquire)
                         && !switch.is_dead()
@@ -636,7 +636,7 @@ fn workload(
         db.failure().map(|f| f.to_string())
     };
     let flash = db.stats().flash_cache;
-    db.clone().abandon();
+    db.abandon();
     // A workload that ended before the chosen operation is cut at a quiet moment.
     let _ = switch.cut_now();
     *uid_next = uid.load(Ordering::Acquire);

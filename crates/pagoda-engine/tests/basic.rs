@@ -310,7 +310,7 @@ fn concurrent_creates_of_one_table_let_exactly_one_succeed() {
         let oks: usize = std::thread::scope(|s| {
             let hs: Vec<_> = (0..4)
                 .map(|_| {
-                    let (db, name) = (db.clone(), name.clone());
+                    let (db, name) = (&db, name.clone());
                     s.spawn(move || match db.create_table(&name) {
                         Ok(()) => {
                             let tx = db.begin_write().unwrap();

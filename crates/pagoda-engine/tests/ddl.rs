@@ -24,7 +24,8 @@ fn open(d: &DeviceRef, l: &DeviceRef) -> Db {
 
 /// A database on RAM devices whose log syncs can be held or failed, with a table "t"; also
 /// its data and log devices, to reopen it.
-fn gated_with_table() -> (Db, Arc<GatedSync>, DeviceRef, DeviceRef) {
+/// The database is in an `Arc`: the tests run its operations on threads of their own.
+fn gated_with_table() -> (Arc<Db>, Arc<GatedSync>, DeviceRef, DeviceRef) {
     let d: DeviceRef = Arc::new(MemDevice::with_capacity(64 << 20).unwrap());
     let gate = Arc::new(GatedSync::new(Arc::new(
         MemDevice::with_capacity(8 << 20).unwrap(),
@@ -32,14 +33,14 @@ fn gated_with_table() -> (Db, Arc<GatedSync>, DeviceRef, DeviceRef) {
     let l: DeviceRef = gate.clone();
     let db = open(&d, &l);
     db.create_table("t").unwrap();
-    (db, gate, d, l)
+    (Arc::new(db), gate, d, l)
 }
 
 /// Drops "t" on another thread with the log's syncs held: the drop is logged, not durable.
-fn drop_held(db: &Db, gate: &GatedSync) -> std::thread::JoinHandle<Result<(), Error>> {
+fn drop_held(db: &Arc<Db>, gate: &GatedSync) -> std::thread::JoinHandle<Result<(), Error>> {
     gate.held.store(true, Ordering::Release);
     let dropper = {
-        let db = db.clone();
+        let db = Arc::clone(db);
         std::thread::spawn(move || db.drop_table("t"))
     };
     std::thread::sleep(Duration::from_millis(100));
@@ -65,7 +66,9 @@ fn a_drop_is_visible_only_once_durable() {
     gate.held.store(false, Ordering::Release);
     dropper.join().unwrap().unwrap();
     assert!(db.list_tables().is_empty());
-    db.abandon();
+    Arc::into_inner(db)
+        .expect("the dropper thread ended")
+        .abandon();
     // Durable: the drop survives a crash.
     let db = open(&d, &l);
     assert!(db.list_tables().is_empty());
@@ -166,7 +169,7 @@ fn a_commit_queued_behind_a_failed_drop_applies_nothing() {
     // An inline value: the overwrite allocates nothing, so it reaches the freed leaf and
     // frees the old value's pages.
     let writer = {
-        let db = db.clone();
+        let db = Arc::clone(&db);
         std::thread::spawn(move || {
             let tx = db.begin_write()?;
             tx.open_table("t")?.put(b"row", b"small")?;
@@ -185,5 +188,5 @@ fn a_commit_queued_behind_a_failed_drop_applies_nothing() {
             p.downcast_ref::<String>()
         ),
     }
-    db.abandon();
+    Arc::into_inner(db).expect("both threads ended").abandon();
 }

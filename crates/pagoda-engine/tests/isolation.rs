@@ -175,7 +175,7 @@ fn concurrent_snapshots_are_consistent() {
     let stop = AtomicBool::new(false);
     std::thread::scope(|s| {
         for w in 0..2u64 {
-            let db = db.clone();
+            let db = &db;
             let stop = &stop;
             s.spawn(move || {
                 let mut i = w;
@@ -280,7 +280,7 @@ fn overflow_values_under_concurrent_overwrite() {
     };
     let stop = AtomicBool::new(false);
     std::thread::scope(|s| {
-        let db2 = db.clone();
+        let db2 = &db;
         let stop2 = &stop;
         s.spawn(move || {
             let mut ver = 1u8;

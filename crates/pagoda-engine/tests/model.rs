@@ -281,7 +281,7 @@ fn model_concurrent_threads() {
         let results: Vec<(u64, Map)> = std::thread::scope(|s| {
             let hs: Vec<_> = (0..THREADS)
                 .map(|t| {
-                    let db = db.clone();
+                    let db = &db;
                     s.spawn(move || {
                         let mut rng = SmallRng::seed_from_u64(seed * 100 + t);
                         let mut mine = Map::new();

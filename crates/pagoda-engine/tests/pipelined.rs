@@ -195,7 +195,7 @@ fn inflight_commits_are_bounded_with_back_pressure() {
     let returned = Arc::new(AtomicBool::new(false));
     std::thread::scope(|s| {
         let r = returned.clone();
-        let db2 = db.clone();
+        let db2 = &db;
         let h = s.spawn(move || {
             let tx = db2.begin_write().unwrap();
             tx.open_table("t").unwrap().put(b"third", b"v").unwrap();
@@ -314,7 +314,7 @@ fn resolved_commits_survive_a_power_cut_under_load() {
         let outcomes: Vec<Vec<(u32, Outcome)>> = std::thread::scope(|s| {
             let hs: Vec<_> = (0..THREADS)
                 .map(|th| {
-                    let (db, durable, reached) = (db.clone(), &durable, reached.clone());
+                    let (db, durable, reached) = (&db, &durable, reached.clone());
                     let (gate, running) = (&gate, &running);
                     s.spawn(move || {
                         let mut out = Vec::new();

@@ -216,8 +216,7 @@ fn tpcc_is_consistent_after_a_power_cut_under_load() {
 
     // Crash: the engine is abandoned without a checkpoint (it can no longer reach the devices
     // anyway) and the devices, powered again, are opened directly: recovery.
-    store.db().clone().abandon();
-    drop(store);
+    store.abandon();
     let store = open(&data, &log);
     let rec = store.db().stats().recovery;
     let check = tpcc::check(&store, 2).unwrap();

@@ -84,7 +84,9 @@ struct Inner {
 
 /// A database: named tables of ordered byte-string keys with snapshot-isolated transactions.
 ///
-/// `Db` is cheap to clone and shares one engine; many threads may use it at once. Readers never
+/// `Db` is `Sync`: many threads may use one `Db` at once (share `&Db`, or an `Arc<Db>` for
+/// threads that outlive the scope). It is deliberately not `Clone`, so [`Db::close`] holds the
+/// only handle and no other can be left pointing at a closed database. Readers never
 /// block writers; a write-write conflict aborts the later committer with [`Error::Conflict`].
 ///
 /// ```
@@ -110,7 +112,6 @@ struct Inner {
 /// assert_eq!(all, vec![(b"k".to_vec(), b"from a".to_vec())]);
 /// # Ok(()) }
 /// ```
-#[derive(Clone)]
 pub struct Db {
     inner: Arc<Inner>,
 }
@@ -288,7 +289,10 @@ impl Db {
         btree::depth(&self.inner.pool, t.root)
     }
 
-    /// Checkpoints and closes. Other handles of this database fail with [`Error::Closed`].
+    /// Checkpoints and closes. Takes the database by value: no transaction can still borrow
+    /// it, and pending pipelined tickets resolve before the close returns. Dropping a `Db`
+    /// without `close` skips the checkpoint: the next open recovers from the log as after a
+    /// crash (every acknowledged commit is kept).
     /// With a flash cache, its dirty pages are written back to the data device first, so the
     /// database no longer depends on it (the cache stays warm for the next open).
     pub fn close(self) -> Result<()> {
