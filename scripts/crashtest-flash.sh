@@ -7,6 +7,7 @@
 #   FLASH   flash cache device (default mem,atomic=0: no atomic writes, so that slots can tear)
 # Environment: SEED (default 1), OUT (default target/crashtest-flash), FLASH_SIZE (default: the
 # harness's, 4 buffer pools), SABOTAGE_CYCLES (default 1000), SABOTAGE_SEEDS (default 4).
+# PUBLISH=FILE: each run also appends its row to that generated page (docs/results/crashtest.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 CYCLES=${1:-2000}
@@ -20,6 +21,9 @@ SABOTAGE_SEEDS=${SABOTAGE_SEEDS:-4}
 mkdir -p "$OUT"
 cargo build --release -q -p pagoda
 P=${CARGO_TARGET_DIR:-target}/release/pagoda
+# PUBLISH=FILE: every run also appends its row to that Markdown page (crashtest --publish).
+pub=()
+if [ -n "${PUBLISH:-}" ]; then pub=(--publish "$PUBLISH"); fi
 size=()
 if [ -n "${FLASH_SIZE:-}" ]; then size=(--flash-cache-size "$FLASH_SIZE"); fi
 
@@ -51,7 +55,7 @@ for policy in face face-gsc lru; do
     j="$OUT/$policy-$commit.json"
     rm -f "$j"
     start=$(date +%s.%N)
-    if "$P" crashtest --torn none --commit "$commit" --cycles "$CYCLES" --seed "$SEED" \
+    if "$P" crashtest "${pub[@]}" --torn none --commit "$commit" --cycles "$CYCLES" --seed "$SEED" \
         --device "$DEVICE" --page-size "$PAGE" --flash-cache "$FLASH" "${size[@]}" \
         --flash-cache-policy "$policy" --json "$j" \
         > "$OUT/$policy-$commit.txt" 2> "$OUT/$policy-$commit.err"; then
@@ -86,7 +90,7 @@ for sab in flash-unsynced-writeback flash-trust-torn-slots; do
     seed=$((SEED + i))
     j="$OUT/sabotage-$sab.json"
     rm -f "$j"
-    if ! "$P" crashtest --torn none --cycles "$SABOTAGE_CYCLES" --seed "$seed" --threads 1 \
+    if ! "$P" crashtest "${pub[@]}" --torn none --cycles "$SABOTAGE_CYCLES" --seed "$seed" --threads 1 \
         --device "$DEVICE" --page-size "$PAGE" --flash-cache "$FLASH" "${size[@]}" \
         --sabotage "$sab" --json "$j" > /dev/null 2> "$OUT/sabotage-$sab.err"; then
       if [ -s "$j" ]; then
@@ -96,7 +100,7 @@ for sab in flash-unsynced-writeback flash-trust-torn-slots; do
           *) first="(seed $seed: $first)"; continue ;; # not the damage the sabotage leaves
         esac
         caught=$(get "$j" cycles)
-        if "$P" crashtest --torn none --cycles "$caught" --seed "$seed" --threads 1 \
+        if "$P" crashtest "${pub[@]}" --torn none --cycles "$caught" --seed "$seed" --threads 1 \
             --device "$DEVICE" --page-size "$PAGE" --flash-cache "$FLASH" "${size[@]}" \
             > /dev/null 2> "$OUT/sabotage-$sab-control.err"; then
           control=pass

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs the crash test over every torn mode x commit mode (default 2,000 cycles each: 12,000 in
 # all), plus each sabotage (which must be caught), and prints one table row per run. Results:
-# one JSON per run in $OUT. Usage: scripts/crashtest-matrix.sh [CYCLES] [DEVICE] [PAGE]
+# one JSON per run in $OUT; with PUBLISH=FILE also one row per run in that generated page
+# (docs/results/crashtest.md). Usage: scripts/crashtest-matrix.sh [CYCLES] [DEVICE] [PAGE]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 CYCLES=${1:-2000}
@@ -12,6 +13,9 @@ OUT=${OUT:-target/crashtest}
 mkdir -p "$OUT"
 cargo build --release -q -p pagoda
 P=target/release/pagoda
+# PUBLISH=FILE: every run also appends its row to that Markdown page (crashtest --publish).
+pub=()
+if [ -n "${PUBLISH:-}" ]; then pub=(--publish "$PUBLISH"); fi
 
 field() { # json, key
   python3 -c "import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])" "$1" "$2"
@@ -24,7 +28,7 @@ for torn in doublewrite atomic none; do
   for commit in sync pipelined; do
     j="$OUT/$torn-$commit.json"
     start=$(date +%s.%N)
-    if "$P" crashtest --torn "$torn" --commit "$commit" --cycles "$CYCLES" --seed "$SEED" \
+    if "$P" crashtest "${pub[@]}" --torn "$torn" --commit "$commit" --cycles "$CYCLES" --seed "$SEED" \
         --device "$DEVICE" --page-size "$PAGE" --json "$j" > "$OUT/$torn-$commit.txt" 2> "$OUT/$torn-$commit.err"; then
       result=pass
     else
@@ -46,7 +50,7 @@ for row in skip-log-sync:doublewrite:sync skip-doublewrite:doublewrite:sync \
     non-atomic-pages:atomic:sync visible-before-durable:atomic:pipelined; do
   IFS=: read -r sab torn commit <<< "$row"
   j="$OUT/sabotage-$sab-$commit.json"
-  if "$P" crashtest --torn "$torn" --commit "$commit" --cycles 1000 --seed "$SEED" \
+  if "$P" crashtest "${pub[@]}" --torn "$torn" --commit "$commit" --cycles 1000 --seed "$SEED" \
       --device "$DEVICE" --page-size "$PAGE" --sabotage "$sab" --json "$j" > /dev/null 2>&1; then
     caught=NOT-CAUGHT; status=1
   else

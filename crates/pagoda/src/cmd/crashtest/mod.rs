@@ -1,5 +1,7 @@
 //! `pagoda crashtest`: concurrent transactions, power cuts at random points, recovery, checks.
 
+mod publish;
+
 use crate::error::{CliError, CliResult};
 use crate::progress::Progress;
 use crate::report::write_json;
@@ -65,6 +67,11 @@ pub struct CrashtestArgs {
     /// Write the report as JSON here.
     #[arg(long)]
     json: Option<PathBuf>,
+    /// Append this run's row (flags, counters, verdict, date, commit) to the Markdown page
+    /// FILE, creating it with the machine's description first: how `docs/results/crashtest.md`
+    /// is made. A file that a crashtest did not write is refused before the run.
+    #[arg(long, value_name = "FILE")]
+    publish: Option<PathBuf>,
     /// Put a flash cache (seed 000) between the buffer pool and the data device, on this
     /// emulated device (mem, or a preset such as sata-ssd); power is cut on it too.
     #[arg(long, value_name = "DEVICE")]
@@ -208,6 +215,9 @@ pub fn run(a: &CrashtestArgs) -> CliResult<()> {
         ..CrashTestOptions::default()
     };
     opts.validate()?;
+    if let Some(p) = &a.publish {
+        publish::check(p)?;
+    }
     if torn == TornMode::Atomic {
         let unit = spec.open()?.caps().atomic_write_unit;
         if unit != Some(page_size) {
@@ -245,7 +255,16 @@ pub fn run(a: &CrashtestArgs) -> CliResult<()> {
     if let Some(path) = &a.json {
         write_json(path, &report)?;
     }
-    if report.failed(torn) {
+    let failed = report.failed(torn);
+    if let Some(path) = &a.publish {
+        publish::append(path, &report, failed)?;
+        eprintln!(
+            "added a row ({}) to {}",
+            publish::verdict(&report, failed),
+            path.display()
+        );
+    }
+    if failed {
         let flash = a
             .flash_cache
             .as_ref()

@@ -1,0 +1,186 @@
+//! `crashtest --publish FILE`: one row per run in a generated Markdown page
+//! (`docs/results/crashtest.md`), so the published crash results come from the runs
+//! themselves. The first run creates the page (what a row means, the machine); each later run
+//! appends its row with its own date, commit and flags, and refuses a file that a crashtest did
+//! not write.
+
+use crate::error::{CliError, CliResult};
+use pagoda_crashtest::CrashTestReport;
+use std::io::Write;
+use std::path::Path;
+
+/// The first line of a page this module wrote; a file without it is never touched.
+const TITLE: &str = "# Power-cut crash tests";
+
+/// The table's header; rows follow it to the end of the file.
+const HEADER: &str = "| date (UTC) | commit | flags | cycles | acknowledged commits | \
+transactions checked | cuts during recovery | cuts mid-checkpoint | torn pages repaired | \
+corruption detected | lost | partial | uncommitted visible | isolation violations | verdict |\n\
+|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n";
+
+/// What the run proved: a plain run passes when nothing the mode must prevent happened; a run
+/// with a planted bug (`--sabotage`) is a proof of the checker only when that bug was caught.
+pub(super) fn verdict(report: &CrashTestReport, failed: bool) -> &'static str {
+    match (&report.sabotage, failed) {
+        (None, false) => "pass",
+        (None, true) => "FAILED",
+        (Some(_), true) => "sabotage caught",
+        (Some(_), false) => "sabotage NOT caught",
+    }
+}
+
+/// The page's text before its first row: title, provenance of the first run, how to read it.
+fn preamble() -> String {
+    let machine = crate::provenance::machine();
+    format!(
+        "{TITLE}\n\n{}Each row is one run of `pagoda crashtest ... --publish FILE`, appended by \
+         that run: cycles of concurrent transactions on emulated devices, a power cut at a \
+         random point (also during recovery), recovery, and the oracle's check of every \
+         transaction (all or nothing; no acknowledged commit lost; every key shows its last \
+         committed writer). `lost`, `partial`, `uncommitted visible` and `isolation \
+         violations` must be 0 in a run that passes. A run with `--sabotage` removes one \
+         safety step on purpose; its row says whether the checker caught it.\n\n{HEADER}",
+        crate::provenance::provenance(&machine)
+    )
+}
+
+/// One table row for this run. `flags` are the command's arguments after `crashtest`.
+fn row(report: &CrashTestReport, flags: &str, failed: bool) -> String {
+    let date = humantime::format_rfc3339_seconds(std::time::SystemTime::now());
+    format!(
+        "| {date} | {} | `{flags}` | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
+        crate::provenance::commit(),
+        report.cycles,
+        report.commits_acknowledged,
+        report.transactions_checked,
+        report.cuts_during_recovery,
+        report.cuts_mid_checkpoint,
+        report.torn_pages_repaired,
+        report.corruption_detected,
+        report.lost_commits,
+        report.partial_transactions,
+        report.uncommitted_visible,
+        report.isolation_violations,
+        verdict(report, failed),
+    )
+}
+
+/// Refuses `path` before the run when it exists and is not a crashtest page (so a long run
+/// never ends in a write that cannot happen).
+pub(super) fn check(path: &Path) -> CliResult<()> {
+    match std::fs::read_to_string(path) {
+        Ok(text) if text.starts_with(TITLE) => Ok(()),
+        Ok(_) => Err(CliError::Usage(format!(
+            "--publish {}: the file exists and was not written by `pagoda crashtest --publish`; \
+             give a new file or a crashtest page",
+            path.display()
+        ))),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(CliError::Other(format!(
+            "--publish {}: cannot read it: {e}",
+            path.display()
+        ))),
+    }
+}
+
+/// Appends this run's row to `path`, creating the page first when it does not exist.
+pub(super) fn append(path: &Path, report: &CrashTestReport, failed: bool) -> CliResult<()> {
+    check(path)?;
+    let flags: Vec<String> = std::env::args()
+        .skip_while(|a| a != "crashtest")
+        .skip(1)
+        .map(|a| a.replace(['`', '|'], ""))
+        .collect();
+    let flags = drop_publish(&flags).join(" ");
+    let mut text = if path.exists() {
+        String::new()
+    } else {
+        preamble()
+    };
+    text.push_str(&row(report, &flags, failed));
+    let io = |e: std::io::Error| CliError::Other(format!("--publish {}: {e}", path.display()));
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(io)?;
+    }
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .map_err(io)?;
+    f.write_all(text.as_bytes()).map_err(io)
+}
+
+/// The flags without `--publish FILE` / `--publish=FILE` (the row is already in that file).
+fn drop_publish(flags: &[String]) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut skip = false;
+    for f in flags {
+        if std::mem::take(&mut skip) || f.starts_with("--publish=") {
+            continue;
+        }
+        if f == "--publish" {
+            skip = true;
+            continue;
+        }
+        out.push(f.clone());
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn report(sabotage: Option<&str>) -> CrashTestReport {
+        CrashTestReport {
+            cycles: 7,
+            commits_acknowledged: 40,
+            sabotage: sabotage.map(str::to_string),
+            ..CrashTestReport::default()
+        }
+    }
+
+    #[test]
+    fn a_page_is_created_then_grows_by_one_row_per_run() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("results/crashtest.md");
+        append(&p, &report(None), false).unwrap();
+        append(&p, &report(Some("skip-log-sync")), true).unwrap();
+        let text = std::fs::read_to_string(&p).unwrap();
+        assert!(text.starts_with(TITLE));
+        assert_eq!(text.matches(TITLE).count(), 1, "one preamble");
+        let rows: Vec<&str> = text.lines().filter(|l| l.starts_with("| 20")).collect();
+        assert_eq!(rows.len(), 2, "{text}");
+        assert!(rows[0].ends_with("| pass |"), "{}", rows[0]);
+        assert!(rows[1].ends_with("| sabotage caught |"), "{}", rows[1]);
+    }
+
+    #[test]
+    fn another_file_is_refused_and_left_alone() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("notes.md");
+        std::fs::write(&p, "# my notes\n").unwrap();
+        let e = append(&p, &report(None), false).unwrap_err().to_string();
+        assert!(
+            e.contains("not written by `pagoda crashtest --publish`"),
+            "{e}"
+        );
+        assert_eq!(std::fs::read_to_string(&p).unwrap(), "# my notes\n");
+    }
+
+    #[test]
+    fn verdicts_name_what_the_run_proved() {
+        assert_eq!(verdict(&report(None), true), "FAILED");
+        assert_eq!(verdict(&report(Some("x")), false), "sabotage NOT caught");
+    }
+
+    #[test]
+    fn the_publish_flag_is_left_out_of_the_row() {
+        let f = |v: &[&str]| drop_publish(&v.iter().map(ToString::to_string).collect::<Vec<_>>());
+        assert_eq!(
+            f(&["--cycles", "3", "--publish", "x.md", "--seed", "2"]),
+            ["--cycles", "3", "--seed", "2"]
+        );
+        assert_eq!(f(&["--publish=x.md", "--cycles", "3"]), ["--cycles", "3"]);
+    }
+}
