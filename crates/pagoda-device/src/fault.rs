@@ -11,8 +11,8 @@ use crate::{
     SECTOR_SIZE,
 };
 use parking_lot::Mutex;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
 /// The kind of a request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -100,7 +100,7 @@ pub enum Fault {
 }
 
 /// A recorded request.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Record {
     /// The request's kind.
     pub op: Op,
@@ -108,6 +108,10 @@ pub struct Record {
     pub sector: u64,
     /// Its length in sectors (0 for a flush).
     pub sectors: u64,
+    /// A write's stream hint (0 otherwise).
+    pub stream: u16,
+    /// A write's bytes, when recording with data ([`FaultDevice::record_data`]); else empty.
+    pub data: Vec<u8>,
     /// Whether the request failed (injected or not).
     pub failed: bool,
 }
@@ -119,6 +123,8 @@ struct State {
     /// Operations seen per kind since creation.
     seen: [u64; 4],
     recording: bool,
+    /// Also keep each write's bytes.
+    with_data: bool,
     records: Vec<Record>,
     powered_off: bool,
 }
@@ -131,6 +137,8 @@ pub struct FaultDevice {
     /// Serialises the requests that rewrite the medium around a write (misdirect, lose).
     rewrite: Mutex<()>,
     held: [AtomicBool; 4],
+    /// Requests of each kind waiting in a hold right now.
+    waiting: [AtomicU64; 4],
 }
 
 fn eio(what: &str) -> DeviceError {
@@ -148,6 +156,7 @@ impl FaultDevice {
             state: Mutex::new(State::default()),
             rewrite: Mutex::new(()),
             held: Default::default(),
+            waiting: Default::default(),
         }
     }
 
@@ -194,14 +203,46 @@ impl FaultDevice {
         self.held[op.index()].store(false, Ordering::Release);
     }
 
+    /// Requests of kind `op` waiting in a hold right now.
+    pub fn waiting(&self, op: Op) -> u64 {
+        self.waiting[op.index()].load(Ordering::Acquire)
+    }
+
+    /// Waits until at least `n` requests of kind `op` wait in a hold (so a test knows the
+    /// caller is blocked in that request, not merely slow); false after `timeout`.
+    pub fn wait_until_held(&self, op: Op, n: u64, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        while self.waiting(op) < n {
+            if Instant::now() >= deadline {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        true
+    }
+
     /// Starts (`true`) or stops recording requests.
     pub fn record(&self, on: bool) {
-        self.state.lock().recording = on;
+        let mut s = self.state.lock();
+        s.recording = on;
+        s.with_data = false;
+    }
+
+    /// Starts (`true`) or stops recording requests with the bytes of every write.
+    pub fn record_data(&self, on: bool) {
+        let mut s = self.state.lock();
+        s.recording = on;
+        s.with_data = on;
     }
 
     /// The requests recorded so far.
     pub fn records(&self) -> Vec<Record> {
         self.state.lock().records.clone()
+    }
+
+    /// The requests recorded so far, forgetting them (recording goes on).
+    pub fn take_records(&self) -> Vec<Record> {
+        std::mem::take(&mut self.state.lock().records)
     }
 
     /// Operations of kind `op` seen so far.
@@ -235,8 +276,12 @@ impl FaultDevice {
     /// Before a request: waits while held, sleeps for delays, counts it, and returns the
     /// injected failure, if any.
     fn enter(&self, op: Op) -> Option<Failure> {
-        while self.held[op.index()].load(Ordering::Acquire) {
-            std::thread::sleep(Duration::from_millis(1));
+        if self.held[op.index()].load(Ordering::Acquire) {
+            self.waiting[op.index()].fetch_add(1, Ordering::AcqRel);
+            while self.held[op.index()].load(Ordering::Acquire) {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            self.waiting[op.index()].fetch_sub(1, Ordering::AcqRel);
         }
         let (delay, failure) = {
             let mut s = self.state.lock();
@@ -270,12 +315,31 @@ impl FaultDevice {
     }
 
     fn log(&self, op: Op, sector: u64, sectors: u64, failed: bool) {
+        self.log_write(op, sector, sectors, failed, None);
+    }
+
+    /// Records a request; `write` holds a write's hints and bytes.
+    fn log_write(
+        &self,
+        op: Op,
+        sector: u64,
+        sectors: u64,
+        failed: bool,
+        write: Option<(WriteHints, &[u8])>,
+    ) {
         let mut s = self.state.lock();
         if s.recording {
+            let (stream, data) = match write {
+                Some((h, buf)) if s.with_data => (h.stream, buf.to_vec()),
+                Some((h, _)) => (h.stream, Vec::new()),
+                None => (0, Vec::new()),
+            };
             s.records.push(Record {
                 op,
                 sector,
                 sectors,
+                stream,
+                data,
                 failed,
             });
         }
@@ -393,7 +457,7 @@ impl BlockDevice for FaultDevice {
                 Ok(())
             })
         };
-        self.log(Op::Write, sector, n, r.is_err());
+        self.log_write(Op::Write, sector, n, r.is_err(), Some((hints, buf)));
         r?;
         self.after_write()
     }

@@ -5,6 +5,7 @@ use pagoda_device::fault::{Failure, Fault, FaultDevice, Op};
 use pagoda_device::mem::MemDevice;
 use pagoda_device::{BlockDevice, DeviceError, DeviceRef, WriteHints, SECTOR_SIZE};
 use std::sync::Arc;
+use std::time::Duration;
 
 fn dev() -> (DeviceRef, FaultDevice) {
     let inner: DeviceRef = Arc::new(MemDevice::with_capacity(1 << 20).unwrap());
@@ -144,9 +145,16 @@ fn requests_are_recorded_and_a_held_flush_waits_for_its_release() {
     f.hold(Op::Flush);
     std::thread::scope(|s| {
         let t = s.spawn(|| f.flush());
+        assert!(
+            f.wait_until_held(Op::Flush, 1, Duration::from_secs(10)),
+            "the flush never reached the hold"
+        );
+        assert!(!t.is_finished(), "a held flush returned");
+        assert_eq!(f.seen(Op::Flush), 0, "counted before it went through");
         f.release(Op::Flush);
         t.join().unwrap().unwrap();
     });
+    assert_eq!(f.waiting(Op::Flush), 0);
     let ops: Vec<(Op, u64)> = f.records().iter().map(|r| (r.op, r.sector)).collect();
     assert_eq!(ops, vec![(Op::Write, 7), (Op::Read, 7), (Op::Flush, 0)]);
     assert_eq!(f.seen(Op::Flush), 1);

@@ -1,11 +1,13 @@
 #![allow(clippy::unwrap_used)]
 mod common;
 
+use pagoda_device::fault::{Fault, FaultDevice, Op};
 use pagoda_device::mem::{MemConfig, MemDevice};
 use pagoda_device::DeviceRef;
 use pagoda_engine::{Db, DbOptions, Error, TornMode};
 use std::ops::Bound;
 use std::sync::Arc;
+use std::time::Duration;
 
 fn devs() -> (DeviceRef, DeviceRef) {
     let d: DeviceRef = Arc::new(MemDevice::with_capacity(256 << 20).unwrap());
@@ -271,39 +273,17 @@ fn the_double_write_modes_open_each_others_databases() {
 
 /// Threads creating the same table at once: exactly one succeeds, the others get
 /// `TableExists`, and the rows committed into the table survive a reopen.
-/// A log whose syncs take 2 ms, as a real device's do (so that racing DDL overlaps).
-#[derive(Debug)]
-struct SlowSync(DeviceRef);
-
-impl pagoda_device::BlockDevice for SlowSync {
-    fn caps(&self) -> pagoda_device::Capabilities {
-        self.0.caps()
-    }
-    fn read(&self, s: u64, b: &mut [u8]) -> pagoda_device::Result<()> {
-        self.0.read(s, b)
-    }
-    fn write(&self, s: u64, b: &[u8], h: pagoda_device::WriteHints) -> pagoda_device::Result<()> {
-        self.0.write(s, b, h)
-    }
-    fn flush(&self) -> pagoda_device::Result<()> {
-        std::thread::sleep(std::time::Duration::from_millis(2));
-        self.0.flush()
-    }
-    fn trim(&self, s: u64, n: u64) -> pagoda_device::Result<()> {
-        self.0.trim(s, n)
-    }
-    fn stats(&self) -> pagoda_device::DeviceStats {
-        self.0.stats()
-    }
-    fn describe(&self) -> String {
-        "slow-sync".into()
-    }
-}
-
 #[test]
 fn concurrent_creates_of_one_table_let_exactly_one_succeed() {
     let (d, l) = devs();
-    let l: DeviceRef = Arc::new(SlowSync(l));
+    // A log whose syncs take 2 ms, as a real device's do (so that racing DDL overlaps).
+    let slow = FaultDevice::new(l);
+    slow.inject(Fault::Delay {
+        op: Op::Flush,
+        by: Duration::from_millis(2),
+    })
+    .unwrap();
+    let l: DeviceRef = Arc::new(slow);
     let db = Db::open(opts(&d, &l)).unwrap();
     for round in 0..20 {
         let name = format!("t{round}");

@@ -3,14 +3,13 @@
 //! cleaner writes batches sorted by page number on the data stream (double-write area on its
 //! own stream), counters move.
 
+use pagoda_device::fault::{FaultDevice, Op};
 use pagoda_device::mem::MemDevice;
-use pagoda_device::stats::DeviceStats;
-use pagoda_device::{BlockDevice, Capabilities, DeviceRef, WriteHints};
+use pagoda_device::DeviceRef;
 use pagoda_engine::{stats::BufferStats, Db, DbOptions, TornMode};
-use parking_lot::Mutex;
 use std::sync::Arc;
 
-/// One request seen by the [`Recorder`].
+/// One request seen on the data device.
 #[derive(Clone, Debug, PartialEq, Eq)]
 enum Event {
     /// A write: first sector, stream, and the page ids named by the headers of the 4 KiB
@@ -24,45 +23,33 @@ enum Event {
     Flush,
 }
 
-/// Records every write and flush of the data device, in order.
-#[derive(Debug)]
-struct Recorder {
-    inner: MemDevice,
-    log: Mutex<Vec<Event>>,
+/// A data device that records every write (with its bytes) and flush.
+fn recorder() -> Arc<FaultDevice> {
+    let rec = Arc::new(FaultDevice::new(Arc::new(
+        MemDevice::with_capacity(64 << 20).unwrap(),
+    )));
+    rec.record_data(true);
+    rec
 }
 
-impl BlockDevice for Recorder {
-    fn caps(&self) -> Capabilities {
-        self.inner.caps()
-    }
-    fn read(&self, sector: u64, buf: &mut [u8]) -> pagoda_device::Result<()> {
-        self.inner.read(sector, buf)
-    }
-    fn write(&self, sector: u64, buf: &[u8], hints: WriteHints) -> pagoda_device::Result<()> {
-        let pages = buf
-            .chunks(4096)
-            .map(|p| u64::from_le_bytes(p[8..16].try_into().unwrap()))
-            .collect();
-        self.log.lock().push(Event::Write {
-            sector,
-            stream: hints.stream,
-            pages,
-        });
-        self.inner.write(sector, buf, hints)
-    }
-    fn flush(&self) -> pagoda_device::Result<()> {
-        self.log.lock().push(Event::Flush);
-        self.inner.flush()
-    }
-    fn trim(&self, sector: u64, sectors: u64) -> pagoda_device::Result<()> {
-        self.inner.trim(sector, sectors)
-    }
-    fn stats(&self) -> DeviceStats {
-        self.inner.stats()
-    }
-    fn describe(&self) -> String {
-        "recorder".into()
-    }
+/// The writes and flushes `rec` saw since the last call, in order.
+fn events(rec: &FaultDevice) -> Vec<Event> {
+    rec.take_records()
+        .into_iter()
+        .filter_map(|r| match r.op {
+            Op::Write => Some(Event::Write {
+                sector: r.sector,
+                stream: r.stream,
+                pages: r
+                    .data
+                    .chunks(4096)
+                    .map(|p| u64::from_le_bytes(p[8..16].try_into().unwrap()))
+                    .collect(),
+            }),
+            Op::Flush => Some(Event::Flush),
+            _ => None,
+        })
+        .collect()
 }
 
 fn opts(d: &DeviceRef, l: &DeviceRef, frames: usize) -> DbOptions {
@@ -296,15 +283,12 @@ fn doublewrite_full_copies_every_page_in_the_same_protocol() {
 /// Random-order inserts through a small pool in mode `torn`, then a checkpoint: checks the
 /// trace of the data device against the double-write protocol; returns the buffer stats.
 fn cleaner_protocol(torn: TornMode) -> BufferStats {
-    let rec = Arc::new(Recorder {
-        inner: MemDevice::with_capacity(64 << 20).unwrap(),
-        log: Mutex::new(Vec::new()),
-    });
+    let rec = recorder();
     let d: DeviceRef = rec.clone();
     let l: DeviceRef = Arc::new(MemDevice::with_capacity(16 << 20).unwrap());
     let db = Db::open(opts(&d, &l, 32).torn(torn)).unwrap();
     // Creation writes its first pages directly; the protocol applies from here on.
-    rec.log.lock().clear();
+    events(&rec);
     db.create_table("t").unwrap();
     // Random-order inserts dirty many pages in random order; the pool must evict.
     let mut x = 12345u64;
@@ -326,7 +310,7 @@ fn cleaner_protocol(torn: TornMode) -> BufferStats {
         st.buffer.doublewrite_pages + st.buffer.doublewrite_skipped,
         st.buffer.writes
     );
-    let log = rec.log.lock();
+    let log = events(&rec);
     // 4 KiB pages: the area is pages 16..48 (sector = page id), data pages start at 48.
     let (batches, runs, uncopied) = check_doublewrite_protocol(&log, 48);
     assert_eq!(uncopied, st.buffer.doublewrite_skipped);
@@ -350,10 +334,7 @@ fn cleaner_protocol(torn: TornMode) -> BufferStats {
 
 #[test]
 fn checkpoint_writes_the_dirty_set_in_one_ascending_sweep() {
-    let rec = Arc::new(Recorder {
-        inner: MemDevice::with_capacity(64 << 20).unwrap(),
-        log: Mutex::new(Vec::new()),
-    });
+    let rec = recorder();
     let d: DeviceRef = rec.clone();
     let l: DeviceRef = Arc::new(MemDevice::with_capacity(16 << 20).unwrap());
     // A pool that holds the whole table (every page stays dirty until the checkpoint) but
@@ -391,9 +372,9 @@ fn checkpoint_writes_the_dirty_set_in_one_ascending_sweep() {
         }
     }
     drop(tx);
-    rec.log.lock().clear();
+    events(&rec);
     db.checkpoint().unwrap();
-    let log = rec.log.lock();
+    let log = events(&rec);
     let writes: Vec<&Vec<u64>> = log
         .iter()
         .filter_map(|e| match e {

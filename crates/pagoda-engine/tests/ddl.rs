@@ -5,10 +5,9 @@
 use pagoda_device::mem::MemDevice;
 mod common;
 
-use common::GatedSync;
+use pagoda_device::fault::{Failure, Fault, FaultDevice, Op};
 use pagoda_device::DeviceRef;
 use pagoda_engine::{Db, DbOptions, Error};
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -25,9 +24,9 @@ fn open(d: &DeviceRef, l: &DeviceRef) -> Db {
 /// A database on RAM devices whose log syncs can be held or failed, with a table "t"; also
 /// its data and log devices, to reopen it.
 /// The database is in an `Arc`: the tests run its operations on threads of their own.
-fn gated_with_table() -> (Arc<Db>, Arc<GatedSync>, DeviceRef, DeviceRef) {
+fn gated_with_table() -> (Arc<Db>, Arc<FaultDevice>, DeviceRef, DeviceRef) {
     let d: DeviceRef = Arc::new(MemDevice::with_capacity(64 << 20).unwrap());
-    let gate = Arc::new(GatedSync::new(Arc::new(
+    let gate = Arc::new(FaultDevice::new(Arc::new(
         MemDevice::with_capacity(8 << 20).unwrap(),
     )));
     let l: DeviceRef = gate.clone();
@@ -37,13 +36,16 @@ fn gated_with_table() -> (Arc<Db>, Arc<GatedSync>, DeviceRef, DeviceRef) {
 }
 
 /// Drops "t" on another thread with the log's syncs held: the drop is logged, not durable.
-fn drop_held(db: &Arc<Db>, gate: &GatedSync) -> std::thread::JoinHandle<Result<(), Error>> {
-    gate.held.store(true, Ordering::Release);
+fn drop_held(db: &Arc<Db>, gate: &FaultDevice) -> std::thread::JoinHandle<Result<(), Error>> {
+    gate.hold(Op::Flush);
     let dropper = {
         let db = Arc::clone(db);
         std::thread::spawn(move || db.drop_table("t"))
     };
-    std::thread::sleep(Duration::from_millis(100));
+    assert!(
+        gate.wait_until_held(Op::Flush, 1, Duration::from_secs(20)),
+        "the drop never synced the log"
+    );
     assert!(!dropper.is_finished(), "the drop returned before its sync");
     dropper
 }
@@ -63,7 +65,7 @@ fn a_drop_is_visible_only_once_durable() {
         common::read(&db, "t", b"row").as_deref(),
         Some(&b"kept"[..])
     );
-    gate.held.store(false, Ordering::Release);
+    gate.release(Op::Flush);
     dropper.join().unwrap().unwrap();
     assert!(db.list_tables().is_empty());
     Arc::into_inner(db)
@@ -177,8 +179,14 @@ fn a_commit_queued_behind_a_failed_drop_applies_nothing() {
         })
     };
     std::thread::sleep(Duration::from_millis(300));
-    gate.fail.store(true, Ordering::Release);
-    gate.held.store(false, Ordering::Release);
+    gate.inject(Fault::Fail {
+        op: Op::Flush,
+        after: 0,
+        times: u64::MAX,
+        failure: Failure::Eio,
+    })
+    .unwrap();
+    gate.release(Op::Flush);
     assert!(matches!(dropper.join().unwrap(), Err(Error::Failed(_))));
     match writer.join() {
         Ok(Err(Error::Failed(_))) => {}

@@ -4,11 +4,10 @@
 
 mod common;
 
-use common::GatedSync;
+use pagoda_device::fault::{FaultDevice, Op};
 use pagoda_device::mem::MemDevice;
 use pagoda_device::DeviceRef;
 use pagoda_engine::{fault::Event, CommitMode, Db, DbOptions, Error};
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -87,18 +86,18 @@ fn a_panic_in_the_background_thread_fails_the_database() {
 fn a_panic_on_the_flush_thread_fails_pending_commits_and_the_database() {
     let (d, l) = devs();
     // Syncs held until the callback is registered: it must run on the flush thread.
-    let gate = Arc::new(GatedSync::new(l));
+    let gate = Arc::new(FaultDevice::new(l));
     let l: DeviceRef = gate.clone();
     let db = Db::open(opts(&d, &l).background(false).commit(CommitMode::Pipelined)).unwrap();
     db.create_table("t").unwrap();
     let tx = db.begin_write().unwrap();
     tx.open_table("t").unwrap().put(b"a", b"1").unwrap();
-    gate.held.store(true, Ordering::Release);
+    gate.hold(Op::Flush);
     // Durable callbacks run on the flush thread.
     tx.commit_pipelined()
         .unwrap()
         .on_durable(|_| panic!("planted panic in a durable callback"));
-    gate.held.store(false, Ordering::Release);
+    gate.release(Op::Flush);
     let why = eventually(|| db.failure()).expect("the flush-thread panic must fail the database");
     assert!(
         matches!(why.cause(), Error::Panicked { thread, .. } if thread == "pagoda-flush"),

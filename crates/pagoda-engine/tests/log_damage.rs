@@ -7,14 +7,13 @@
 mod common;
 
 use common::superblock;
+use pagoda_device::fault::{Failure, Fault, FaultDevice, Op};
 use pagoda_device::mem::MemDevice;
-use pagoda_device::stats::DeviceStats;
-use pagoda_device::{BlockDevice, Capabilities, DeviceError, DeviceRef, WriteHints};
+use pagoda_device::{DeviceRef, WriteHints};
 use pagoda_engine::format::{align_up, GroupHeader, GROUP_HEADER};
 use pagoda_engine::inspect::inspect_devices;
 use pagoda_engine::inspect::read_ring;
 use pagoda_engine::{fault::Sabotage, Db, DbOptions, Error};
-use parking_lot::{Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 const PAGE: usize = 4096;
@@ -195,58 +194,6 @@ fn large_groups_are_classified_without_a_size_limit() {
     }
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Gate {
-    Open,
-    /// Syncs wait.
-    Held,
-    /// The crash: every sync (waiting or later) fails.
-    Crashed,
-}
-
-/// A log device whose syncs, once held, wait at a gate and then fail: groups written meanwhile
-/// stay in flight and their commits are never acknowledged.
-#[derive(Debug)]
-struct HeldSyncs {
-    inner: DeviceRef,
-    /// The gate and how many syncs reached it.
-    gate: Mutex<(Gate, usize)>,
-    cond: Condvar,
-}
-
-impl BlockDevice for HeldSyncs {
-    fn caps(&self) -> Capabilities {
-        self.inner.caps()
-    }
-    fn read(&self, sector: u64, buf: &mut [u8]) -> pagoda_device::Result<()> {
-        self.inner.read(sector, buf)
-    }
-    fn write(&self, sector: u64, buf: &[u8], hints: WriteHints) -> pagoda_device::Result<()> {
-        self.inner.write(sector, buf, hints)
-    }
-    fn flush(&self) -> pagoda_device::Result<()> {
-        let mut g = self.gate.lock();
-        if g.0 == Gate::Open {
-            return self.inner.flush();
-        }
-        g.1 += 1;
-        self.cond.notify_all();
-        while g.0 == Gate::Held {
-            self.cond.wait(&mut g);
-        }
-        Err(DeviceError::Unsupported("sync lost in the crash".into()))
-    }
-    fn trim(&self, sector: u64, sectors: u64) -> pagoda_device::Result<()> {
-        self.inner.trim(sector, sectors)
-    }
-    fn stats(&self) -> DeviceStats {
-        self.inner.stats()
-    }
-    fn describe(&self) -> String {
-        "held-syncs".into()
-    }
-}
-
 /// (c) A true torn tail: the first in-flight group is damaged and the in-flight groups after
 /// it are intact (their sync never completed). Recovery cuts them all, keeps every
 /// acknowledged commit, and calls it a torn tail, not corruption. (This passes before the fix
@@ -273,11 +220,9 @@ fn sabotage_ignore_log_epoch_is_caught() {
 /// returns the in-flight keys that reappeared (none may).
 fn in_flight_tail_then_a_commit_of_the_same_size(sabotage: Option<Sabotage>) -> Vec<String> {
     let (d, raw) = (mem(8 << 20), mem(1 << 20));
-    let held = std::sync::Arc::new(HeldSyncs {
-        inner: raw.clone(),
-        gate: Mutex::new((Gate::Open, 0)),
-        cond: Condvar::new(),
-    });
+    // The log's syncs, once held, wait and then fail: groups written meanwhile stay in
+    // flight and their commits are never acknowledged.
+    let held = std::sync::Arc::new(FaultDevice::new(raw.clone()));
     let l: DeviceRef = held.clone();
     let db = Db::open(opts(&d, &l)).unwrap();
     db.create_table("t").unwrap();
@@ -285,7 +230,7 @@ fn in_flight_tail_then_a_commit_of_the_same_size(sabotage: Option<Sabotage>) -> 
         commit(&db, &format!("acked{i}"), &[2; 200]);
     }
     let base = groups(&d, &raw).len();
-    held.gate.lock().0 = Gate::Held;
+    held.hold(Op::Flush);
     std::thread::scope(|s| {
         let committer = |i: usize| {
             let db = &db;
@@ -305,11 +250,10 @@ fn in_flight_tail_then_a_commit_of_the_same_size(sabotage: Option<Sabotage>) -> 
         };
         // The first committer's group is synced alone; the others are written behind it.
         s.spawn(committer(0));
-        let mut g = held.gate.lock();
-        while g.1 == 0 {
-            held.cond.wait(&mut g);
-        }
-        drop(g);
+        assert!(
+            held.wait_until_held(Op::Flush, 1, Duration::from_secs(20)),
+            "the first in-flight group was never synced"
+        );
         for i in 1..4 {
             s.spawn(committer(i));
         }
@@ -325,8 +269,14 @@ fn in_flight_tail_then_a_commit_of_the_same_size(sabotage: Option<Sabotage>) -> 
         let gs = groups(&d, &raw);
         assert!(gs.len() >= base + 2, "{gs:?}");
         flip_log(&d, &raw, gs[base].0 + GROUP_HEADER as u64 + 1);
-        held.gate.lock().0 = Gate::Crashed;
-        held.cond.notify_all();
+        held.inject(Fault::Fail {
+            op: Op::Flush,
+            after: 0,
+            times: u64::MAX,
+            failure: Failure::Eio,
+        })
+        .unwrap();
+        held.release(Op::Flush);
     });
     db.abandon();
     let report = inspect_devices(&d, &raw).unwrap();

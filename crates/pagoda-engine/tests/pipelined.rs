@@ -3,105 +3,38 @@
 //! their keys, are bounded (back-pressure), and fail cleanly with the database.
 mod common;
 
+use pagoda_device::fault::{Failure, Fault, FaultDevice, Op};
 use pagoda_device::mem::MemDevice;
-use pagoda_device::stats::DeviceStats;
-use pagoda_device::{BlockDevice, Capabilities, DeviceError, DeviceRef, PowerCut, WriteHints};
+use pagoda_device::{DeviceRef, PowerCut};
 use pagoda_engine::{CommitMode, CommitTicket, Db, DbOptions, Error, TornMode};
-use parking_lot::{Condvar, Mutex};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-/// A log device whose syncs can be held (gate closed) or made to fail.
-#[derive(Debug)]
-struct GateDevice {
-    inner: DeviceRef,
-    gate: Mutex<Gate>,
-    cond: Condvar,
-    fail: AtomicBool,
-    syncs: AtomicU64,
+/// Every later log sync fails (a device lost under waiting commits).
+fn fail_syncs(gate: &FaultDevice) {
+    gate.inject(Fault::Fail {
+        op: Op::Flush,
+        after: 0,
+        times: u64::MAX,
+        failure: Failure::Eio,
+    })
+    .unwrap();
 }
 
-#[derive(Debug)]
-struct Gate {
-    open: bool,
-    /// Syncs waiting at the closed gate.
-    held: usize,
+/// Waits until the log's sync is held (the flush thread is stuck in it), failing the test
+/// after 20 s.
+fn sync_held(gate: &FaultDevice) {
+    assert!(
+        gate.wait_until_held(Op::Flush, 1, Duration::from_secs(20)),
+        "no log sync reached the held device"
+    );
 }
 
-impl GateDevice {
-    fn new(inner: DeviceRef) -> Arc<Self> {
-        Arc::new(Self {
-            inner,
-            gate: Mutex::new(Gate {
-                open: true,
-                held: 0,
-            }),
-            cond: Condvar::new(),
-            fail: AtomicBool::new(false),
-            syncs: AtomicU64::new(0),
-        })
-    }
-    fn set(&self, open: bool) {
-        self.gate.lock().open = open;
-        self.cond.notify_all();
-    }
-    /// Blocks until a sync waits at the closed gate, or `gave_up` holds (checked whenever
-    /// [`GateDevice::wake`] is called). Returns whether a sync is held.
-    fn wait_for_held_sync(&self, gave_up: impl Fn() -> bool) -> bool {
-        let mut g = self.gate.lock();
-        while g.held == 0 && !gave_up() {
-            self.cond.wait(&mut g);
-        }
-        g.held > 0
-    }
-    /// Wakes [`GateDevice::wait_for_held_sync`] to check its condition again.
-    fn wake(&self) {
-        let _g = self.gate.lock();
-        self.cond.notify_all();
-    }
-}
-
-impl BlockDevice for GateDevice {
-    fn caps(&self) -> Capabilities {
-        self.inner.caps()
-    }
-    fn read(&self, sector: u64, buf: &mut [u8]) -> pagoda_device::Result<()> {
-        self.inner.read(sector, buf)
-    }
-    fn write(&self, sector: u64, buf: &[u8], hints: WriteHints) -> pagoda_device::Result<()> {
-        self.inner.write(sector, buf, hints)
-    }
-    fn flush(&self) -> pagoda_device::Result<()> {
-        let mut g = self.gate.lock();
-        while !g.open {
-            g.held += 1;
-            self.cond.notify_all();
-            self.cond.wait(&mut g);
-            g.held -= 1;
-        }
-        drop(g);
-        if self.fail.load(Ordering::Acquire) {
-            return Err(DeviceError::Unsupported("injected sync failure".into()));
-        }
-        self.syncs.fetch_add(1, Ordering::Relaxed);
-        self.inner.flush()
-    }
-    fn trim(&self, sector: u64, sectors: u64) -> pagoda_device::Result<()> {
-        self.inner.trim(sector, sectors)
-    }
-    fn stats(&self) -> DeviceStats {
-        self.inner.stats()
-    }
-    fn describe(&self) -> String {
-        "gate".into()
-    }
-}
-
-fn open(max_inflight: usize) -> (Db, Arc<GateDevice>, DeviceRef) {
+fn open(max_inflight: usize) -> (Db, Arc<FaultDevice>, DeviceRef) {
     let data: DeviceRef = Arc::new(MemDevice::with_capacity(64 << 20).unwrap());
     let log_inner: DeviceRef = Arc::new(MemDevice::with_capacity(16 << 20).unwrap());
-    let gate = GateDevice::new(log_inner.clone());
+    let gate = Arc::new(FaultDevice::new(log_inner.clone()));
     let log: DeviceRef = gate.clone();
     let db = Db::open(
         DbOptions::with_devices(data.clone(), log)
@@ -134,12 +67,12 @@ fn commit_mode_parses_and_displays() {
 #[test]
 fn pending_commit_is_invisible_holds_its_keys_and_resolves_when_durable() {
     let (db, gate, _) = open(16);
-    gate.set(false);
+    gate.hold(Op::Flush);
     let tx = db.begin_write().unwrap();
     tx.open_table("t").unwrap().put(b"k", b"v1").unwrap();
     let ticket = tx.commit_pipelined().unwrap();
     // The flush thread is stuck in the sync: the commit is pending.
-    std::thread::sleep(Duration::from_millis(50));
+    sync_held(&gate);
     assert!(ticket.try_wait().is_none());
     assert!(!ticket.is_durable());
     assert_eq!(get(&db, b"k"), None, "a pending commit must be invisible");
@@ -159,7 +92,7 @@ fn pending_commit_is_invisible_holds_its_keys_and_resolves_when_durable() {
         .on_durable(move |r| tx_cb.send(r.map(|i| i.cts)).unwrap());
     assert!(rx_cb.try_recv().is_err());
     assert_eq!(db.stats().pipelined_inflight, 2);
-    gate.set(true);
+    gate.release(Op::Flush);
     let info = ticket.wait().unwrap();
     assert!(ticket.is_durable());
     assert!(db.durable_lsn() >= info.lsn);
@@ -185,13 +118,14 @@ fn pending_commit_is_invisible_holds_its_keys_and_resolves_when_durable() {
 #[test]
 fn inflight_commits_are_bounded_with_back_pressure() {
     let (db, gate, _) = open(2);
-    gate.set(false);
+    gate.hold(Op::Flush);
     let mut tickets = Vec::new();
     for i in 0..2u8 {
         let tx = db.begin_write().unwrap();
         tx.open_table("t").unwrap().put(&[i], b"v").unwrap();
         tickets.push(tx.commit_pipelined().unwrap());
     }
+    sync_held(&gate);
     let returned = Arc::new(AtomicBool::new(false));
     std::thread::scope(|s| {
         let r = returned.clone();
@@ -207,7 +141,7 @@ fn inflight_commits_are_bounded_with_back_pressure() {
         let blocked = !returned.load(Ordering::Acquire);
         let inflight = db.stats().pipelined_inflight;
         // Release the sync before asserting, so that a failure does not hang the test.
-        gate.set(true);
+        gate.release(Op::Flush);
         h.join().unwrap();
         assert!(
             blocked,
@@ -225,12 +159,12 @@ fn inflight_commits_are_bounded_with_back_pressure() {
 #[test]
 fn failed_sync_fails_pending_tickets_and_later_commits() {
     let (db, gate, _) = open(16);
-    gate.set(false);
-    gate.fail.store(true, Ordering::Release);
+    gate.hold(Op::Flush);
+    fail_syncs(&gate);
     let tx = db.begin_write().unwrap();
     tx.open_table("t").unwrap().put(b"k", b"v").unwrap();
     let ticket = tx.commit_pipelined().unwrap();
-    gate.set(true);
+    gate.release(Op::Flush);
     assert!(matches!(ticket.wait(), Err(Error::Failed(_))));
     assert!(matches!(ticket.try_wait(), Some(Err(Error::Failed(_)))));
     assert!(!ticket.is_durable());
@@ -249,14 +183,14 @@ fn failed_sync_fails_pending_tickets_and_later_commits() {
 #[test]
 fn abandon_fails_pending_tickets_without_hanging() {
     let (db, gate, _) = open(16);
-    gate.set(false);
+    gate.hold(Op::Flush);
     let tx = db.begin_write().unwrap();
     tx.open_table("t").unwrap().put(b"k", b"v").unwrap();
     let ticket = tx.commit_pipelined().unwrap();
     std::thread::scope(|s| {
         s.spawn(|| {
             std::thread::sleep(Duration::from_millis(50));
-            gate.set(true);
+            gate.release(Op::Flush);
         });
         db.abandon();
     });
@@ -297,7 +231,7 @@ fn resolved_commits_survive_a_power_cut_under_load() {
     for seed in [1u64, 2, 3, 4] {
         let data = Arc::new(MemDevice::with_capacity(64 << 20).unwrap());
         let log_mem = Arc::new(MemDevice::with_capacity(16 << 20).unwrap());
-        let gate = GateDevice::new(log_mem.clone());
+        let gate = Arc::new(FaultDevice::new(log_mem.clone()));
         let (data_ref, log_ref): (DeviceRef, DeviceRef) = (data.clone(), gate.clone());
         let opts = |log: &DeviceRef| {
             DbOptions::with_devices(data_ref.clone(), log.clone())
@@ -315,7 +249,7 @@ fn resolved_commits_survive_a_power_cut_under_load() {
             let hs: Vec<_> = (0..THREADS)
                 .map(|th| {
                     let (db, durable, reached) = (&db, &durable, reached.clone());
-                    let (gate, running) = (&gate, &running);
+                    let running = &running;
                     s.spawn(move || {
                         let mut out = Vec::new();
                         let mut pending = std::collections::VecDeque::new();
@@ -356,7 +290,6 @@ fn resolved_commits_survive_a_power_cut_under_load() {
                             out.push(settle(i, t));
                         }
                         running.fetch_sub(1, Ordering::AcqRel);
-                        gate.wake();
                         out
                     })
                 })
@@ -365,10 +298,19 @@ fn resolved_commits_survive_a_power_cut_under_load() {
             // The crash: once 200 commits are durable, hold the log's next sync (a group is
             // written and waits for it), then let it fail.
             let reached = crash.recv().is_ok();
-            gate.set(false);
-            let held = gate.wait_for_held_sync(|| running.load(Ordering::Acquire) == 0);
-            gate.fail.store(true, Ordering::Release);
-            gate.set(true);
+            gate.hold(Op::Flush);
+            // Held once a sync waits; given up once every worker ended without one.
+            let held = loop {
+                if gate.waiting(Op::Flush) > 0 {
+                    break true;
+                }
+                if running.load(Ordering::Acquire) == 0 {
+                    break gate.waiting(Op::Flush) > 0;
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            };
+            fail_syncs(&gate);
+            gate.release(Op::Flush);
             let outcomes = hs.into_iter().map(|h| h.join().unwrap()).collect();
             assert!(
                 reached && held,
@@ -482,7 +424,7 @@ fn flush_thread_alone_syncs_when_every_inflight_group_is_unsynced() {
     // then has to sync to make room for the rest, as no committing thread does I/O.
     let data: DeviceRef = Arc::new(MemDevice::with_capacity(256 << 20).unwrap());
     let log_inner: DeviceRef = Arc::new(MemDevice::with_capacity(32 << 20).unwrap());
-    let gate = GateDevice::new(log_inner);
+    let gate = Arc::new(FaultDevice::new(log_inner));
     let log: DeviceRef = gate.clone();
     let db = Db::open(
         DbOptions::with_devices(data, log)
@@ -493,7 +435,7 @@ fn flush_thread_alone_syncs_when_every_inflight_group_is_unsynced() {
     )
     .unwrap();
     db.create_table("t").unwrap();
-    gate.set(false);
+    gate.hold(Op::Flush);
     let big = vec![7u8; 700 << 10];
     let tickets: Vec<_> = (0..12u8)
         .map(|i| {
@@ -502,7 +444,7 @@ fn flush_thread_alone_syncs_when_every_inflight_group_is_unsynced() {
             tx.commit_pipelined().unwrap()
         })
         .collect();
-    gate.set(true);
+    gate.release(Op::Flush);
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         let ok = tickets.iter().all(|t| t.wait().is_ok());
