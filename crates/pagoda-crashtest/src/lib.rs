@@ -15,10 +15,11 @@
 //! (the flash cache replaces the double-write buffer: a torn page must be repaired from flash).
 //!
 //! With [`CrashTestOptions::sabotage`], one safety step of the engine is removed; the test then
-//! must fail (`tests/crash.rs` checks each). Every random choice of cycle `n` derives from the
-//! seed and `n`; with one thread the engine's background thread is off and the run is
-//! deterministic, so `--seed S --replay-cycle N` reproduces a failure exactly (with more threads
-//! the interleaving of the threads varies between runs).
+//! must fail (`tests/sabotage.rs` checks each). Every random choice of cycle `n` derives from
+//! the seed and `n`; with one thread the engine's background thread is off and, with sync
+//! commits, the run is deterministic, so `--seed S --replay-cycle N` reproduces a failure
+//! exactly (with more threads the interleaving of the threads varies between runs, and so does
+//! the timing of the flush thread that pipelined and lazy commits start even with one).
 //!
 //! This crate is a tool over the engine: it uses only `pagoda_engine`'s public API (the
 //! [`pagoda_engine::fault::Observer`] probes and [`pagoda_engine::fault::Sabotage`] included,
@@ -105,7 +106,7 @@ pub struct CrashTestOptions {
     pub seed: u64,
     /// Device to emulate (data and log each get one); `None` = RAM devices.
     pub device: Option<DeviceSpec>,
-    /// Concurrent transaction threads (1 = deterministic).
+    /// Concurrent transaction threads (1 = deterministic with sync commits).
     pub threads: usize,
     /// Called after each cycle with the number of cycles done.
     pub progress: Option<Box<dyn Fn(u64) + Send + Sync>>,
@@ -309,7 +310,7 @@ pub struct Failure {
     pub findings: Vec<Finding>,
     /// Findings of the cycle in all.
     pub total_findings: usize,
-    /// Worker threads of the run (one thread: the run is deterministic).
+    /// Worker threads of the run (one thread with sync commits: the run is deterministic).
     pub threads: usize,
 }
 
@@ -338,7 +339,7 @@ impl fmt::Display for Failure {
             write!(
                 f,
                 "; with {} threads their interleaving differs between runs, so the replay may \
-                 not meet the same failure (runs with --threads 1 replay exactly)",
+                 not meet the same failure (runs with --threads 1 --commit sync replay exactly)",
                 self.threads
             )?;
         }

@@ -9,25 +9,13 @@
 
 mod common;
 
+use common::{cycles, seed};
+
 use pagoda_crashtest::{
     run, CrashFlashCache, CrashTestOptions, CrashTestReport, FindingKind, FlashCrashReport,
     FlashPages, FlashPolicy,
 };
 use pagoda_engine::{fault::Sabotage, CommitMode, TornMode};
-
-fn seed() -> u64 {
-    std::env::var("PAGODA_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0x5eed)
-}
-
-fn cycles(n: u64) -> u64 {
-    std::env::var("PAGODA_CRASH_CYCLES")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(n)
-}
 
 fn options(policy: FlashPolicy, pages: FlashPages, commit: CommitMode) -> CrashTestOptions {
     CrashTestOptions {
