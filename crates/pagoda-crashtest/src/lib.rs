@@ -427,6 +427,12 @@ pub struct CrashTestReport {
     pub commits_acknowledged: u64,
     /// Transactions and DDL operations whose outcome the oracle checked.
     pub transactions_checked: u64,
+    /// Transactions and DDL operations the workloads ran (acknowledged, aborted or cut off;
+    /// bulk runs: cycles): each is checked or unverified, unless the run stopped at a failure.
+    pub transactions_run: u64,
+    /// Transactions and DDL operations whose cycle could not be verified: in torn mode none a
+    /// detected torn page (on read or at open) re-creates the database instead.
+    pub transactions_unverified: u64,
     /// Deepest B+tree seen after a recovery (levels).
     pub deepest_tree: u64,
     /// Cuts that fell while recovery was running.

@@ -105,6 +105,7 @@ pub(crate) struct Verdict {
     pub corrupt_pages: BTreeSet<u64>,
     /// The recovered state (the next cycle's base).
     pub state: Model,
+    /// Transactions and DDL operations verified (0 when a page could not be read).
     pub checked: u64,
     /// Lazy commits lost as a suffix of the commit order (allowed; counted).
     pub suffix_lost: u64,
@@ -254,14 +255,13 @@ pub(crate) fn verify(
     ddl: &[DdlRec],
     lazy: bool,
 ) -> Result<Verdict> {
-    let mut v = Verdict {
-        checked: txns.len() as u64 + ddl.len() as u64,
-        ..Verdict::default()
-    };
+    let mut v = Verdict::default();
     let got = read_all(db, base, &mut v)?;
     if !v.corrupt_pages.is_empty() {
+        // Unreadable pages: nothing was verified, so nothing counts as checked.
         return Ok(v);
     }
+    v.checked = txns.len() as u64 + ddl.len() as u64;
     let gone = check_tables(base, ddl, &got, &mut v);
     let marks = got.get(MARKS).cloned().unwrap_or_default();
     let by_uid: HashMap<u64, &TxRec> = txns.iter().map(|t| (t.uid, t)).collect();

@@ -228,6 +228,13 @@ struct Pending {
     flash: Option<FlashCacheStats>,
 }
 
+impl Pending {
+    /// Transactions and DDL operations the workload ran.
+    fn ops(&self) -> u64 {
+        (self.txns.len() + self.ddl.len()) as u64
+    }
+}
+
 pub(crate) fn count_cut(report: &mut CrashTestReport, c: &CutPoint) {
     let key = match c.flash_step {
         Some(step) => format!("{} ({step})", c.phase),
@@ -425,6 +432,7 @@ pub fn run(opts: CrashTestOptions) -> Result<CrashTestReport> {
                     }
                 }
                 // The database is gone: start over (the cycle runs on a fresh one).
+                report.transactions_unverified += pending.as_ref().map_or(0, Pending::ops);
                 report.resets += 1;
                 devs = fresh_devices(&opts)?;
                 st.new_devices = true;
@@ -459,6 +467,7 @@ pub fn run(opts: CrashTestOptions) -> Result<CrashTestReport> {
             report.transactions_checked += verdict.checked;
             if !verdict.corrupt_pages.is_empty() {
                 report.corruption_detected += verdict.corrupt_pages.len() as u64;
+                report.transactions_unverified += p.ops();
                 if !excused {
                     let pages: Vec<u64> = verdict.corrupt_pages.iter().copied().collect();
                     fail(
@@ -515,6 +524,7 @@ pub fn run(opts: CrashTestOptions) -> Result<CrashTestReport> {
         }
         let p = workload(&opts, db, &switch, &model, &mut rng, &mut uid_next, cycle);
         report.ddl_operations += p.ddl.len() as u64;
+        report.transactions_run += p.ops();
         report.commits_acknowledged += p
             .txns
             .iter()

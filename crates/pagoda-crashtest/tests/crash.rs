@@ -35,6 +35,9 @@ fn crash(torn: TornMode, commit: CommitMode, cycles: u64, salt: u64) -> CrashTes
     common::assert_exercised(&report, cycles);
     assert!(report.ddl_operations > 0, "no DDL: {report:?}");
     assert!(report.deepest_tree >= 3, "trees stayed shallow: {report:?}");
+    if torn != TornMode::None {
+        assert_eq!(report.transactions_unverified, 0, "{report:?}");
+    }
     if torn != TornMode::Atomic {
         // (Atomic mode tears only the log, whose unflushed tail is short.)
         assert!(report.torn_512_sectors > 0, "no 512-byte tear: {report:?}");
@@ -86,6 +89,9 @@ fn crash_none_sync() {
     let r = crash(TornMode::None, CommitMode::Sync, cycles(150), 3);
     // The harness must actually tear pages, or the other modes prove nothing.
     assert!(r.corruption_detected > 0, "no torn page detected: {r:?}");
+    // A cycle whose torn page stopped its verification checked nothing (the totals add up in
+    // `assert_exercised`).
+    assert!(r.transactions_unverified > 0, "{r:?}");
 }
 
 #[test]

@@ -36,6 +36,12 @@ pub fn assert_exercised(report: &CrashTestReport, cycles: u64) {
         report.cuts_during_recovery > 0,
         "no cut during recovery: {report:?}"
     );
+    // Every transaction run was verified, or counted apart when its cycle could not be.
+    assert_eq!(
+        report.transactions_checked + report.transactions_unverified,
+        report.transactions_run,
+        "{report:?}"
+    );
 }
 
 /// Runs `base()` with sabotage `s` on one thread for up to `max` cycles and demands that the
