@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 use pagoda_crashtest::{run, CrashTestOptions, CrashTestReport, Failure, FindingKind, Sabotage};
+use pagoda_engine::Result;
 
 /// The seed of the suites: `PAGODA_SEED`, or 0x5eed.
 pub fn seed() -> u64 {
@@ -51,6 +52,17 @@ pub fn assert_exercised(report: &CrashTestReport, cycles: u64) {
 /// seed, made the difference). Returns the failure (its `cycle` is the cycle of the catch) and
 /// the control run's report.
 pub fn caught(
+    s: Sabotage,
+    expected: &[FindingKind],
+    max: u64,
+    base: impl Fn() -> CrashTestOptions,
+) -> (Failure, CrashTestReport) {
+    caught_by(run, s, expected, max, base)
+}
+
+/// [`caught`] with another crash test than [`run`] (e.g. `run_bulk`).
+pub fn caught_by(
+    run: fn(CrashTestOptions) -> Result<CrashTestReport>,
     s: Sabotage,
     expected: &[FindingKind],
     max: u64,
