@@ -265,3 +265,28 @@ fn sabotage_merge_unmarked_sibling_is_caught() {
         }
     });
 }
+
+/// skip-doublewrite with the default seed, whatever `PAGODA_SEED` says: caught at cycle 21 by a
+/// torn page.
+fn skip_doublewrite(expected: &[FindingKind], max: u64) {
+    caught(Sabotage::SkipDoublewrite, expected, max, || {
+        CrashTestOptions {
+            seed: 0x5eed ^ 0x5ab0,
+            ..options(TornMode::Doublewrite, CommitMode::Sync, 0)
+        }
+    });
+}
+
+/// The helper can fail: a catch by another kind than the one the test names.
+#[test]
+#[should_panic(expected = "for another reason than [LostCommit]")]
+fn a_catch_for_another_reason_fails() {
+    skip_doublewrite(&[LostCommit], 100);
+}
+
+/// The helper can fail: no catch within the ceiling.
+#[test]
+#[should_panic(expected = "was not caught in 10 cycles")]
+fn no_catch_within_the_ceiling_fails() {
+    skip_doublewrite(&[Corruption], 10);
+}
