@@ -516,7 +516,7 @@ impl Superblock {
     pub fn version(buf: &[u8]) -> Option<u32> {
         // Versions 1 and 2 ended after the database id; version 3 adds the flash binding.
         [SB_BODY_V2, SB_BODY].into_iter().find_map(|body| {
-            let stored = u32::from_le_bytes(buf[body..body + 4].try_into().ok()?);
+            let stored = u32::from_le_bytes(buf.get(body..body + 4)?.try_into().ok()?);
             (buf[..8] == SB_MAGIC && crc32c::crc32c(&buf[..body]) == stored)
                 .then(|| u32::from_le_bytes([buf[8], buf[9], buf[10], buf[11]]))
         })
@@ -524,10 +524,17 @@ impl Superblock {
 
     /// Decodes a sector; `Err` says why it is not a valid superblock.
     pub fn decode(buf: &[u8]) -> std::result::Result<Self, String> {
+        let body = SB_BODY;
+        if buf.len() < body + 4 {
+            return Err(format!(
+                "superblock of {} bytes, needs {}",
+                buf.len(),
+                body + 4
+            ));
+        }
         if buf[..8] != SB_MAGIC {
             return Err("no superblock magic".into());
         }
-        let body = SB_BODY;
         let stored = u32::from_le_bytes([buf[body], buf[body + 1], buf[body + 2], buf[body + 3]]);
         if crc32c::crc32c(&buf[..body]) != stored {
             return Err("superblock checksum mismatch".into());
@@ -540,6 +547,11 @@ impl Superblock {
             ));
         }
         let page_size = r.u32().unwrap_or(0);
+        // Every size the engine derives divides by it: an intact superblock naming another
+        // page size than the engine can make was written by something else.
+        if !page_size.is_power_of_two() || !(4096..=65536).contains(&page_size) {
+            return Err(format!("superblock names page size {page_size}"));
+        }
         let sb = Superblock {
             page_size,
             generation: r.u64().unwrap_or(0),

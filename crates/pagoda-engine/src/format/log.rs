@@ -31,6 +31,15 @@ pub fn encode_log_header(h: &LogHeader) -> Vec<u8> {
 
 /// Decodes the log device header.
 pub fn decode_log_header(buf: &[u8]) -> std::result::Result<LogHeader, String> {
+    let body = 8 + 4 + 16 + 4;
+    // A short buffer is no header (not a panic): callers read a whole sector, tools may not.
+    if buf.len() < body + 4 {
+        return Err(format!(
+            "log header of {} bytes, needs {}",
+            buf.len(),
+            body + 4
+        ));
+    }
     if buf[..8] != LOG_MAGIC {
         return Err("no log header magic".into());
     }
@@ -40,7 +49,6 @@ pub fn decode_log_header(buf: &[u8]) -> std::result::Result<LogHeader, String> {
             "log format version {version}, this build reads {FORMAT_VERSION}"
         ));
     }
-    let body = 8 + 4 + 16 + 4;
     let stored = u32::from_le_bytes([buf[body], buf[body + 1], buf[body + 2], buf[body + 3]]);
     if crc32c::crc32c(&buf[..body]) != stored {
         return Err("log header checksum mismatch".into());
@@ -90,8 +98,10 @@ impl GroupHeader {
         out[44..48].copy_from_slice(&crc.to_le_bytes());
     }
 
-    /// Decodes; `None` when magic or header CRC do not match.
+    /// Decodes; `None` when magic or header CRC do not match, or `buf` is shorter than a
+    /// header.
     pub fn decode(buf: &[u8]) -> Option<Self> {
+        let buf = buf.get(..GROUP_HEADER)?;
         if buf[0..4] != GROUP_MAGIC {
             return None;
         }
@@ -223,7 +233,9 @@ impl CommitRecord {
         let mut r = Reader::new(body);
         let cts = r.u64()?;
         let n = r.u32()? as usize;
-        let mut ops = Vec::with_capacity(n.min(body.len()));
+        // Reserve no more than the bytes left can hold (an op takes at least 5, an image 13):
+        // a damaged count must not ask for gigabytes.
+        let mut ops = Vec::with_capacity(n.min(r.remaining() / 5));
         for _ in 0..n {
             let op = match r.u8()? {
                 1 => {
@@ -247,7 +259,7 @@ impl CommitRecord {
             ops.push(op);
         }
         let n = r.u32()? as usize;
-        let mut images = Vec::with_capacity(n.min(body.len()));
+        let mut images = Vec::with_capacity(n.min(r.remaining() / 13));
         for _ in 0..n {
             let id = r.u64()?;
             let kind = r.u8()?;
@@ -286,7 +298,9 @@ pub fn parse_records(
     let mut out = Vec::new();
     let mut pos = 0usize;
     while pos < body.len() {
-        let lsn = first_lsn + pos as u64;
+        let lsn = first_lsn
+            .checked_add(pos as u64)
+            .ok_or_else(|| format!("record at LSN {first_lsn} + {pos} is past the last LSN"))?;
         let rest = &body[pos..];
         if rest.len() < RECORD_HEADER {
             return Err(format!("record at LSN {lsn} truncated"));
