@@ -127,13 +127,19 @@ fn put_entry(b: &mut Vec<u8>, e: &SlotEntry) {
     b.push(u8::from(e.dirty));
 }
 
+/// `None` when short, or when the dirty byte is neither 0 nor 1 (only those are written, so
+/// another value is damage, not "dirty").
 fn read_entry(r: &mut Reader<'_>) -> Option<SlotEntry> {
     Some(SlotEntry {
         pid: r.u64()?,
         lsn: r.u64()?,
         seq: r.u64()?,
         crc: r.u32()?,
-        dirty: r.u8()? != 0,
+        dirty: match r.u8()? {
+            0 => false,
+            1 => true,
+            _ => return None,
+        },
     })
 }
 
@@ -193,7 +199,9 @@ impl SegmentHeader {
             if raw.iter().all(|&b| b == 0xff) {
                 slots.push(None);
             } else {
-                slots.push(read_entry(&mut Reader::new(raw)));
+                // An entry that does not decode refuses the header rather than reading as
+                // an unused slot.
+                slots.push(Some(read_entry(&mut Reader::new(raw))?));
             }
         }
         Some(Self {
@@ -251,6 +259,11 @@ impl DirCheckpoint {
         for _ in 0..n {
             let slot = r.u32()?;
             entries.push((slot, read_entry(&mut r)?));
+        }
+        // The caller passes exactly the length the cache header names: bytes past the last
+        // entry mean the count or the length is wrong.
+        if r.remaining() != 0 {
+            return None;
         }
         Some(Self {
             next_seq,
