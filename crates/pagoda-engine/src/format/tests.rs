@@ -3,6 +3,8 @@
 
 use super::*;
 
+mod decoders;
+
 #[test]
 fn page_roundtrip_and_crc() {
     let p = Page {
@@ -119,7 +121,7 @@ mod prop {
     use proptest::collection::vec;
     use proptest::prelude::*;
 
-    fn val() -> impl Strategy<Value = Val> {
+    pub(super) fn val() -> impl Strategy<Value = Val> {
         prop_oneof![
             vec(any::<u8>(), 0..40).prop_map(Val::Inline),
             (any::<u64>(), any::<u64>()).prop_map(|(first, len)| Val::Overflow { first, len }),
@@ -127,7 +129,7 @@ mod prop {
     }
 
     /// Every node kind, small enough for a 4 KiB page.
-    fn node() -> impl Strategy<Value = Node> {
+    pub(super) fn node() -> impl Strategy<Value = Node> {
         prop_oneof![
             (
                 any::<u64>(),
