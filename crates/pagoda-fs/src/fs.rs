@@ -169,7 +169,7 @@ impl Fs {
         }
         let (gen, payload) =
             best.ok_or_else(|| FsError::Corrupt("neither metadata slot is intact".into()))?;
-        let (next_ino, inodes) = layout::decode_meta(&payload)?;
+        let (next_ino, inodes) = layout::decode_meta(&payload, sb.capacity)?;
         let mut fs = Self::assemble(dev, sb, gen, next_ino, inodes, opts)?;
         fs.zero_tails()?;
         Ok(fs)

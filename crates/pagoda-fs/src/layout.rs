@@ -64,18 +64,44 @@ impl Super {
     }
 
     pub(crate) fn decode(b: &[u8]) -> Result<Self> {
-        if &b[..8] != SB_MAGIC {
+        if b.get(..8) != Some(SB_MAGIC.as_slice()) {
             return Err(FsError::NotFormatted);
+        }
+        if b.len() < 32 {
+            return Err(FsError::Corrupt(format!(
+                "superblock of {} bytes, needs 32",
+                b.len()
+            )));
         }
         let crc = u32::from_le_bytes(b[28..32].try_into().unwrap_or_default());
         if crc != crc32c::crc32c(&b[..28]) {
             return Err(FsError::Corrupt("superblock checksum mismatch".into()));
         }
-        let mut r = Reader { b, pos: 12 };
-        Ok(Self {
+        let mut r = Reader { b, pos: 8 };
+        let version = r.u32()?;
+        if version != 1 {
+            return Err(FsError::Corrupt(format!(
+                "superblock: file system format version {version}, this build reads 1"
+            )));
+        }
+        let sb = Self {
             capacity: r.u64()?,
             slot_sectors: r.u64()?,
-        })
+        };
+        // Slot and data addresses are computed from these: they must describe a layout that
+        // fits (no overflow, a data area after both slots), as `for_capacity` makes.
+        let fits = sb
+            .slot_sectors
+            .checked_mul(2)
+            .and_then(|s| s.checked_add(1 + 64))
+            .is_some_and(|need| sb.slot_sectors > 0 && need <= sb.capacity);
+        if !fits {
+            return Err(FsError::Corrupt(format!(
+                "superblock: metadata slots of {} sectors do not fit a device of {} sectors",
+                sb.slot_sectors, sb.capacity
+            )));
+        }
+        Ok(sb)
     }
 }
 
@@ -235,6 +261,7 @@ pub(crate) fn encode_meta(gen: u64, next_ino: u64, inodes: &BTreeMap<u64, Inode>
 
 /// A slot header: generation and payload length, if the header is intact.
 pub(crate) fn decode_header(b: &[u8]) -> Option<(u64, usize, u32)> {
+    let b = b.get(..32)?;
     if &b[..8] != META_MAGIC {
         return None;
     }
@@ -248,8 +275,9 @@ pub(crate) fn decode_header(b: &[u8]) -> Option<(u64, usize, u32)> {
     Some((gen, usize::try_from(len).ok()?, crc))
 }
 
-/// Decodes a payload whose CRC was checked: `(next_ino, inodes)`.
-pub(crate) fn decode_meta(b: &[u8]) -> Result<(u64, BTreeMap<u64, Inode>)> {
+/// Decodes a payload whose CRC was checked: `(next_ino, inodes)`. `capacity` (sectors) bounds
+/// the extents: no file is larger than the device, no sector past its end.
+pub(crate) fn decode_meta(b: &[u8], capacity: u64) -> Result<(u64, BTreeMap<u64, Inode>)> {
     let mut r = Reader { b, pos: 0 };
     let next_ino = r.u64()?;
     let n = r.u64()?;
@@ -272,8 +300,16 @@ pub(crate) fn decode_meta(b: &[u8]) -> Result<(u64, BTreeMap<u64, Inode>)> {
             Kind::File => {
                 for _ in 0..r.u64()? {
                     let (f, s, len) = (r.u64()?, r.u64()?, r.u64()?);
-                    let end = usize::try_from(f + len)
-                        .map_err(|_| FsError::Corrupt(format!("inode {ino}: extent too large")))?;
+                    // Checked before the block map grows to `end`: a damaged extent must not
+                    // overflow or ask for more memory than the device has sectors.
+                    let inside = |start: u64| start.checked_add(len).filter(|&e| e <= capacity);
+                    let (Some(end), Some(_)) = (inside(f), inside(s)) else {
+                        return Err(FsError::Corrupt(format!(
+                            "inode {ino}: extent of {len} blocks at file block {f}, sector {s} \
+                             is past the device's {capacity} sectors"
+                        )));
+                    };
+                    let end = end as usize;
                     if i.blocks.len() < end {
                         i.blocks.resize(end, 0);
                     }
@@ -296,7 +332,16 @@ pub(crate) fn decode_meta(b: &[u8]) -> Result<(u64, BTreeMap<u64, Inode>)> {
                 i.target = r.take(len)?.to_vec();
             }
         }
-        inodes.insert(ino, i);
+        if inodes.insert(ino, i).is_some() {
+            return Err(FsError::Corrupt(format!("inode {ino} is stored twice")));
+        }
+    }
+    // The payload's length is exact: bytes after the last inode mean a wrong count.
+    if r.pos != b.len() {
+        return Err(FsError::Corrupt(format!(
+            "metadata has {} bytes after its {n} inodes",
+            b.len() - r.pos
+        )));
     }
     Ok((next_ino, inodes))
 }
@@ -313,7 +358,13 @@ struct Reader<'a> {
 impl Reader<'_> {
     fn take(&mut self, n: usize) -> Result<&[u8]> {
         let end = self.pos.checked_add(n).filter(|&e| e <= self.b.len());
-        let end = end.ok_or_else(|| FsError::Corrupt("metadata ends early".into()))?;
+        let end = end.ok_or_else(|| {
+            FsError::Corrupt(format!(
+                "metadata ends early: {n} bytes wanted at byte {} of {}",
+                self.pos,
+                self.b.len()
+            ))
+        })?;
         let s = &self.b[self.pos..end];
         self.pos = end;
         Ok(s)
