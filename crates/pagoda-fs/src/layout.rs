@@ -387,3 +387,6 @@ impl Reader<'_> {
         })
     }
 }
+
+#[cfg(test)]
+mod tests;
