@@ -1,14 +1,16 @@
 #![allow(clippy::unwrap_used)]
 //! Random bytes where the engine expects its headers (superblock copies, settings record,
-//! log header, log ring): `Db::open` returns a typed error naming the structure, or opens
-//! with every row when an intact copy is left; `inspect` says the same. Never a panic.
+//! log header, log ring, flash cache header and directory): `Db::open` returns a typed error
+//! naming the structure, or opens with every row when it can do without it; `inspect` says
+//! the same. Never a panic.
 
 mod common;
 
 use pagoda_device::mem::MemDevice;
 use pagoda_device::{DeviceRef, WriteHints};
+use pagoda_engine::format::CacheHeader;
 use pagoda_engine::inspect::inspect_devices;
-use pagoda_engine::{Db, DbOptions, Error};
+use pagoda_engine::{Db, DbOptions, Error, FlashCacheOptions, FlashPolicy, TornMode};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use std::sync::Arc;
@@ -61,7 +63,7 @@ fn garbage_in_both_superblocks_is_corruption_of_page_0() {
         let (d, l) = database();
         let mut rng = SmallRng::seed_from_u64(seed);
         // Both copies, and with odd seeds the settings record and the rest of the header too.
-        let sectors = if seed % 2 == 0 { 2 } else { 16 };
+        let sectors = if seed.is_multiple_of(2) { 2 } else { 16 };
         scribble(&d, 0, sectors, &mut rng);
         match Db::open(opts(&d, &l)) {
             Err(e @ Error::Corruption { page_id: 0, .. }) => {
@@ -105,7 +107,7 @@ fn garbage_log_header_is_log_corruption_naming_it() {
         let (d, l) = database();
         let mut rng = SmallRng::seed_from_u64(200 + seed);
         // The header alone, or the whole log device.
-        let sectors = if seed % 2 == 0 {
+        let sectors = if seed.is_multiple_of(2) {
             1
         } else {
             (l.caps().capacity_bytes() / SECTOR as u64) as usize
@@ -151,5 +153,138 @@ fn garbage_in_the_ring_after_a_clean_close_is_no_group() {
         let db = Db::open(opts(&d, &l)).unwrap_or_else(|e| panic!("seed {seed}: {e}"));
         assert_eq!(rows(&db), ROWS as usize, "seed {seed}");
         db.close().unwrap();
+    }
+}
+
+/// Data, log and flash cache devices (policy `face` for even seeds, `lru` for odd ones: they
+/// rebuild differently).
+struct Flash {
+    d: DeviceRef,
+    l: DeviceRef,
+    c: DeviceRef,
+    policy: FlashPolicy,
+}
+
+impl Flash {
+    fn new(seed: u64) -> Self {
+        let mem = |bytes| -> DeviceRef { Arc::new(MemDevice::with_capacity(bytes).unwrap()) };
+        let policy = if seed.is_multiple_of(2) {
+            FlashPolicy::Face
+        } else {
+            FlashPolicy::Lru
+        };
+        Self {
+            d: mem(32 << 20),
+            l: mem(8 << 20),
+            c: mem(4 << 20),
+            policy,
+        }
+    }
+
+    fn opts(&self) -> DbOptions {
+        DbOptions::with_devices(self.d.clone(), self.l.clone())
+            .page_size(SECTOR)
+            .buffer_bytes(64 * SECTOR)
+            .torn(TornMode::None)
+            .background(false)
+            .flash_cache(
+                FlashCacheOptions::new(self.c.clone())
+                    .size_bytes(2 << 20)
+                    .policy(self.policy),
+            )
+    }
+
+    /// `n` rows of 300 bytes (several times the pool: dirty pages go to the flash cache).
+    fn fill(&self, db: &Db, n: u32, round: u8) {
+        for chunk in (0..n).collect::<Vec<_>>().chunks(50) {
+            let tx = db.begin_write().unwrap();
+            for &i in chunk {
+                tx.open_table("t")
+                    .unwrap()
+                    .put(format!("k{i:05}").as_bytes(), &[round; 300])
+                    .unwrap();
+            }
+            tx.commit().unwrap();
+        }
+    }
+
+    /// A database with 2,000 rows in table "t".
+    fn populated(&self) -> Db {
+        let db = Db::open(self.opts()).unwrap();
+        db.create_table("t").unwrap();
+        self.fill(&db, 2000, 1);
+        db
+    }
+
+    /// The newest intact cache header.
+    fn header(&self) -> CacheHeader {
+        let mut b = vec![0u8; 2 * SECTOR];
+        self.c.read(0, &mut b).unwrap();
+        b.chunks(SECTOR)
+            .filter_map(|c| CacheHeader::decode(c).ok())
+            .max_by_key(|h| h.generation)
+            .unwrap()
+    }
+}
+
+/// After a clean close the database does not need its cache: random bytes over the cache
+/// header (or the whole cache device) start it cold, with a note saying why, and every row.
+#[test]
+fn garbage_flash_cache_header_after_a_clean_close_starts_cold() {
+    for seed in 0..4 {
+        let f = Flash::new(seed);
+        let db = f.populated();
+        db.close().unwrap();
+        let mut rng = SmallRng::seed_from_u64(400 + seed);
+        let sectors = if seed < 2 {
+            2
+        } else {
+            (f.c.caps().capacity_bytes() / SECTOR as u64) as usize
+        };
+        scribble(&f.c, 0, sectors, &mut rng);
+        let db = Db::open(f.opts()).unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+        let fc = db.stats().flash_cache.unwrap();
+        assert!(!fc.warm_start, "seed {seed}: {fc:?}");
+        let note = fc.start_note.unwrap_or_default();
+        assert!(note.contains("no flash cache"), "seed {seed}: {note}");
+        assert_eq!(rows(&db), 2000, "seed {seed}");
+        let last = common::read(&db, "t", b"k01999");
+        assert_eq!(last, Some(vec![1; 300]), "seed {seed}");
+        db.close().unwrap();
+    }
+}
+
+/// A database whose newest pages are in its cache: random bytes over the cache header or over
+/// the directory checkpoint it names refuse the open, saying which structure is unusable.
+#[test]
+fn garbage_flash_structures_of_a_dependent_database_refuse_the_open() {
+    for seed in 0..4 {
+        let f = Flash::new(seed);
+        let db = f.populated();
+        db.checkpoint().unwrap();
+        f.fill(&db, 500, 2);
+        db.abandon();
+        assert!(common::superblock(&f.d).flash_dependent, "seed {seed}");
+        let mut rng = SmallRng::seed_from_u64(500 + seed);
+        let want = if seed < 2 {
+            scribble(&f.c, 0, 2, &mut rng);
+            "no flash cache"
+        } else {
+            let h = f.header();
+            let area = 2 + (h.generation % 2) * u64::from(h.dir_sectors);
+            scribble(&f.c, area, h.dir_sectors as usize, &mut rng);
+            "directory checkpoint is damaged"
+        };
+        match Db::open(f.opts()) {
+            Err(e @ Error::Config(_)) => {
+                let m = e.to_string();
+                assert!(
+                    m.contains("cannot be used") && m.contains(want),
+                    "seed {seed}: {m}"
+                );
+            }
+            Err(e) => panic!("seed {seed}: expected a refusal naming {want:?}, got {e}"),
+            Ok(_) => panic!("seed {seed}: opened over a random {want:?}"),
+        }
     }
 }
