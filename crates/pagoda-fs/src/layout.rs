@@ -381,10 +381,16 @@ impl Reader<'_> {
     }
     fn time(&mut self) -> Result<Time> {
         let secs = i64::from_le_bytes(self.take(8)?.try_into().unwrap_or_default());
-        Ok(Time {
-            secs,
-            nanos: self.u32()?,
-        })
+        let nanos = self.u32()?;
+        // Only a fraction of a second is ever written; more would carry into the seconds
+        // where the mount turns the time into a `SystemTime` (and overflow it near the end).
+        if nanos >= 1_000_000_000 {
+            return Err(FsError::Corrupt(format!(
+                "metadata: a time of {nanos} nanoseconds at byte {}",
+                self.pos - 4
+            )));
+        }
+        Ok(Time { secs, nanos })
     }
 }
 

@@ -20,7 +20,7 @@ fn corrupt_says(r: Result<impl std::fmt::Debug>, what: &str) -> std::result::Res
 }
 
 fn time() -> impl Strategy<Value = Time> {
-    (any::<i64>(), any::<u32>()).prop_map(|(secs, nanos)| Time { secs, nanos })
+    (any::<i64>(), 0u32..1_000_000_000).prop_map(|(secs, nanos)| Time { secs, nanos })
 }
 
 /// An inode as decoding rebuilds it: the fields not stored keep `Inode::new`'s values, a
@@ -227,4 +227,16 @@ fn an_inode_stored_twice_is_refused() {
     p.extend_from_slice(&one);
     let r = decode_meta(&p, CAPACITY);
     assert!(corrupt_says(r, "inode 5 is stored twice").is_ok());
+}
+
+#[test]
+fn a_time_of_a_second_or_more_of_nanoseconds_is_refused() {
+    let mut i = Inode::new(Kind::Symlink, 0, 0, 0);
+    i.mtime = Time {
+        secs: i64::MAX,
+        nanos: 1_000_000_000,
+    };
+    let img = encode_meta(1, 9, &BTreeMap::from([(5, i)]));
+    let r = decode_meta(payload(&img), CAPACITY);
+    assert!(corrupt_says(r, "a time of 1000000000 nanoseconds at byte ").is_ok());
 }
