@@ -338,7 +338,9 @@ pub(crate) fn salvage_records(body: &[u8], first_lsn: u64) -> Vec<(u64, CommitRe
     let mut pos = 0usize;
     while pos + RECORD_HEADER <= body.len() {
         let rest = &body[pos..];
-        let lsn = first_lsn + pos as u64;
+        let Some(lsn) = first_lsn.checked_add(pos as u64) else {
+            break;
+        };
         let len = u32::from_le_bytes([rest[0], rest[1], rest[2], rest[3]]) as usize;
         let names_itself = rest[8..16] == lsn.to_le_bytes();
         if names_itself && (RECORD_HEADER..=rest.len()).contains(&len) {
