@@ -14,9 +14,9 @@ const TITLE: &str = "# Power-cut crash tests";
 
 /// The table's header; rows follow it to the end of the file.
 const HEADER: &str = "| date (UTC) | commit | flags | cycles | acknowledged commits | \
-transactions checked | cuts during recovery | cuts mid-checkpoint | torn pages repaired | \
+transactions checked | unverified | cuts during recovery | cuts mid-checkpoint | torn pages repaired | \
 corruption detected | lost | partial | uncommitted visible | isolation violations | verdict |\n\
-|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n";
+|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n";
 
 /// What the run proved: a plain run passes when nothing the mode must prevent happened; a run
 /// with a planted bug (`--sabotage`) is a proof of the checker only when that bug was caught.
@@ -38,7 +38,8 @@ fn preamble() -> String {
          random point (also during recovery), recovery, and the oracle's check of every \
          transaction (all or nothing; no acknowledged commit lost; every key shows its last \
          committed writer). `lost`, `partial`, `uncommitted visible` and `isolation \
-         violations` must be 0 in a run that passes. A run with `--sabotage` removes one \
+         violations` must be 0 in a run that passes; `unverified` counts transactions of cycles whose \
+         check stopped at a detected torn page (torn mode `none`). A run with `--sabotage` removes one \
          safety step on purpose; its row says whether the checker caught it.\n\n{HEADER}",
         crate::provenance::provenance(&machine)
     )
@@ -48,11 +49,12 @@ fn preamble() -> String {
 fn row(report: &CrashTestReport, flags: &str, failed: bool) -> String {
     let date = humantime::format_rfc3339_seconds(std::time::SystemTime::now());
     format!(
-        "| {date} | {} | `{flags}` | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
+        "| {date} | {} | `{flags}` | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
         crate::provenance::commit(),
         report.cycles,
         report.commits_acknowledged,
         report.transactions_checked,
+        report.transactions_unverified,
         report.cuts_during_recovery,
         report.cuts_mid_checkpoint,
         report.torn_pages_repaired,
