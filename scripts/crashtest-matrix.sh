@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs the crash test over every torn mode x commit mode (default 2,000 cycles each: 12,000 in
+# Runs the crash test over every torn mode x commit mode (default 2,000 cycles each: 24,000 in
 # all), plus each sabotage (which must be caught), and prints one table row per run. Results:
 # one JSON per run in $OUT; with PUBLISH=FILE also one row per run in that generated page
 # (docs/results/crashtest.md). Usage: scripts/crashtest-matrix.sh [CYCLES] [DEVICE] [PAGE]
@@ -24,8 +24,8 @@ field() { # json, key
 printf '| torn | commit | cycles | acked commits | transactions checked | deepest tree | cuts during recovery | ddl ops | torn pages repaired | corruption detected | 512 B tears | seconds | result |\n'
 printf '|---|---|---|---|---|---|---|---|---|---|---|---|---|\n'
 status=0
-for torn in doublewrite atomic none; do
-  for commit in sync pipelined; do
+for torn in doublewrite doublewrite-full atomic none; do
+  for commit in sync pipelined lazy; do
     j="$OUT/$torn-$commit.json"
     start=$(date +%s.%N)
     if "$P" crashtest "${pub[@]}" --torn "$torn" --commit "$commit" --cycles "$CYCLES" --seed "$SEED" \
@@ -47,9 +47,11 @@ printf '\n| sabotage | torn | commit | caught after cycles | first finding |\n|-
 for row in skip-log-sync:doublewrite:sync skip-doublewrite:doublewrite:sync \
     ack-before-durable:doublewrite:sync ack-before-durable:atomic:pipelined \
     skip-wal-rule:atomic:pipelined skip-checkpoint-flush:doublewrite:sync \
+    skip-doublewrite:doublewrite-full:sync drop-ops-of-imaged-records:doublewrite:sync \
+    salvage-torn-log:atomic:lazy \
     non-atomic-pages:atomic:sync visible-before-durable:atomic:pipelined; do
   IFS=: read -r sab torn commit <<< "$row"
-  j="$OUT/sabotage-$sab-$commit.json"
+  j="$OUT/sabotage-$sab-$torn-$commit.json"
   if "$P" crashtest "${pub[@]}" --torn "$torn" --commit "$commit" --cycles 1000 --seed "$SEED" \
       --device "$DEVICE" --page-size "$PAGE" --sabotage "$sab" --json "$j" > /dev/null 2>&1; then
     caught=NOT-CAUGHT; status=1
