@@ -4,13 +4,20 @@
 //!
 //! * **Data** lives in a [`MemDevice`] (sparse RAM), so an emulated disk also supports power
 //!   cuts (delegated). Disks have no atomic-write unit and one stream.
-//! * **One actuator with a queue.** Every request reserves a stretch of the actuator's modeled
-//!   timeline under a short lock (start = when the actuator is free, or now if it is idle), then
-//!   — in `latency=emulate` — waits for its modeled completion with [`EmuClock::wait_until`]
-//!   outside the lock. Requests from many threads therefore serialize in arrival order, like a
-//!   FIFO queue in front of a single head. In `latency=count` nothing sleeps, requests run back
-//!   to back on the modeled timeline, and the modeled busy time is still accounted
-//!   (`busy_time_us`), so a synthetic run can report modeled throughput.
+//! * **One actuator with a queue.** With `ncq=1` (the default) every request reserves a stretch
+//!   of the actuator's modeled timeline under a short lock (start = when the actuator is free,
+//!   or now if it is idle), then — in `latency=emulate` — waits for its modeled completion with
+//!   [`EmuClock::wait_until`] outside the lock. Requests from many threads therefore serialize
+//!   in arrival order, like a FIFO queue in front of a single head. In `latency=count` nothing
+//!   sleeps, requests run back to back on the modeled timeline, and the modeled busy time is
+//!   still accounted (`busy_time_us`), so a synthetic run can report modeled throughput.
+//! * **Command queueing** (`ncq=N`, N > 1, `latency=emulate` only): a request that arrives
+//!   while the actuator is busy waits in a pending set; when the actuator finishes, the next
+//!   request is chosen among the N oldest pending ones by shortest positioning time (seek +
+//!   rotational wait from the head's position then), except that a request pending longer than
+//!   [`NCQ_AGE_MS`] is served first (oldest first), so none starves. Cached writes are
+//!   acknowledged when they fit in the cache and destaged through the same queue. See
+//!   `hdd/queue.rs`; `docs/devices.md` has the measured IOPS by queue depth.
 //! * **Seek time** by distance `d` (fraction of the full stroke, `|Δsector| / capacity`):
 //!   `t(d) = track + (full − track) · d^p` for `d > 0`, `0` for `d = 0`. The exponent `p` is
 //!   solved in closed form so that the mean over two uniformly random positions (whose distance
@@ -56,6 +63,9 @@ use crate::{
 use parking_lot::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+mod queue;
+pub use queue::{QueueStats, NCQ_AGE_MS};
+
 /// Whether an emulated device sleeps for its modeled latency.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum LatencyMode {
@@ -69,7 +79,7 @@ pub enum LatencyMode {
 const ZONES: u64 = 16;
 
 /// Keys [`HddConfig::set`] accepts.
-pub const HDD_KEYS: [&str; 12] = [
+pub const HDD_KEYS: [&str; 13] = [
     "capacity",
     "latency",
     "time_scale",
@@ -82,6 +92,7 @@ pub const HDD_KEYS: [&str; 12] = [
     "transfer_inner_mb_s",
     "cache",
     "cache_size",
+    "ncq",
 ];
 
 /// Configuration of an emulated disk.
@@ -111,6 +122,8 @@ pub struct HddConfig {
     pub cache: bool,
     /// Write-cache size in bytes.
     pub cache_bytes: u64,
+    /// Command queue depth: how many pending requests the disk reorders (1 = arrival order).
+    pub ncq: u32,
 }
 
 impl HddConfig {
@@ -130,6 +143,8 @@ impl HddConfig {
                 transfer_inner_mb_s: 122.0,
                 cache: false,
                 cache_bytes: 16 << 20,
+                // FIFO by default, so results published before command queueing do not move.
+                ncq: 1,
             }),
             _ => Err(DeviceError::config(format!(
                 "unknown disk preset '{name}'; the disk preset is hdd-15k"
@@ -204,6 +219,18 @@ impl HddConfig {
                     )));
                 }
             }
+            "ncq" => {
+                self.ncq = value
+                    .parse()
+                    .ok()
+                    .filter(|n| (1..=256).contains(n))
+                    .ok_or_else(|| {
+                        DeviceError::config(format!(
+                            "ncq={value}: expected a queue depth 1..=256 (1 = arrival order; \
+                             a SAS disk queues 64, SATA NCQ 32), e.g. ncq=32"
+                        ))
+                    })?;
+            }
             _ => {
                 return Err(DeviceError::config(format!(
                     "hdd-15k does not take key '{key}'; it takes {}",
@@ -239,6 +266,11 @@ impl HddConfig {
         if self.transfer_inner_mb_s > self.transfer_mb_s {
             return Err(DeviceError::config(
                 "transfer_inner_mb_s must not exceed transfer_mb_s (outer tracks are faster)",
+            ));
+        }
+        if self.ncq == 0 {
+            return Err(DeviceError::config(
+                "ncq must be at least 1 (1 = arrival order)",
             ));
         }
         if self.time_scale <= 0.0 || !self.time_scale.is_finite() {
@@ -337,6 +369,8 @@ struct Actuator {
     write_pages: u64,
     flushes: u64,
     trimmed: u64,
+    /// Requests waiting for the actuator (`ncq` > 1 in emulate mode).
+    queue: queue::Queue,
 }
 
 /// An emulated hard disk. See the [module documentation](self) for the model.
@@ -394,30 +428,8 @@ impl Hdd {
         self.act.lock().free_at
     }
 
-    /// Reserves actuator time for a request; returns its modeled completion and, for a cached
-    /// write in emulate mode, the time until which it must wait for room in the cache.
-    fn reserve(&self, sector: u64, sectors: u64, write: bool) -> (u64, u64) {
-        let emulate = self.emulating();
-        let now = if emulate { self.clock.now_ns() } else { 0 };
-        let mut a = self.act.lock();
-        let start = a.free_at.max(now);
-        let streaming = !write && a.read_ahead_from == Some(sector);
-        let position = if streaming {
-            0
-        } else {
-            let mut t = self.geo.seek_ns(a.head, sector);
-            if write && t > 0 {
-                t += self.geo.write_settle_ns;
-            }
-            t + self.geo.rotation_ns(start + t, sector)
-        };
-        let end = start + position + self.geo.transfer_ns(sector, sectors);
-        if !self.paused.load(Ordering::Relaxed) {
-            a.busy_ns += end - start;
-        }
-        a.free_at = end;
-        a.head = sector + sectors;
-        a.read_ahead_from = (!write).then_some(sector + sectors);
+    /// Counts a request when it arrives (queued or not).
+    fn count(a: &mut Actuator, sectors: u64, write: bool) {
         if write {
             a.writes += 1;
             a.write_pages += sectors;
@@ -425,13 +437,60 @@ impl Hdd {
             a.reads += 1;
             a.read_pages += sectors;
         }
+    }
+
+    /// Positioning time (seek, settle, rotational wait) of a request that starts at modeled
+    /// time `start` from where the head is now; 0 for a read that continues the read-ahead.
+    fn position_ns(&self, a: &Actuator, start: u64, sector: u64, write: bool) -> u64 {
+        if !write && a.read_ahead_from == Some(sector) {
+            return 0;
+        }
+        let mut t = self.geo.seek_ns(a.head, sector);
+        if write && t > 0 {
+            t += self.geo.write_settle_ns;
+        }
+        t + self.geo.rotation_ns(start + t, sector)
+    }
+
+    /// Serves a request on the actuator from modeled time `start`; returns its completion.
+    fn serve(&self, a: &mut Actuator, start: u64, sector: u64, sectors: u64, write: bool) -> u64 {
+        let position = self.position_ns(a, start, sector, write);
+        a.queue.note_served(position);
+        let end = start + position + self.geo.transfer_ns(sector, sectors);
+        if !self.paused.load(Ordering::Relaxed) {
+            a.busy_ns += end - start;
+        }
+        a.free_at = end;
+        a.head = sector + sectors;
+        a.read_ahead_from = (!write).then_some(sector + sectors);
+        end
+    }
+
+    /// Drops cached writes that reached the platter by modeled time `now`.
+    fn destaged(a: &mut Actuator, now: u64) {
+        while a.cached.front().is_some_and(|&(e, _)| e <= now) {
+            if let Some((_, b)) = a.cached.pop_front() {
+                a.cached_bytes -= b;
+            }
+        }
+    }
+
+    /// Reserves actuator time for a request in arrival order; returns its modeled completion
+    /// and, for a cached write in emulate mode, the time until which it must wait for room in
+    /// the cache.
+    fn reserve(&self, sector: u64, sectors: u64, write: bool) -> (u64, u64) {
+        let emulate = self.emulating();
+        let now = if emulate { self.clock.now_ns() } else { 0 };
+        let mut a = self.act.lock();
+        Self::count(&mut a, sectors, write);
+        let start = a.free_at.max(now);
+        if emulate {
+            a.queue.note_wait(start.saturating_sub(now));
+        }
+        let end = self.serve(&mut a, start, sector, sectors, write);
         let mut room_at = 0;
         if write && self.config.cache && emulate {
-            while a.cached.front().is_some_and(|&(e, _)| e <= now) {
-                if let Some((_, b)) = a.cached.pop_front() {
-                    a.cached_bytes -= b;
-                }
-            }
+            Self::destaged(&mut a, now);
             let bytes = sectors * SECTOR_SIZE as u64;
             let mut excess = (a.cached_bytes + bytes).saturating_sub(self.config.cache_bytes);
             for &(e, b) in &a.cached {
@@ -460,6 +519,13 @@ impl Hdd {
     fn emulating(&self) -> bool {
         self.config.latency == LatencyMode::Emulate && !self.paused.load(Ordering::Relaxed)
     }
+
+    /// Whether this request goes through the reordering queue. In `latency=count` nothing
+    /// sleeps: a request is over when its call returns, so no two are ever pending together
+    /// and there is nothing to reorder; arrival order is kept there (and while paused).
+    fn queued(&self) -> bool {
+        self.config.ncq > 1 && self.emulating()
+    }
 }
 
 impl BlockDevice for Hdd {
@@ -470,8 +536,12 @@ impl BlockDevice for Hdd {
     fn read(&self, sector: u64, buf: &mut [u8]) -> Result<()> {
         let n = check_io(&self.caps, sector, buf.len())?;
         self.data.read(sector, buf)?;
-        let (end, _) = self.reserve(sector, n, false);
-        self.wait(end);
+        if self.queued() {
+            self.queued_io(sector, n, false);
+        } else {
+            let (end, _) = self.reserve(sector, n, false);
+            self.wait(end);
+        }
         Ok(())
     }
 
@@ -479,6 +549,15 @@ impl BlockDevice for Hdd {
         let n = check_io(&self.caps, sector, buf.len())?;
         check_hints(&self.caps, sector, buf.len(), hints)?;
         self.data.write(sector, buf, hints)?;
+        if self.queued() {
+            if self.config.cache {
+                self.queued_cached_write(sector, n);
+            } else {
+                self.data.flush()?;
+                self.queued_io(sector, n, true);
+            }
+            return Ok(());
+        }
         let (end, room_at) = self.reserve(sector, n, true);
         if self.config.cache {
             self.wait(room_at);
@@ -491,7 +570,9 @@ impl BlockDevice for Hdd {
     }
 
     fn flush(&self) -> Result<()> {
-        let until = {
+        let until = if self.queued() {
+            self.drain()
+        } else {
             let mut a = self.act.lock();
             a.flushes += 1;
             a.free_at
@@ -540,7 +621,10 @@ impl BlockDevice for Hdd {
             let mut a = self.act.lock();
             a.free_at = a.free_at.min(now);
             a.cached.clear();
-            a.cached_bytes = 0;
+            // Queued cached writes still hold their room in the cache.
+            a.cached_bytes = a.queue.cached_bytes();
+            // The timed waiter slept towards the old `free_at`: wake it to dispatch now.
+            a.queue.wake_timer();
         }
     }
 
@@ -553,17 +637,24 @@ impl BlockDevice for Hdd {
         a.write_pages = 0;
         a.flushes = 0;
         a.trimmed = 0;
+        a.queue.reset_stats();
     }
 
     fn describe(&self) -> String {
         let c = &self.config;
         format!(
-            "hdd-15k(capacity={}, rpm={}, seek_avg_ms={}, transfer_mb_s={}, cache={}, latency={}, time_scale={})",
+            "hdd-15k(capacity={}, rpm={}, seek_avg_ms={}, transfer_mb_s={}, cache={}, {}latency={}, time_scale={})",
             crate::units::format_size(c.capacity_bytes),
             c.rpm,
             c.seek_avg_ms,
             c.transfer_mb_s,
             if c.cache { "on" } else { "off" },
+            // Named only when set, so descriptions of FIFO disks read as before.
+            if c.ncq > 1 {
+                format!("ncq={}, ", c.ncq)
+            } else {
+                String::new()
+            },
             match c.latency {
                 LatencyMode::Count => "count",
                 LatencyMode::Emulate => "emulate",
@@ -584,6 +675,8 @@ impl PowerCut for Hdd {
         a.read_ahead_from = None;
         a.cached.clear();
         a.cached_bytes = 0;
+        // Cached writes still in the queue never reached the platter: the cut lost them.
+        a.queue.drop_cached_writes();
         Ok(r)
     }
 }
