@@ -5,7 +5,10 @@
 //! * hdd-15k in emulate mode: random 4 KiB read IOPS at QD1 and sequential 1 MiB read MB/s,
 //!   run at a reduced time scale and reported in modeled time;
 //! * raid0-8x-hdd-15k: random 4 KiB read IOPS with 8 threads, against one disk with 8 threads;
-//! * trace parsing speed.
+//! * trace parsing speed;
+//! * hdd-15k command queueing: random 4 KiB read IOPS at queue depths 1, 4, 8 and 32 with
+//!   `ncq=1` (arrival order) and `ncq=32`, median of 3 runs; `-- ncq` runs this table alone:
+//!   `cargo bench -p pagoda-device --bench devices -- ncq`.
 
 #![allow(clippy::unwrap_used)] // a benchmark that fails should fail loudly
 
@@ -223,11 +226,53 @@ fn trace_bench() {
     );
 }
 
+/// Random 4 KiB read IOPS of `hdd-15k` by queue depth (closed-loop threads), FIFO against a
+/// 32-deep reordering queue. Two figures per cell: requests per modeled second of the run
+/// (wall time over the time scale, so thread wake-ups on a busy machine lower it), and
+/// requests per second of the actuator's modeled busy time (the model alone).
+fn ncq_bench() {
+    println!("\n| queue depth | ncq=1 IOPS | ncq=1 IOPS (busy time) | ncq=32 IOPS | ncq=32 IOPS (busy time) | ncq=32 / ncq=1 |");
+    println!("|---|---|---|---|---|---|");
+    let median = |mut v: Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    for qd in [1u64, 4, 8, 32] {
+        let mut cells = Vec::new();
+        for ncq in ["1", "32"] {
+            let (mut wall, mut busy) = (Vec::new(), Vec::new());
+            for _ in 0..3 {
+                let mut c = hdd_cfg();
+                c.set("ncq", ncq).unwrap();
+                let d = Hdd::new(c).unwrap();
+                let per_thread = (2000 / qd) as u32;
+                wall.push(random_reads(&d, qd, per_thread));
+                let s = d.stats();
+                busy.push(s.host_read_requests as f64 / (s.busy_time_us as f64 / 1e6));
+            }
+            cells.push((median(wall), median(busy)));
+        }
+        println!(
+            "| {qd} | {:.0} | {:.0} | {:.0} | {:.0} | {:.2}x |",
+            cells[0].0,
+            cells[0].1,
+            cells[1].0,
+            cells[1].1,
+            cells[1].0 / cells[0].0
+        );
+    }
+}
+
 fn main() {
+    if std::env::args().any(|a| a == "ncq") {
+        ncq_bench();
+        return;
+    }
     println!("{:<48} {:>12} {:<8} note", "benchmark", "value", "unit");
     file_bench(false);
     file_bench(true);
     hdd_bench();
     raid_bench();
     trace_bench();
+    ncq_bench();
 }
