@@ -29,6 +29,14 @@ const DEVICES: [(&str, &str, &str); 2] = [
         "sata-ssd,capacity=2GiB,latency=emulate",
     ),
 ];
+/// The ablation of the HDD S-curve row's miss (its reason: the emulated disk serves its queue
+/// in arrival order): the same disk and cells with a 32-deep reordering command queue, the one
+/// factor changed. Not at the tiny scale, whose three points no shape rule judges.
+const HDD_NCQ: (&str, &str, &str) = (
+    "hdd-ncq",
+    "HDD (hdd-15k, ncq=32)",
+    "hdd-15k,latency=emulate,ncq=32",
+);
 const PAGE_KIB: u64 = 16;
 const THREADS: &str = "32";
 /// Measured: 10,000 YCSB records (10 fields of 100 B, hashed key order) fill 999 pages of
@@ -148,12 +156,15 @@ pub(super) fn cells(scale: Scale) -> Vec<Cell> {
     let table = p.records / RECORDS_PER_PAGE;
     let step = table / 12;
     let mut out = Vec::new();
-    for (dev, _, spec) in DEVICES {
+    let ablation = (scale != Scale::Tiny).then_some(HDD_NCQ);
+    for (dev, _, spec) in DEVICES.into_iter().chain(ablation) {
+        // The ablation's cells are the disk's own, so they fill and run as long.
+        let disk = dev.starts_with("hdd");
         for &i in p.twelfths {
             let pages = step * u64::from(i);
             // A cold pool fills one miss at a time: on the disk that takes as long as its
             // random reads need, and a window that starts before it is full measures the fill.
-            let (warm, overhead) = if dev == "hdd" {
+            let (warm, overhead) = if disk {
                 (p.warmup_s + pages as f64 / HDD_FILL_READS_S, p.overhead_s.0)
             } else {
                 (p.warmup_s, p.overhead_s.1)
@@ -176,11 +187,7 @@ pub(super) fn cells(scale: Scale) -> Vec<Cell> {
                         "table_pages": table, "records": p.records }),
             );
             // Below the whole table the disk cells wait on seeks at 3-6 % of the CPU.
-            out.push(if dev == "hdd" && i < 12 {
-                cell.light()
-            } else {
-                cell
-            });
+            out.push(if disk && i < 12 { cell.light() } else { cell });
         }
     }
     let pages = step * u64::from(p.advise_twelfths);
@@ -255,6 +262,8 @@ fn per_seed(g: &Group, m: Metric) -> BTreeMap<u64, f64> {
 struct Sweep<'a> {
     /// (buffer pages, twelfths of the table, [HDD, SSD]) by buffer size.
     rows: Vec<(u64, u64, [Option<Group<'a>>; 2])>,
+    /// The ablation's disk with a reordering queue ([`HDD_NCQ`]), by the same buffer sizes.
+    ncq: Vec<Option<Group<'a>>>,
     table_pages: u64,
     records: u64,
 }
@@ -281,25 +290,25 @@ impl<'a> Sweep<'a> {
             .collect();
         sizes.sort_unstable();
         sizes.dedup();
-        let rows = sizes
+        let g = |dev: &str, pages: u64| {
+            find(
+                results,
+                &[
+                    ("kind", "sweep"),
+                    ("device", dev),
+                    ("buffer_pages", &pages.to_string()),
+                ],
+            )
+        };
+        let rows: Vec<_> = sizes
             .into_iter()
-            .map(|(pages, tw)| {
-                let g = |dev: &str| {
-                    find(
-                        results,
-                        &[
-                            ("kind", "sweep"),
-                            ("device", dev),
-                            ("buffer_pages", &pages.to_string()),
-                        ],
-                    )
-                };
-                (pages, tw, [g(DEVICES[0].0), g(DEVICES[1].0)])
-            })
+            .map(|(pages, tw)| (pages, tw, [g(DEVICES[0].0, pages), g(DEVICES[1].0, pages)]))
             .collect();
+        let ncq = rows.iter().map(|r| g(HDD_NCQ.0, r.0)).collect();
         let first = sweep.first();
         Self {
             rows,
+            ncq,
             table_pages: first.map_or(0, |r| r.param_f64("table_pages") as u64),
             records: first.map_or(0, |r| r.param_f64("records") as u64),
         }
@@ -318,14 +327,43 @@ impl<'a> Sweep<'a> {
 
     /// Each repeat's own curve (buffer MiB, value), for the repeats that have every point.
     fn by_seed(&self, dev: usize, m: Metric) -> BTreeMap<u64, Vec<(f64, f64)>> {
+        self.curves(self.rows.iter().map(|(p, _, g)| (*p, g[dev].as_ref())), m)
+    }
+
+    /// [`Sweep::by_seed`] of the ablation's disk with a reordering queue.
+    fn ncq_by_seed(&self, m: Metric) -> BTreeMap<u64, Vec<(f64, f64)>> {
+        let pages = self.rows.iter().map(|r| r.0);
+        self.curves(pages.zip(self.ncq.iter().map(Option::as_ref)), m)
+    }
+
+    fn curves<'g>(
+        &self,
+        points: impl Iterator<Item = (u64, Option<&'g Group<'a>>)>,
+        m: Metric,
+    ) -> BTreeMap<u64, Vec<(f64, f64)>>
+    where
+        'a: 'g,
+    {
         let mut out: BTreeMap<u64, Vec<(f64, f64)>> = BTreeMap::new();
-        for (p, _, g) in &self.rows {
-            for (seed, v) in g[dev].as_ref().map(|g| per_seed(g, m)).unwrap_or_default() {
-                out.entry(seed).or_default().push((mib(*p), v));
+        for (p, g) in points {
+            for (seed, v) in g.map(|g| per_seed(g, m)).unwrap_or_default() {
+                out.entry(seed).or_default().push((mib(p), v));
             }
         }
         out.retain(|_, c| c.len() == self.rows.len());
         out
+    }
+
+    /// Median TPS over the repeats of the ablation's disk, by buffer size (MiB).
+    fn ncq_median_tps(&self) -> Vec<(f64, f64)> {
+        self.rows
+            .iter()
+            .zip(&self.ncq)
+            .filter_map(|((p, _, _), g)| {
+                let v: Vec<f64> = per_seed(g.as_ref()?, Metric::Tps).into_values().collect();
+                Some((mib(*p), Spread::of(v)?.median))
+            })
+            .collect()
     }
 
     /// The repeats of a device's cells at the smallest buffers, as one group.
@@ -535,6 +573,8 @@ fn plots(ctx: &Ctx, sweep: &Sweep, pred: &advise::Predictions, body: &mut String
         let p = at(&|x| pred.tps(i, x));
         tps.push(series(&format!("{label}, predicted"), p, true, i));
     }
+    let ncq = format!("{}, measured (ablation)", HDD_NCQ.1);
+    tps.push(series(&ncq, sweep.ncq_median_tps(), false, 2));
     let mrc = at(&|x| pred.hit(x));
     hits.push(series("LRU miss-ratio curve (one run)", mrc, true, 2));
     for (name, title, y, s, log_y) in [

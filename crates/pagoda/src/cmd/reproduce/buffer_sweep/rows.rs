@@ -5,7 +5,7 @@
 use super::super::cell::CellResult;
 use super::super::repeats::{Group, Spread};
 use super::super::report::{fmt_frac, fmt_num, Headline};
-use super::{shapes, Metric, Sweep, DEVICES, SMALL_TWELFTHS};
+use super::{shapes, Metric, Sweep, DEVICES, HDD_NCQ, SMALL_TWELFTHS};
 
 /// `median (min–max)` of per-repeat values, or `–`.
 fn spread_text(v: Vec<f64>, f: impl Fn(f64) -> String) -> String {
@@ -151,7 +151,13 @@ pub(super) fn shapes(sweep: &Sweep) -> Vec<Headline> {
             ),
         )
         .regime(off(0))
-        .ablation_unless_within(s_curve_below_the_table(sweep)),
+        .ablation_unless_within({
+            let parts: Vec<String> = [s_curve_below_the_table(sweep), s_curve_with_ncq(sweep)]
+                .into_iter()
+                .flatten()
+                .collect();
+            (!parts.is_empty()).then(|| parts.join("; "))
+        }),
     );
 
     // SSD read requests decaying exponentially.
@@ -224,6 +230,48 @@ fn s_curve_below_the_table(sweep: &Sweep) -> Option<String> {
         )),
         spread_text(ss.iter().map(|s| s.first).collect(), |v| format!("{v:.2}")),
         spread_text(ss.iter().map(|s| s.last).collect(), |v| format!("{v:.2}")),
+    ))
+}
+
+/// The S-curve rule on the ablation's disk, which reorders a 32-deep queue: the factor the
+/// miss names changed and nothing else.
+fn s_curve_with_ncq(sweep: &Sweep) -> Option<String> {
+    let curves = sweep.ncq_by_seed(Metric::Tps);
+    if curves.is_empty() {
+        return None;
+    }
+    let whole: Vec<shapes::SCurve> = curves.values().filter_map(|c| shapes::s_curve(c)).collect();
+    let below: Vec<shapes::SCurve> = curves
+        .values()
+        .filter_map(|c| shapes::s_curve(&c[..c.len().saturating_sub(1)]))
+        .collect();
+    let held = |v: &[shapes::SCurve]| v.iter().filter(|s| s.holds()).count();
+    let table = sweep.table_mib().max(1e-9);
+    let fifo = sweep.median(0, Metric::Tps);
+    let ncq = sweep.ncq_median_tps();
+    let first = |v: &[(f64, f64)]| fmt_num(v.first().map(|p| p.1));
+    Some(format!(
+        "with a reordering queue ({}, `{}`): the S-curve rule holds in {} of {} (without the \
+         last point in {} of {}); inflection at {} of the table; first/last step {} / {} of the \
+         steepest; TPS at the smallest buffer {} against {} in arrival order (medians)",
+        HDD_NCQ.1,
+        HDD_NCQ.2,
+        held(whole.as_slice()),
+        whole.len(),
+        held(below.as_slice()),
+        below.len(),
+        spread_text(whole.iter().map(|s| s.at).collect(), |x| format!(
+            "{:.0} %",
+            x / table * 100.0
+        )),
+        spread_text(whole.iter().map(|s| s.first).collect(), |v| format!(
+            "{v:.2}"
+        )),
+        spread_text(whole.iter().map(|s| s.last).collect(), |v| format!(
+            "{v:.2}"
+        )),
+        first(ncq.as_slice()),
+        first(fifo.as_slice()),
     ))
 }
 
