@@ -20,8 +20,9 @@ use std::thread::{self, Thread};
 use std::time::Duration;
 
 /// A request pending longer than this (modeled) is served before any other, oldest first, so
-/// that far-away requests do not starve. A full round of 32 reordered requests takes about
-/// 80 ms, so the bound rarely overrides the shortest-positioning choice.
+/// that far-away requests do not starve. A full round of 32 reordered random reads over the
+/// whole disk takes about 65 ms (509 IOPS measured at QD32): the bound overrides the
+/// shortest-positioning choice only for a request passed over for several rounds.
 pub const NCQ_AGE_MS: u64 = 250;
 const AGE_NS: u64 = NCQ_AGE_MS * 1_000_000;
 
