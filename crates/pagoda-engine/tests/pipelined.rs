@@ -195,7 +195,13 @@ fn abandon_fails_pending_tickets_without_hanging() {
         db.abandon();
     });
     // Either it became durable before the abandon took effect, or it failed: never hangs.
-    let r = ticket.wait();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(ticket.wait().map(|_| ()));
+    });
+    let r = rx
+        .recv_timeout(Duration::from_secs(20))
+        .expect("the ticket of an abandoned database never resolved");
     assert!(r.is_ok() || matches!(r, Err(Error::Failed(_))), "{r:?}");
 }
 
