@@ -5,7 +5,7 @@
 use pagoda_device::mem::MemDevice;
 mod common;
 
-use pagoda_device::fault::{Failure, Fault, FaultDevice, Op};
+use pagoda_device::fault::{FaultDevice, Op};
 use pagoda_device::DeviceRef;
 use pagoda_engine::{Db, DbOptions, Error};
 use std::sync::Arc;
@@ -179,13 +179,7 @@ fn a_commit_queued_behind_a_failed_drop_applies_nothing() {
         })
     };
     std::thread::sleep(Duration::from_millis(300));
-    gate.inject(Fault::Fail {
-        op: Op::Flush,
-        after: 0,
-        times: u64::MAX,
-        failure: Failure::Eio,
-    })
-    .unwrap();
+    common::fail_syncs(&gate);
     gate.release(Op::Flush);
     assert!(matches!(dropper.join().unwrap(), Err(Error::Failed(_))));
     match writer.join() {

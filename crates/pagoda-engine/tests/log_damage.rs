@@ -7,7 +7,7 @@
 mod common;
 
 use common::superblock;
-use pagoda_device::fault::{Failure, Fault, FaultDevice, Op};
+use pagoda_device::fault::{FaultDevice, Op};
 use pagoda_device::mem::MemDevice;
 use pagoda_device::{DeviceRef, WriteHints};
 use pagoda_engine::format::{align_up, GroupHeader, GROUP_HEADER};
@@ -269,13 +269,7 @@ fn in_flight_tail_then_a_commit_of_the_same_size(sabotage: Option<Sabotage>) -> 
         let gs = groups(&d, &raw);
         assert!(gs.len() >= base + 2, "{gs:?}");
         flip_log(&d, &raw, gs[base].0 + GROUP_HEADER as u64 + 1);
-        held.inject(Fault::Fail {
-            op: Op::Flush,
-            after: 0,
-            times: u64::MAX,
-            failure: Failure::Eio,
-        })
-        .unwrap();
+        common::fail_syncs(&held);
         held.release(Op::Flush);
     });
     db.abandon();

@@ -3,24 +3,14 @@
 //! their keys, are bounded (back-pressure), and fail cleanly with the database.
 mod common;
 
-use pagoda_device::fault::{Failure, Fault, FaultDevice, Op};
+use common::fail_syncs;
+use pagoda_device::fault::{FaultDevice, Op};
 use pagoda_device::mem::MemDevice;
 use pagoda_device::{DeviceRef, PowerCut};
 use pagoda_engine::{CommitMode, CommitTicket, Db, DbOptions, Error, TornMode};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-
-/// Every later log sync fails (a device lost under waiting commits).
-fn fail_syncs(gate: &FaultDevice) {
-    gate.inject(Fault::Fail {
-        op: Op::Flush,
-        after: 0,
-        times: u64::MAX,
-        failure: Failure::Eio,
-    })
-    .unwrap();
-}
 
 /// Waits until the log's sync is held (the flush thread is stuck in it), failing the test
 /// after 20 s.

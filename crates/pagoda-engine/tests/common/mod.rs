@@ -1,8 +1,20 @@
 //! Test devices shared by the engine's integration tests.
 #![allow(dead_code)]
 
+use pagoda_device::fault::{Failure, Fault, FaultDevice, Op};
 use pagoda_device::DeviceRef;
 use pagoda_engine::format::Superblock;
+
+/// Every later sync of `dev` fails (a device lost under waiting commits).
+pub fn fail_syncs(dev: &FaultDevice) {
+    dev.inject(Fault::Fail {
+        op: Op::Flush,
+        after: 0,
+        times: u64::MAX,
+        failure: Failure::Eio,
+    })
+    .unwrap();
+}
 
 /// The newest valid superblock of a data device (of its two slots, the higher generation).
 pub fn superblock(d: &DeviceRef) -> Superblock {
