@@ -1,17 +1,20 @@
 //! A programmable fault device for tests (cargo feature `fault-injection`, off by default, so
 //! no product build can carry it). It wraps any device and, on command: holds an operation
-//! until released, fails the n-th operation of a kind (an I/O error, or a full device),
+//! until released, fails the n-th operation of a kind (an I/O error, a full device, or a
+//! failed flush that loses the writes it should have made durable),
 //! delays operations, flips a bit on reads (transient) or on the medium (persistent), lands a
-//! sector's write on another sector (misdirected), acknowledges a sector's write without
-//! doing it (lost), cuts power after n writes, and records every request. Storage engines meet
-//! these faults in production; power loss alone is what the emulated devices model.
+//! sector's write on another sector (misdirected) or also on another sector (a stray copy),
+//! acknowledges a sector's write without doing it (lost), cuts power after n writes (alone,
+//! or with the other devices on its [`Rail`]), and records every request. Storage engines
+//! meet these faults in production; power loss alone is what the emulated devices model.
 
 use crate::{
     BlockDevice, Capabilities, DeviceError, DeviceRef, DeviceStats, PowerCut, Result, WriteHints,
     SECTOR_SIZE,
 };
-use parking_lot::Mutex;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use parking_lot::{Mutex, RwLock};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// The kind of a request.
@@ -40,6 +43,11 @@ pub enum Failure {
     Eio,
     /// No space left ([`DeviceError::Full`]).
     Full,
+    /// On a flush: an I/O error, and the writes that flush should have made durable are gone
+    /// (the wrapped device loses them as in a power cut, seeded by the flush's number), which
+    /// is what Linux does after a failed fsync: it drops the dirty pages, so a retried fsync
+    /// succeeds without them. On other requests: an I/O error.
+    EioLosingWrites,
 }
 
 /// One fault. Several may be armed at once; they act in the order they were injected.
@@ -82,6 +90,14 @@ pub enum Fault {
         /// The sector the host writes.
         from: u64,
         /// Where its contents land.
+        to: u64,
+    },
+    /// A write covering sector `from` also puts that sector's new contents at `to` (a stray
+    /// copy: `from` is written as asked, `to` loses its own contents).
+    Stray {
+        /// The sector the host writes.
+        from: u64,
+        /// Where a copy of its contents lands too.
         to: u64,
     },
     /// A write covering `sector` is acknowledged but that sector keeps its old contents.
@@ -127,12 +143,100 @@ struct State {
     with_data: bool,
     records: Vec<Record>,
     powered_off: bool,
+    /// Requests an injected fault acted on, per kind.
+    injected: [u64; 4],
+}
+
+/// Devices that lose power together (a database's data and log devices): a cut armed on the
+/// rail falls at the n-th write, flush or trim over all of them and cuts each at once (every
+/// wrapped device must emulate a power cut); from then on their requests fail until
+/// [`Rail::power_on`]. A request runs wholly before the cut or fails.
+#[derive(Debug)]
+pub struct Rail {
+    devices: Mutex<Vec<DeviceRef>>,
+    seed: u64,
+    /// Counted requests left before the cut; `i64::MAX` while disarmed.
+    left: AtomicI64,
+    off: AtomicBool,
+    /// Requests hold it shared, the cut exclusively.
+    gate: RwLock<()>,
+}
+
+impl Rail {
+    /// A rail whose cut decides with `seed` (and the device's place on the rail) which unflushed
+    /// sectors survive.
+    pub fn new(seed: u64) -> Arc<Self> {
+        Arc::new(Self {
+            devices: Mutex::new(Vec::new()),
+            seed,
+            left: AtomicI64::new(i64::MAX),
+            off: AtomicBool::new(false),
+            gate: RwLock::new(()),
+        })
+    }
+
+    /// Cuts the power at the `n`-th write, flush or trim from now (that request fails).
+    pub fn arm(&self, n: u64) {
+        self.left.store(
+            i64::try_from(n.max(1)).unwrap_or(i64::MAX),
+            Ordering::Release,
+        );
+    }
+
+    /// Whether the power is off.
+    pub fn is_off(&self) -> bool {
+        self.off.load(Ordering::Acquire)
+    }
+
+    /// Cuts the power of every device on the rail now (nothing if it is off already).
+    pub fn cut(&self) -> Result<()> {
+        let _g = self.gate.write();
+        if self.off.swap(true, Ordering::AcqRel) {
+            return Ok(());
+        }
+        for (i, d) in self.devices.lock().iter().enumerate() {
+            if let Some(pc) = d.as_power_cut() {
+                pc.power_cut(self.seed.wrapping_add(i as u64))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Powers the rail on again, disarmed.
+    pub fn power_on(&self) {
+        self.left.store(i64::MAX, Ordering::Release);
+        self.off.store(false, Ordering::Release);
+    }
+
+    fn power_off() -> DeviceError {
+        DeviceError::io(
+            "emulated power cut",
+            std::io::Error::other("the device has no power"),
+        )
+    }
+
+    /// Runs one request; `counts` for writes, flushes and trims.
+    fn run<T>(&self, counts: bool, f: impl FnOnce() -> Result<T>) -> Result<T> {
+        {
+            let _g = self.gate.read();
+            if self.is_off() {
+                return Err(Self::power_off());
+            }
+            if !counts || self.left.fetch_sub(1, Ordering::AcqRel) > 1 {
+                return f();
+            }
+        }
+        self.cut()?;
+        Err(Self::power_off())
+    }
 }
 
 /// See the module documentation.
 #[derive(Debug)]
 pub struct FaultDevice {
     inner: DeviceRef,
+    /// The rail this device loses power with, if any.
+    rail: Option<Arc<Rail>>,
     state: Mutex<State>,
     /// Serialises the requests that rewrite the medium around a write (misdirect, lose).
     rewrite: Mutex<()>,
@@ -157,6 +261,31 @@ impl FaultDevice {
             rewrite: Mutex::new(()),
             held: Default::default(),
             waiting: Default::default(),
+            rail: None,
+        }
+    }
+
+    /// Wraps `inner` on `rail`: it loses power with the rail's other devices (`inner` must
+    /// emulate a power cut).
+    pub fn on_rail(inner: DeviceRef, rail: &Arc<Rail>) -> Result<Self> {
+        if inner.as_power_cut().is_none() {
+            return Err(DeviceError::Unsupported(format!(
+                "a power rail over {}: wrap an emulated device",
+                inner.describe()
+            )));
+        }
+        rail.devices.lock().push(inner.clone());
+        Ok(Self {
+            rail: Some(rail.clone()),
+            ..Self::new(inner)
+        })
+    }
+
+    /// Runs a request through the rail, if the device is on one.
+    fn powered<T>(&self, counts: bool, f: impl FnOnce() -> Result<T>) -> Result<T> {
+        match &self.rail {
+            Some(r) => r.run(counts, f),
+            None => f(),
         }
     }
 
@@ -245,6 +374,12 @@ impl FaultDevice {
         std::mem::take(&mut self.state.lock().records)
     }
 
+    /// Requests of kind `op` an injected fault acted on so far: failed, read with a flipped bit,
+    /// misdirected or lost.
+    pub fn injected(&self, op: Op) -> u64 {
+        self.state.lock().injected[op.index()]
+    }
+
     /// Operations of kind `op` seen so far.
     pub fn seen(&self, op: Op) -> u64 {
         self.state.lock().seen[op.index()]
@@ -306,6 +441,9 @@ impl FaultDevice {
                     _ => {}
                 }
             }
+            if failure.is_some() && !s.powered_off {
+                s.injected[op.index()] += 1;
+            }
             (delay, failure)
         };
         if !delay.is_zero() {
@@ -348,26 +486,25 @@ impl FaultDevice {
     fn fail(&self, op: Op, sector: u64, sectors: u64, f: Failure) -> DeviceError {
         self.log(op, sector, sectors, true);
         match f {
-            Failure::Eio => eio(&format!("{op:?} of sector {sector}")),
+            Failure::Eio | Failure::EioLosingWrites => eio(&format!("{op:?} of sector {sector}")),
             Failure::Full => DeviceError::Full(format!(
                 "injected: no space for the {op:?} of sector {sector}"
             )),
         }
     }
 
-    /// The sectors of a write at `sector` of `n` sectors that a misdirect or a lost write
-    /// concerns: (the sector written, where its contents go, or `None` when lost).
-    fn redirections(&self, sector: u64, n: u64) -> Vec<(u64, Option<u64>)> {
+    /// The sectors of a write at `sector` of `n` sectors that a misdirect, a stray copy or a
+    /// lost write concerns: (the sector written, where a copy of its contents goes if
+    /// anywhere, whether it keeps its old contents).
+    fn redirections(&self, sector: u64, n: u64) -> Vec<(u64, Option<u64>, bool)> {
         let s = self.state.lock();
+        let covers = |x: u64| (sector..sector + n).contains(&x);
         s.faults
             .iter()
             .filter_map(|(f, _)| match *f {
-                Fault::Misdirect { from, to } if (sector..sector + n).contains(&from) => {
-                    Some((from, Some(to)))
-                }
-                Fault::LoseWrite { sector: x } if (sector..sector + n).contains(&x) => {
-                    Some((x, None))
-                }
+                Fault::Misdirect { from, to } if covers(from) => Some((from, Some(to), true)),
+                Fault::Stray { from, to } if covers(from) => Some((from, Some(to), false)),
+                Fault::LoseWrite { sector: x } if covers(x) => Some((x, None, true)),
                 _ => None,
             })
             .collect()
@@ -402,83 +539,19 @@ impl BlockDevice for FaultDevice {
     }
 
     fn read(&self, sector: u64, buf: &mut [u8]) -> Result<()> {
-        let n = crate::check_io(&self.caps(), sector, buf.len())?;
-        if let Some(f) = self.enter(Op::Read) {
-            return Err(self.fail(Op::Read, sector, n, f));
-        }
-        let r = self.inner.read(sector, buf);
-        if r.is_ok() {
-            let s = self.state.lock();
-            for (f, _) in &s.faults {
-                if let Fault::FlipBit {
-                    sector: x,
-                    byte,
-                    bit,
-                    persistent: false,
-                } = *f
-                {
-                    if (sector..sector + n).contains(&x) && byte < SECTOR_SIZE && bit < 8 {
-                        buf[(x - sector) as usize * SECTOR_SIZE + byte] ^= 1 << bit;
-                    }
-                }
-            }
-        }
-        self.log(Op::Read, sector, n, r.is_err());
-        r
+        self.powered(false, || self.read_now(sector, buf))
     }
 
     fn write(&self, sector: u64, buf: &[u8], hints: WriteHints) -> Result<()> {
-        let n = crate::check_io(&self.caps(), sector, buf.len())?;
-        if let Some(f) = self.enter(Op::Write) {
-            return Err(self.fail(Op::Write, sector, n, f));
-        }
-        let redirect = self.redirections(sector, n);
-        let r = if redirect.is_empty() {
-            self.inner.write(sector, buf, hints)
-        } else {
-            // The write lands, then the concerned sectors get their old contents back and a
-            // misdirected one its new contents elsewhere (not atomic: a test device).
-            let _one = self.rewrite.lock();
-            let mut old = Vec::new();
-            for &(x, _) in &redirect {
-                let mut b = vec![0u8; SECTOR_SIZE];
-                self.inner.read(x, &mut b)?;
-                old.push(b);
-            }
-            self.inner.write(sector, buf, hints).and_then(|()| {
-                for (&(x, to), b) in redirect.iter().zip(&old) {
-                    self.inner.write(x, b, WriteHints::default())?;
-                    if let Some(to) = to {
-                        let at = (x - sector) as usize * SECTOR_SIZE;
-                        self.inner
-                            .write(to, &buf[at..at + SECTOR_SIZE], WriteHints::default())?;
-                    }
-                }
-                Ok(())
-            })
-        };
-        self.log_write(Op::Write, sector, n, r.is_err(), Some((hints, buf)));
-        r?;
-        self.after_write()
+        self.powered(true, || self.write_now(sector, buf, hints))
     }
 
     fn flush(&self) -> Result<()> {
-        if let Some(f) = self.enter(Op::Flush) {
-            return Err(self.fail(Op::Flush, 0, 0, f));
-        }
-        let r = self.inner.flush();
-        self.log(Op::Flush, 0, 0, r.is_err());
-        r
+        self.powered(true, || self.flush_now())
     }
 
     fn trim(&self, sector: u64, sectors: u64) -> Result<()> {
-        crate::check_range(&self.caps(), sector, sectors)?;
-        if let Some(f) = self.enter(Op::Trim) {
-            return Err(self.fail(Op::Trim, sector, sectors, f));
-        }
-        let r = self.inner.trim(sector, sectors);
-        self.log(Op::Trim, sector, sectors, r.is_err());
-        r
+        self.powered(true, || self.trim_now(sector, sectors))
     }
 
     fn stats(&self) -> DeviceStats {
@@ -499,5 +572,103 @@ impl BlockDevice for FaultDevice {
 
     fn as_power_cut(&self) -> Option<&dyn PowerCut> {
         self.inner.as_power_cut()
+    }
+}
+
+impl FaultDevice {
+    fn read_now(&self, sector: u64, buf: &mut [u8]) -> Result<()> {
+        let n = crate::check_io(&self.caps(), sector, buf.len())?;
+        if let Some(f) = self.enter(Op::Read) {
+            return Err(self.fail(Op::Read, sector, n, f));
+        }
+        let r = self.inner.read(sector, buf);
+        if r.is_ok() {
+            let mut s = self.state.lock();
+            let mut flipped = 0;
+            for (f, _) in &s.faults {
+                if let Fault::FlipBit {
+                    sector: x,
+                    byte,
+                    bit,
+                    persistent: false,
+                } = *f
+                {
+                    if (sector..sector + n).contains(&x) && byte < SECTOR_SIZE && bit < 8 {
+                        buf[(x - sector) as usize * SECTOR_SIZE + byte] ^= 1 << bit;
+                        flipped = 1;
+                    }
+                }
+            }
+            s.injected[Op::Read.index()] += flipped;
+        }
+        self.log(Op::Read, sector, n, r.is_err());
+        r
+    }
+
+    fn write_now(&self, sector: u64, buf: &[u8], hints: WriteHints) -> Result<()> {
+        let n = crate::check_io(&self.caps(), sector, buf.len())?;
+        if let Some(f) = self.enter(Op::Write) {
+            return Err(self.fail(Op::Write, sector, n, f));
+        }
+        let redirect = self.redirections(sector, n);
+        if !redirect.is_empty() {
+            self.state.lock().injected[Op::Write.index()] += 1;
+        }
+        let r = if redirect.is_empty() {
+            self.inner.write(sector, buf, hints)
+        } else {
+            // The write lands, then the sectors that keep their old contents get them back, and
+            // a misdirected or stray one's new contents land elsewhere (not atomic: a test
+            // device).
+            let _one = self.rewrite.lock();
+            let mut old = Vec::new();
+            for &(x, _, keep) in &redirect {
+                let mut b = vec![0u8; SECTOR_SIZE];
+                if keep {
+                    self.inner.read(x, &mut b)?;
+                }
+                old.push(b);
+            }
+            self.inner.write(sector, buf, hints).and_then(|()| {
+                for (&(x, to, keep), b) in redirect.iter().zip(&old) {
+                    if keep {
+                        self.inner.write(x, b, WriteHints::default())?;
+                    }
+                    if let Some(to) = to {
+                        let at = (x - sector) as usize * SECTOR_SIZE;
+                        self.inner
+                            .write(to, &buf[at..at + SECTOR_SIZE], WriteHints::default())?;
+                    }
+                }
+                Ok(())
+            })
+        };
+        self.log_write(Op::Write, sector, n, r.is_err(), Some((hints, buf)));
+        r?;
+        self.after_write()
+    }
+
+    fn flush_now(&self) -> Result<()> {
+        if let Some(f) = self.enter(Op::Flush) {
+            if f == Failure::EioLosingWrites {
+                if let Some(pc) = self.inner.as_power_cut() {
+                    pc.power_cut(self.seen(Op::Flush))?;
+                }
+            }
+            return Err(self.fail(Op::Flush, 0, 0, f));
+        }
+        let r = self.inner.flush();
+        self.log(Op::Flush, 0, 0, r.is_err());
+        r
+    }
+
+    fn trim_now(&self, sector: u64, sectors: u64) -> Result<()> {
+        crate::check_range(&self.caps(), sector, sectors)?;
+        if let Some(f) = self.enter(Op::Trim) {
+            return Err(self.fail(Op::Trim, sector, sectors, f));
+        }
+        let r = self.inner.trim(sector, sectors);
+        self.log(Op::Trim, sector, sectors, r.is_err());
+        r
     }
 }

@@ -117,6 +117,12 @@ fn a_misdirected_write_lands_elsewhere_and_a_lost_one_nowhere() {
         sector(6),
         "misdirected: the new contents land here"
     );
+    f.clear();
+    f.inject(Fault::Stray { from: 22, to: 31 }).unwrap();
+    f.write(22, &sector(7), WriteHints::default()).unwrap();
+    assert_eq!(read(&f, 22), sector(7), "stray: the sector is written");
+    assert_eq!(read(&f, 31), sector(7), "stray: and a copy lands here");
+    assert_eq!(f.injected(Op::Write), 2, "two writes were redirected");
 }
 
 #[test]
@@ -158,4 +164,61 @@ fn requests_are_recorded_and_a_held_flush_waits_for_its_release() {
     let ops: Vec<(Op, u64)> = f.records().iter().map(|r| (r.op, r.sector)).collect();
     assert_eq!(ops, vec![(Op::Write, 7), (Op::Read, 7), (Op::Flush, 0)]);
     assert_eq!(f.seen(Op::Flush), 1);
+}
+
+#[test]
+fn a_flush_that_fails_losing_writes_drops_them_and_a_retry_cannot_bring_them_back() {
+    let (inner, f) = dev();
+    for s in 0..64 {
+        f.write(s, &sector(1), WriteHints::default()).unwrap();
+    }
+    f.flush().unwrap();
+    for s in 0..64 {
+        f.write(s, &sector(2), WriteHints::default()).unwrap();
+    }
+    f.inject(Fault::Fail {
+        op: Op::Flush,
+        after: 0,
+        times: 1,
+        failure: Failure::EioLosingWrites,
+    })
+    .unwrap();
+    assert!(f.flush().is_err());
+    assert_eq!(f.injected(Op::Flush), 1);
+    // The retry succeeds, as after a failed fsync on Linux, but what it should have made
+    // durable is partly gone: some sectors read their old contents.
+    f.flush().unwrap();
+    let after: Vec<Vec<u8>> = (0..64).map(|s| read(&f, s)).collect();
+    let lost = after.iter().filter(|b| **b == sector(1)).count();
+    assert!(lost > 0, "no write was lost by the failed flush");
+    assert!(after.iter().all(|b| *b == sector(1) || *b == sector(2)));
+    // Now durable: another cut changes nothing.
+    inner.as_power_cut().unwrap().power_cut(7).unwrap();
+    assert_eq!((0..64).map(|s| read(&f, s)).collect::<Vec<_>>(), after);
+}
+
+#[test]
+fn devices_on_one_rail_lose_power_together_at_the_armed_request() {
+    use pagoda_device::fault::Rail;
+    let rail = Rail::new(3);
+    let a = FaultDevice::on_rail(dev().0, &rail).unwrap();
+    let b = FaultDevice::on_rail(dev().0, &rail).unwrap();
+    a.write(0, &sector(1), WriteHints::default()).unwrap();
+    a.flush().unwrap();
+    rail.arm(3);
+    b.write(0, &sector(2), WriteHints::default()).unwrap();
+    // Reads do not count.
+    assert_eq!(read(&a, 0), sector(1));
+    a.write(1, &sector(3), WriteHints::default()).unwrap();
+    let e = b.flush().unwrap_err();
+    assert!(e.to_string().contains("no power"), "{e}");
+    assert!(rail.is_off());
+    assert!(a.write(2, &sector(4), WriteHints::default()).is_err());
+    let mut buf = sector(0);
+    assert!(b.read(0, &mut buf).is_err());
+    rail.power_on();
+    // What was flushed before the cut survives on both; the rest is as the cut left it.
+    assert_eq!(read(&a, 0), sector(1));
+    assert!([sector(0), sector(2)].contains(&read(&b, 0)));
+    a.write(2, &sector(4), WriteHints::default()).unwrap();
 }
