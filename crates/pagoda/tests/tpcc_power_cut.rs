@@ -4,112 +4,16 @@
 #![allow(clippy::unwrap_used)] // test: a failure should panic with the cause
 
 use pagoda::store::PagodaStore;
+use pagoda_device::fault::{FaultDevice, Rail};
 use pagoda_device::spec::DeviceSpec;
-use pagoda_device::stats::DeviceStats;
-use pagoda_device::{BlockDevice, Capabilities, DeviceError, DeviceRef, WriteHints};
+use pagoda_device::DeviceRef;
 use pagoda_engine::{Db, DbOptions};
 use pagoda_workload::report::RunReport;
 use pagoda_workload::tpcc::schema::{HISTORY, ORDERS};
 use pagoda_workload::tpcc::{self, TpccConfig, TpccScale};
 use pagoda_workload::{DriverConfig, RunLimit, Store};
-use parking_lot::RwLock;
-use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-
-/// The power switch of the data and log devices: once armed, the `n`-th write or flush (over
-/// both devices) cuts the power of both instead of running; from then on every I/O fails.
-#[derive(Debug)]
-struct Switch {
-    devices: [DeviceRef; 2],
-    seed: u64,
-    /// Writes and flushes left before the cut; `i64::MAX` while disarmed.
-    left: AtomicI64,
-    off: AtomicBool,
-    /// I/O holds it shared, the cut exclusively: a request runs wholly before the cut or fails.
-    gate: RwLock<()>,
-}
-
-impl Switch {
-    fn arm(&self, n: i64) {
-        self.left.store(n, Ordering::Release);
-    }
-
-    fn is_off(&self) -> bool {
-        self.off.load(Ordering::Acquire)
-    }
-
-    fn power_off() -> DeviceError {
-        DeviceError::io(
-            "emulated power cut",
-            std::io::Error::other("the device has no power"),
-        )
-    }
-
-    fn cut(&self) {
-        let _g = self.gate.write();
-        if self.off.swap(true, Ordering::AcqRel) {
-            return;
-        }
-        for (i, d) in self.devices.iter().enumerate() {
-            d.as_power_cut()
-                .unwrap()
-                .power_cut(self.seed.wrapping_add(i as u64))
-                .unwrap();
-        }
-    }
-
-    /// Runs one I/O; `counts` for writes and flushes.
-    fn io<T>(
-        &self,
-        counts: bool,
-        f: impl FnOnce() -> pagoda_device::Result<T>,
-    ) -> pagoda_device::Result<T> {
-        {
-            let _g = self.gate.read();
-            if self.is_off() {
-                return Err(Self::power_off());
-            }
-            if !counts || self.left.fetch_sub(1, Ordering::AcqRel) > 1 {
-                return f();
-            }
-        }
-        self.cut();
-        Err(Self::power_off())
-    }
-}
-
-/// One of the two devices behind the [`Switch`].
-#[derive(Debug)]
-struct CutDevice {
-    inner: DeviceRef,
-    switch: Arc<Switch>,
-}
-
-impl BlockDevice for CutDevice {
-    fn caps(&self) -> Capabilities {
-        self.inner.caps()
-    }
-    fn read(&self, sector: u64, buf: &mut [u8]) -> pagoda_device::Result<()> {
-        self.switch.io(false, || self.inner.read(sector, buf))
-    }
-    fn write(&self, sector: u64, buf: &[u8], hints: WriteHints) -> pagoda_device::Result<()> {
-        self.switch
-            .io(true, || self.inner.write(sector, buf, hints))
-    }
-    fn flush(&self) -> pagoda_device::Result<()> {
-        self.switch.io(true, || self.inner.flush())
-    }
-    fn trim(&self, sector: u64, sectors: u64) -> pagoda_device::Result<()> {
-        self.switch.io(true, || self.inner.trim(sector, sectors))
-    }
-    fn stats(&self) -> DeviceStats {
-        self.inner.stats()
-    }
-    fn describe(&self) -> String {
-        format!("cut({})", self.inner.describe())
-    }
-}
 
 fn open(data: &DeviceRef, log: &DeviceRef) -> PagodaStore {
     let opts = DbOptions::with_devices(data.clone(), log.clone())
@@ -143,18 +47,10 @@ fn tpcc_is_consistent_after_a_power_cut_under_load() {
         .unwrap_or(11u64);
     let spec = DeviceSpec::parse("sata-ssd,capacity=1GiB").unwrap();
     let (data, log) = (spec.open().unwrap(), spec.open().unwrap());
-    let switch = Arc::new(Switch {
-        devices: [data.clone(), log.clone()],
-        seed,
-        left: AtomicI64::new(i64::MAX),
-        off: AtomicBool::new(false),
-        gate: RwLock::new(()),
-    });
+    // Data and log lose power together: the n-th write or flush over both cuts both.
+    let rail = Rail::new(seed);
     let cut = |inner: &DeviceRef| -> DeviceRef {
-        Arc::new(CutDevice {
-            inner: inner.clone(),
-            switch: switch.clone(),
-        })
+        Arc::new(FaultDevice::on_rail(inner.clone(), &rail).unwrap())
     };
     let cfg = TpccConfig {
         scale: TpccScale {
@@ -174,7 +70,7 @@ fn tpcc_is_consistent_after_a_power_cut_under_load() {
     // The cut falls at a seeded write or flush of the run: after the first commits (each does
     // a log write and a sync) and well before its end (600 operations do about 1,400).
     let n = 100 + pagoda_workload::driver::thread_seed(seed, 0) % 700;
-    switch.arm(n as i64);
+    rail.arm(n);
 
     let driver = DriverConfig {
         threads: 2,
@@ -192,7 +88,7 @@ fn tpcc_is_consistent_after_a_power_cut_under_load() {
     };
     let report = tpcc::run(&store, &cfg, &cut_run, None).unwrap();
     let ctx = format!("seed {seed}, cut at I/O {n}");
-    assert!(switch.is_off(), "{ctx}: the run ended before the cut");
+    assert!(rail.is_off(), "{ctx}: the run ended before the cut");
     let acknowledged = store.db().stats().commits;
     let (new_orders, new_order_errors) = op(&report, "NewOrder");
     let (payments, payment_errors) = op(&report, "Payment");
