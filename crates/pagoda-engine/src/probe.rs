@@ -138,11 +138,25 @@ pub enum Sabotage {
     /// wrote straight to the data device first, so a power cut can leave the installed tree
     /// pointing at pages that never reached the disk.
     BulkSkipSync,
+    /// A page read from disk is used even when its checksum fails (the check that catches
+    /// bit rot and torn pages on read).
+    TrustPageChecksum,
+    /// A page read from disk is used even when its header names another page (the check that
+    /// catches a misdirected write on read).
+    TrustPageId,
+    /// A failed log sync is retried, and the commits it covered are acknowledged when the
+    /// retry succeeds (the "fsyncgate" mistake: the failed sync may have dropped the writes).
+    RetryFailedLogSync,
+    /// A failed page write (or the data sync after it) counts as done: the pages are clean.
+    IgnoreWriteError,
+    /// A page whose read fails is taken as an empty leaf (as if unreadable meant never used)
+    /// instead of failing the read.
+    IgnoreReadError,
 }
 
 impl Sabotage {
     /// Every sabotage.
-    pub const ALL: [Sabotage; 16] = [
+    pub const ALL: [Sabotage; 21] = [
         Self::SkipLogSync,
         Self::SkipDoublewrite,
         Self::AckBeforeDurable,
@@ -159,6 +173,11 @@ impl Sabotage {
         Self::DropOpsOfImagedRecords,
         Self::DoublewriteOldImages,
         Self::BulkSkipSync,
+        Self::TrustPageChecksum,
+        Self::TrustPageId,
+        Self::RetryFailedLogSync,
+        Self::IgnoreWriteError,
+        Self::IgnoreReadError,
     ];
 
     /// Whether the sabotage only has an effect with a flash cache.
@@ -188,6 +207,11 @@ impl Sabotage {
             Self::DropOpsOfImagedRecords => "drop-ops-of-imaged-records",
             Self::DoublewriteOldImages => "doublewrite-old-images",
             Self::BulkSkipSync => "bulk-skip-sync",
+            Self::TrustPageChecksum => "trust-page-checksum",
+            Self::TrustPageId => "trust-page-id",
+            Self::RetryFailedLogSync => "retry-failed-log-sync",
+            Self::IgnoreWriteError => "ignore-write-error",
+            Self::IgnoreReadError => "ignore-read-error",
         }
     }
 }
@@ -225,6 +249,45 @@ pub(crate) fn is(active: Option<Sabotage>, s: Sabotage) -> bool {
 #[inline(always)]
 pub(crate) fn is(_active: Option<Sabotage>, _s: Sabotage) -> bool {
     false
+}
+
+/// Sabotages `trust-page-checksum` and `trust-page-id`: makes a page image read as `pid` pass
+/// the check that would refuse it (a fresh checksum; its own page id under a valid checksum).
+pub(crate) fn trust_damaged_page(active: Option<Sabotage>, buf: &mut [u8], pid: u64) {
+    if buf.len() < 16 {
+        return;
+    }
+    let crc = |b: &[u8]| crc32c::crc32c(&b[4..]).to_le_bytes();
+    if is(active, Sabotage::TrustPageId) && buf[0..4] == crc(buf) {
+        buf[8..16].copy_from_slice(&pid.to_le_bytes());
+        let c = crc(buf);
+        buf[0..4].copy_from_slice(&c);
+    }
+    if is(active, Sabotage::TrustPageChecksum) {
+        let c = crc(buf);
+        buf[0..4].copy_from_slice(&c);
+    }
+}
+
+/// Sabotage `ignore-read-error`: the image of an empty leaf for page `pid` instead of the
+/// read error `e`; without the sabotage, `e`.
+pub(crate) fn unreadable_as_empty(
+    active: Option<Sabotage>,
+    e: Error,
+    pid: u64,
+    page_size: usize,
+) -> Result<Vec<u8>> {
+    if !(is(active, Sabotage::IgnoreReadError) && matches!(e, Error::Device(_))) {
+        return Err(e);
+    }
+    let page = crate::format::Page {
+        id: pid,
+        lsn: 0,
+        node: crate::format::Node::Leaf(Vec::new()),
+    };
+    let mut out = Vec::with_capacity(page_size);
+    crate::format::encode_page(&page, page_size, &mut out);
+    Ok(out)
 }
 
 /// Calls the observer, if any.

@@ -554,7 +554,11 @@ impl Pool {
                 Some(p) => Ok(p.take()),
                 None => {
                     self.counters.misses.fetch_add(1, Ordering::Relaxed);
-                    self.read_page(pid).and_then(|b| {
+                    let read = self.read_page(pid).or_else(|e| {
+                        crate::probe::unreadable_as_empty(self.sabotage, e, pid, self.page_size)
+                    });
+                    read.and_then(|mut b| {
+                        crate::probe::trust_damaged_page(self.sabotage, &mut b, pid);
                         if is_zero(&b) {
                             Err(Error::corrupt(
                                 pid,

@@ -23,6 +23,14 @@ use std::sync::atomic::Ordering;
 
 impl Pool {
     pub(super) fn write_out(&self, outs: &[Out]) -> Result<()> {
+        let r = self.write_out_checked(outs);
+        if probe::is(self.sabotage, Sabotage::IgnoreWriteError) {
+            return Ok(());
+        }
+        r
+    }
+
+    fn write_out_checked(&self, outs: &[Out]) -> Result<()> {
         let data = WriteHints::stream(self.data_stream);
         // The WAL rule, page by page (the cleaner waited for the batch's largest LSN).
         if !probe::is(self.sabotage, Sabotage::SkipWalRule) {

@@ -322,6 +322,8 @@ impl Wal {
             let t0 = Stamp::now();
             let res = if probe::is(self.sabotage, Sabotage::SkipLogSync) {
                 Ok(())
+            } else if probe::is(self.sabotage, Sabotage::RetryFailedLogSync) {
+                self.dev.flush().or_else(|_| self.dev.flush())
             } else {
                 self.dev.flush()
             };
