@@ -366,6 +366,16 @@ pub fn check_page(buf: &[u8], expect_id: u64) -> std::result::Result<u64, String
     Ok(r.u64().unwrap_or(0))
 }
 
+/// Whether `buf` is an intact image of a page other than `pid`: a misdirected write, which a
+/// torn write of `pid` (a mix of its own versions) can never look like.
+pub fn names_other_page(buf: &[u8], pid: u64) -> bool {
+    let id = buf
+        .get(8..16)
+        .and_then(|b| b.try_into().ok())
+        .map_or(pid, u64::from_le_bytes);
+    id != pid && check_page(buf, id).is_ok()
+}
+
 /// Decodes a full page image read from `expect_id`.
 pub fn decode_page(buf: &[u8], expect_id: u64) -> Result<Page> {
     let lsn = check_page(buf, expect_id).map_err(|d| Error::corrupt(expect_id, d))?;

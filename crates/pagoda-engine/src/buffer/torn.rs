@@ -14,7 +14,7 @@ use super::cleaner::Out;
 use super::runs::write_runs;
 use super::Pool;
 use crate::error::Result;
-use crate::format::{check_page, is_zero};
+use crate::format::{check_page, is_zero, names_other_page};
 use crate::probe::{self, Sabotage};
 use crate::TornMode;
 use pagoda_device::WriteHints;
@@ -120,7 +120,12 @@ impl Pool {
     /// Recovery in the double-write modes: copies each valid page of the double-write area over its
     /// home when the home copy is torn or older (pages below `first_page`, the superblock and
     /// the area itself, are never targets). Returns the number of torn pages repaired.
-    pub fn repair_from_doublewrite(&self, first_page: u64) -> Result<u64> {
+    ///
+    /// A home page that holds another page whole was hit by a misdirected write, not torn: its
+    /// newest version may have been there alone, so a copy older than `redo_start` (whose
+    /// later changes redo would not replay) is not put back; the page stays for the checks to
+    /// report.
+    pub fn repair_from_doublewrite(&self, first_page: u64, redo_start: u64) -> Result<u64> {
         let mut best: BTreeMap<u64, (u64, Vec<u8>)> = BTreeMap::new();
         for i in 0..self.dw_pages as u64 {
             let buf = self.read_raw(self.dw_start + i)?;
@@ -144,6 +149,7 @@ impl Pool {
             match check_page(&cur, pid) {
                 Ok(l) if l >= lsn => continue,
                 Ok(_) => {}
+                Err(_) if lsn < redo_start && names_other_page(&cur, pid) => continue,
                 Err(_) => repaired += 1,
             }
             self.dev.write(

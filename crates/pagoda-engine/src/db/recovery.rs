@@ -113,7 +113,7 @@ pub(super) fn recover(
     };
     if opts.torn.uses_doublewrite_area() {
         probe::emit(&obs, Event::Recovery(RecoveryStep::RepairDoublewrite));
-        rec.torn_pages_repaired += pool.repair_from_doublewrite(sb.meta_page)?;
+        rec.torn_pages_repaired += pool.repair_from_doublewrite(sb.meta_page, sb.checkpoint_lsn)?;
     }
     let imaged: BTreeSet<u64> = scan
         .records
