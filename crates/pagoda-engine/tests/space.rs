@@ -54,10 +54,64 @@ fn assert_all_readable(db: &Db, committed: u32, when: &str) {
 /// and after a reopen.
 #[test]
 fn full_device_during_a_split_loses_no_committed_key() {
-    // 1 MiB: 16 header pages, 32 double-write pages, about 200 pages for the trees.
+    let (d, l) = small_devices();
+    let db = Db::open(opts(&d, &l)).unwrap();
+    let (committed, err) = fill(&db);
+    assert!(matches!(err, Error::Full { .. }), "got {err}");
+    // Enough keys for a tree of several levels: the failing commit split more than a leaf.
+    assert!(db.tree_depth("t").unwrap() >= 2);
+    assert!(committed > 500, "only {committed} keys fit");
+    assert_all_readable(&db, committed, "after the failed commit");
+    db.abandon();
+    let db = Db::open(opts(&d, &l)).unwrap();
+    assert_all_readable(&db, committed, "after reopening");
+}
+
+/// A full data device fails the transaction that needed a page, not the database: once rows
+/// are deleted, new commits fit again, and survive a reopen.
+#[test]
+fn a_full_device_takes_commits_again_once_space_is_freed() {
+    let (d, l) = small_devices();
+    let db = Db::open(opts(&d, &l)).unwrap();
+    let (committed, err) = fill(&db);
+    assert!(matches!(err, Error::Full { .. }), "got {err}");
+    assert!(db.failure().is_none(), "a full device failed the database");
+    for chunk in (0..committed).collect::<Vec<_>>().chunks(50) {
+        let tx = db.begin_write().unwrap();
+        let mut t = tx.open_table("t").unwrap();
+        for &i in chunk {
+            t.delete(&key(i)).unwrap();
+        }
+        drop(t);
+        tx.commit().unwrap();
+    }
+    db.checkpoint().unwrap();
+    for i in committed..committed + 200 {
+        let tx = db.begin_write().unwrap();
+        tx.open_table("t").unwrap().put(&key(i), &value(i)).unwrap();
+        tx.commit()
+            .unwrap_or_else(|e| panic!("commit {i} after freeing space: {e}"));
+    }
+    db.abandon();
+    let db = Db::open(opts(&d, &l)).unwrap();
+    let r = db.begin_read().unwrap();
+    let t = r.open_table("t").unwrap();
+    assert_eq!(t.range(..).count(), 200);
+    for i in committed..committed + 200 {
+        assert_eq!(t.get(&key(i)).unwrap(), Some(value(i)));
+    }
+}
+
+/// 1 MiB of data: 16 header pages, 32 double-write pages, about 200 pages for the trees.
+fn small_devices() -> (DeviceRef, DeviceRef) {
     let d: DeviceRef = Arc::new(MemDevice::with_capacity(1 << 20).unwrap());
     let l: DeviceRef = Arc::new(MemDevice::with_capacity(8 << 20).unwrap());
-    let db = Db::open(opts(&d, &l)).unwrap();
+    (d, l)
+}
+
+/// Commits one key per transaction into a new table `t` until a commit fails; returns the keys
+/// committed and the error.
+fn fill(db: &Db) -> (u32, Error) {
     db.create_table("t").unwrap();
     let mut committed = 0u32;
     let err = loop {
@@ -72,14 +126,7 @@ fn full_device_during_a_split_loses_no_committed_key() {
         }
         assert!(committed < 100_000, "the device never filled up");
     };
-    assert!(matches!(err, Error::Full { .. }), "got {err}");
-    // Enough keys for a tree of several levels: the failing commit split more than a leaf.
-    assert!(db.tree_depth("t").unwrap() >= 2);
-    assert!(committed > 500, "only {committed} keys fit");
-    assert_all_readable(&db, committed, "after the failed commit");
-    db.abandon();
-    let db = Db::open(opts(&d, &l)).unwrap();
-    assert_all_readable(&db, committed, "after reopening");
+    (committed, err)
 }
 
 /// The meta page on the data device (its `next_page` is the high-water mark of pages used).
