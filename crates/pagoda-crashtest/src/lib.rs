@@ -31,12 +31,15 @@
 #![warn(missing_docs)]
 
 mod bulk;
+mod cycle;
+mod faults;
 mod oracle;
 mod power;
 mod run;
 mod workload;
 
 pub use bulk::{run_bulk, LOAD_CUT};
+pub use faults::{FaultCounts, FaultKind};
 pub use oracle::{Finding, FindingKind};
 // The engine's fault-injection items, for callers that do not depend on that feature.
 pub use pagoda_engine::fault::{FlashStep, Sabotage};
@@ -140,6 +143,11 @@ pub struct CrashTestOptions {
     /// A flash cache between the buffer pool and the data device (set it with
     /// [`CrashTestOptions::flash_cache`], which also makes the torn mode `none`).
     pub flash_cache: Option<CrashFlashCache>,
+    /// Faults beyond power cuts, one of them armed in a share of the cycles (see
+    /// [`FaultKind`]); with faults, workers also check every value they read.
+    pub faults: Vec<FaultKind>,
+    /// The share of cycles in which a fault is armed.
+    pub fault_chance: f64,
 }
 
 impl Default for CrashTestOptions {
@@ -165,6 +173,8 @@ impl Default for CrashTestOptions {
             bias_checkpoint_cut: 0.0,
             bias_checkpoint_ops: 40,
             flash_cache: None,
+            faults: Vec::new(),
+            fault_chance: 0.5,
         }
     }
 }
@@ -180,6 +190,7 @@ impl fmt::Debug for CrashTestOptions {
             .field("threads", &self.threads)
             .field("sabotage", &self.sabotage)
             .field("flash_cache", &self.flash_cache)
+            .field("faults", &self.faults)
             .finish_non_exhaustive()
     }
 }
@@ -238,6 +249,11 @@ impl CrashTestOptions {
                 "recovery_cut_chance is a probability from 0 to 1",
             ));
         }
+        if !(0.0..=1.0).contains(&self.fault_chance) {
+            return Err(Error::config(
+                "--fault-chance is a probability from 0 to 1 (e.g. 0.5)",
+            ));
+        }
         if let Some(s) = self.sabotage {
             if let Some(ts) = s.needs_torn() {
                 if !ts.contains(&self.torn) {
@@ -254,6 +270,15 @@ impl CrashTestOptions {
                     "sabotage {s} removes a safety step of the flash cache: give a flash cache \
                      (--flash-cache DEVICE, e.g. --flash-cache mem)"
                 )));
+            }
+            if let Some(kinds) = faults::detecting(s) {
+                if !kinds.iter().any(|k| self.faults.contains(k)) {
+                    let names: Vec<&str> = kinds.iter().map(|k| k.name()).collect();
+                    return Err(Error::config(format!(
+                        "sabotage {s} removes the detection of a fault: give --faults {}",
+                        names.join(" or --faults ")
+                    )));
+                }
             }
             if s == Sabotage::SalvageTornLog && self.commit != CommitMode::Lazy {
                 return Err(Error::config(format!(
@@ -304,6 +329,8 @@ pub struct Failure {
     pub cycle: u64,
     /// Where the workload's cut fell.
     pub cut: Option<CutPoint>,
+    /// The fault armed in the cycle, if any (`--faults`).
+    pub fault: Option<String>,
     /// Cuts that fell during recovery before the successful open.
     pub recovery_cuts: Vec<CutPoint>,
     /// What was wrong (the first findings of the cycle).
@@ -323,6 +350,9 @@ impl fmt::Display for Failure {
         )?;
         if let Some(c) = &self.cut {
             writeln!(f, "  cut: {c}")?;
+        }
+        if let Some(x) = &self.fault {
+            writeln!(f, "  fault: {x}")?;
         }
         for c in &self.recovery_cuts {
             writeln!(f, "  cut during recovery: {c}")?;
@@ -453,6 +483,11 @@ pub struct CrashTestReport {
     pub sabotage: Option<String>,
     /// The flash cache's counters, when the run had one.
     pub flash: Option<FlashCrashReport>,
+    /// Values read during the run that the crash test never wrote there (runs with faults,
+    /// whose workers check what they read). Must be 0.
+    pub wrong_values: u64,
+    /// What the injected faults did, by kind (runs with `--faults`).
+    pub faults: BTreeMap<String, FaultCounts>,
     /// Failed cycles (the first ones, in full).
     pub failures: Vec<Failure>,
 }
@@ -475,6 +510,20 @@ impl CrashTestReport {
         );
         if self.lazy_commits_lost > 0 {
             line += &format!(", lazy commits lost as a suffix {}", self.lazy_commits_lost);
+        }
+        if !self.faults.is_empty() {
+            let sum = |f: fn(&FaultCounts) -> u64| self.faults.values().map(f).sum::<u64>();
+            line += &format!(
+                ", faults injected {}, fired {}, detected {}, repaired {}, unreported {}, \
+                 undetectable {}, wrong values {}",
+                sum(|c| c.injected),
+                sum(|c| c.fired),
+                sum(|c| c.detected),
+                sum(|c| c.repaired),
+                sum(|c| c.unreported),
+                sum(|c| c.undetectable),
+                self.wrong_values
+            );
         }
         if let Some(f) = &self.flash {
             line += &format!(
@@ -500,6 +549,8 @@ impl CrashTestReport {
             || self.partial_transactions > 0
             || self.isolation_violations > 0
             || self.undetected_torn > 0
+            || self.wrong_values > 0
+            || self.faults.values().any(|c| c.unreported > 0)
             || (!excused && self.corruption_detected > 0)
             || self
                 .flash

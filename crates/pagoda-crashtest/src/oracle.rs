@@ -37,6 +37,9 @@ pub enum FindingKind {
     IsolationViolation,
     /// A point read and a scan disagree.
     ReadMismatch,
+    /// A value read while running is not one the crash test wrote to that key (a damaged page
+    /// served).
+    WrongValue,
     /// Recovery failed (other than a detected torn page in torn mode none).
     RecoveryFailed,
     /// The engine failed while the power was still on.
@@ -103,6 +106,8 @@ pub(crate) struct Verdict {
     /// Corrupt pages reported by reads (torn mode none: the cycle is excused and the
     /// database re-created).
     pub corrupt_pages: BTreeSet<u64>,
+    /// What the engine said about each corruption it reported on read.
+    pub corrupt_details: Vec<String>,
     /// The recovered state (the next cycle's base).
     pub state: Model,
     /// Transactions and DDL operations verified (0 when a page could not be read).
@@ -163,8 +168,11 @@ fn read_all(db: &Db, model: &Model, v: &mut Verdict) -> Result<Model> {
         let table = tx.open_table(&name)?;
         match table.range(..).collect::<Result<Vec<_>>>() {
             Ok(rows) => got.extend(rows),
-            Err(Error::Corruption { all_pages, .. }) => {
+            Err(Error::Corruption {
+                all_pages, detail, ..
+            }) => {
                 v.corrupt_pages.extend(all_pages);
+                v.corrupt_details.push(detail);
                 continue;
             }
             Err(e) => return Err(e),
@@ -185,7 +193,12 @@ fn read_all(db: &Db, model: &Model, v: &mut Verdict) -> Result<Model> {
                     got.get(k).map(Vec::as_slice),
                     p.as_deref(),
                 ),
-                Err(Error::Corruption { all_pages, .. }) => v.corrupt_pages.extend(all_pages),
+                Err(Error::Corruption {
+                    all_pages, detail, ..
+                }) => {
+                    v.corrupt_pages.extend(all_pages);
+                    v.corrupt_details.push(detail);
+                }
                 Err(e) => return Err(e),
             }
         }

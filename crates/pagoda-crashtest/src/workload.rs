@@ -90,6 +90,20 @@ fn long_key(i: usize) -> Vec<u8> {
     k
 }
 
+/// Whether `v` is a value the crash test could have written to `key` of `table`: its bytes
+/// follow from the transaction id it names, the table and the key (marker rows: from the id).
+pub(crate) fn well_formed(table: &str, key: &[u8], v: &[u8]) -> bool {
+    let Some(uid) = uid_of(v) else { return false };
+    if table == MARKS {
+        let ok = key == marker_key(uid).as_slice();
+        let writes = std::str::from_utf8(v)
+            .ok()
+            .and_then(|s| s.rsplit('|').next()?.parse::<usize>().ok());
+        return ok && writes.is_some_and(|n| v == marker_value(uid, n).as_slice());
+    }
+    v == value(uid, table, key, v.len()).as_slice()
+}
+
 fn value(uid: u64, table: &str, key: &[u8], len: usize) -> Vec<u8> {
     let h = crc32c::crc32c(key);
     let mut v = format!("{uid}|{table}|{h:08x}|").into_bytes();
@@ -108,6 +122,30 @@ pub(crate) struct WorkCfg {
     pub ddl_chance: f64,
     /// Per transaction: chance to take a checkpoint first (single-threaded runs).
     pub checkpoint_chance: f64,
+    /// Read each key before writing it and check the value read (runs with faults).
+    pub check_reads: bool,
+}
+
+/// An error a worker met (the first few of a cycle are kept).
+#[derive(Clone, Debug)]
+pub(crate) struct Met {
+    /// A device error (an I/O failure or a full device).
+    pub device: bool,
+    /// Detected corruption.
+    pub corruption: bool,
+    /// The error's text.
+    pub text: String,
+}
+
+/// Errors kept per cycle.
+const MET_KEPT: usize = 8;
+
+/// A value read during the run that the crash test never wrote there.
+#[derive(Clone, Debug)]
+pub(crate) struct WrongRead {
+    pub table: String,
+    pub key: Vec<u8>,
+    pub found: Vec<u8>,
 }
 
 /// What the workers of one cycle share.
@@ -119,6 +157,10 @@ pub(crate) struct Shared<'a> {
     pub uid: &'a AtomicU64,
     pub stop: &'a AtomicBool,
     pub exposed: &'a AtomicU64,
+    /// Errors the workers met.
+    pub met: &'a Mutex<Vec<Met>>,
+    /// Wrong values read.
+    pub wrong: &'a Mutex<Vec<WrongRead>>,
     pub cfg: WorkCfg,
 }
 
@@ -157,13 +199,54 @@ impl Shared<'_> {
         self.txns.lock()[idx].status = status;
     }
 
+    /// Keeps an error a worker met (the first few of the cycle).
+    fn met<T>(&self, r: &Result<T>) {
+        // Only errors that say something about the database (not a conflict, a dropped table).
+        if let Err(e) = r {
+            if !e.fails_database() {
+                return;
+            }
+            let mut m = self.met.lock();
+            if m.len() < MET_KEPT {
+                m.push(Met {
+                    device: matches!(e, Error::Device(_))
+                        || matches!(e, Error::Failed(f) if matches!(f.cause(), Error::Device(_))),
+                    corruption: e.is_corruption()
+                        || matches!(e, Error::Failed(f) if f.cause().is_corruption()),
+                    text: e.to_string(),
+                });
+            }
+        }
+    }
+
+    /// Reads `key` of `table` before a write to it and checks what it finds; false when the
+    /// read failed (the worker stops).
+    fn check_read(&self, t: &Table<'_>, table: &str, key: &[u8]) -> bool {
+        let r = t.get(key);
+        self.met(&r);
+        match r {
+            Ok(Some(v)) if !well_formed(table, key, &v) => {
+                self.wrong.lock().push(WrongRead {
+                    table: table.to_string(),
+                    key: key.to_vec(),
+                    found: v,
+                });
+                true
+            }
+            Ok(_) => true,
+            Err(_) => false,
+        }
+    }
+
     /// Runs one transaction of `writes` plus its marker; returns false when the worker must stop.
     pub(crate) fn transact(
         &self,
         writes: Vec<Write>,
         inflight: Option<&mut VecDeque<(usize, CommitTicket)>>,
     ) -> bool {
-        let Ok(tx) = self.db.begin_write() else {
+        let tx = self.db.begin_write();
+        self.met(&tx);
+        let Ok(tx) = tx else {
             return false;
         };
         // Each table is opened once, at its first write in this transaction.
@@ -176,10 +259,31 @@ impl Shared<'_> {
                 // The value carries the id of the transaction that wrote it.
                 *v = value(uid, &w.table, &w.key, v.len());
             }
+            if self.cfg.check_reads {
+                match table_of(&tx, &mut open, &w.table) {
+                    Ok(t) => {
+                        if !self.check_read(t, &w.table, &w.key) {
+                            return false;
+                        }
+                    }
+                    Err(Error::Conflict { .. } | Error::NoSuchTable(_)) => {
+                        drop(open);
+                        tx.rollback();
+                        return true;
+                    }
+                    Err(e) => {
+                        self.met::<()>(&Err(e));
+                        return false;
+                    }
+                }
+            }
             let r = table_of(&tx, &mut open, &w.table).and_then(|t| match &w.val {
                 Some(v) => t.put(&w.key, v),
                 None => t.delete(&w.key),
             });
+            if !matches!(r, Err(Error::Conflict { .. } | Error::NoSuchTable(_))) {
+                self.met(&r);
+            }
             match r {
                 Ok(()) => {
                     done.retain(|d: &Write| !(d.table == w.table && d.key == w.key));
@@ -195,10 +299,9 @@ impl Shared<'_> {
         }
         let mk = marker_key(uid);
         let mv = marker_value(uid, done.len());
-        if table_of(&tx, &mut open, MARKS)
-            .and_then(|t| t.put(&mk, &mv))
-            .is_err()
-        {
+        let r = table_of(&tx, &mut open, MARKS).and_then(|t| t.put(&mk, &mv));
+        self.met(&r);
+        if r.is_err() {
             return false;
         }
         drop(open);
@@ -217,7 +320,11 @@ impl Shared<'_> {
             status: Status::Pending,
         });
         let Some(inflight) = inflight else {
-            let s = status_of(&tx.commit());
+            let r = tx.commit();
+            if !matches!(r, Err(Error::Conflict { .. })) {
+                self.met(&r);
+            }
+            let s = status_of(&r);
             self.set(idx, s);
             return s != Status::Unknown;
         };
@@ -229,7 +336,11 @@ impl Shared<'_> {
                 inflight.push_back((idx, t));
             }
             Err(e) => {
-                let s = status_of(&Err(e));
+                let r = Err(e);
+                let s = status_of(&r);
+                if s == Status::Unknown {
+                    self.met(&r);
+                }
                 self.set(idx, s);
                 return s != Status::Unknown;
             }
@@ -247,6 +358,7 @@ impl Shared<'_> {
             let s = status_of(&r);
             self.set(i, s);
             if s == Status::Unknown {
+                self.met(&r);
                 return false;
             }
         }
@@ -255,8 +367,12 @@ impl Shared<'_> {
 
     /// A pending commit must not be visible: read a key it put through a new snapshot.
     fn check_not_exposed(&self, table: &str, key: &[u8], value: &[u8], end_lsn: u64) {
-        let Ok(r) = self.db.begin_read() else { return };
-        if let Ok(Some(v)) = r.open_table(table).and_then(|t| t.get(key)) {
+        let r = self.db.begin_read();
+        self.met(&r);
+        let Ok(r) = r else { return };
+        let got = r.open_table(table).and_then(|t| t.get(key));
+        self.met(&got);
+        if let Ok(Some(v)) = got {
             if v == value && self.db.durable_lsn() < end_lsn {
                 self.exposed.fetch_add(1, Ordering::Relaxed);
             }
@@ -298,7 +414,10 @@ impl Shared<'_> {
         let status = match &r {
             Ok(()) => Status::Acked(0),
             Err(Error::TableExists(_) | Error::NoSuchTable(_)) => Status::Aborted,
-            Err(_) => Status::Unknown,
+            Err(_) => {
+                self.met(&r);
+                Status::Unknown
+            }
         };
         self.ddl.lock()[idx].status = status;
         if create && status == Status::Acked(0) {
@@ -358,8 +477,12 @@ impl Shared<'_> {
                 }
                 continue;
             }
-            if rng.gen_bool(self.cfg.checkpoint_chance) && db.checkpoint().is_err() {
-                break;
+            if rng.gen_bool(self.cfg.checkpoint_chance) {
+                let r = db.checkpoint();
+                self.met(&r);
+                if r.is_err() {
+                    break;
+                }
             }
             let writes = self.random_writes(&mut rng);
             let more = self.transact(writes, pipelined.then_some(&mut inflight));
@@ -368,7 +491,11 @@ impl Shared<'_> {
             }
         }
         for (i, t) in inflight {
-            let s = status_of(&t.wait());
+            let r = t.wait();
+            let s = status_of(&r);
+            if s == Status::Unknown {
+                self.met(&r);
+            }
             self.set(i, s);
         }
     }

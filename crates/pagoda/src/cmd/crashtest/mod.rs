@@ -7,7 +7,7 @@ use crate::progress::Progress;
 use crate::report::write_json;
 use clap::Args;
 use pagoda_crashtest::{
-    self as crashtest, CrashFlashCache, CrashTestOptions, CrashTestReport, Sabotage,
+    self as crashtest, CrashFlashCache, CrashTestOptions, CrashTestReport, FaultKind, Sabotage,
 };
 use pagoda_device::spec::{DeviceKind, DeviceSpec};
 use pagoda_device::units::{format_size, parse_size};
@@ -52,7 +52,10 @@ pub struct CrashtestArgs {
     /// ack-before-durable, skip-wal-rule, skip-checkpoint-flush, non-atomic-pages,
     /// visible-before-durable, redo-partial-writes, merge-unmarked-sibling, ignore-log-epoch,
     /// drop-ops-of-imaged-records, doublewrite-old-images;
-    /// with --commit lazy: salvage-torn-log; with --flash-cache: flash-unsynced-writeback, flash-trust-torn-slots): the crash test
+    /// with --commit lazy: salvage-torn-log; with --flash-cache: flash-unsynced-writeback, flash-trust-torn-slots;
+    /// with --faults: trust-page-checksum (bitrot), trust-page-id (misdirected),
+    /// retry-failed-log-sync (fsync-fail), ignore-write-error (eio-write, enospc),
+    /// ignore-read-error (eio-read)): the crash test
     /// must then fail, which proves it can (ignore-log-epoch needs a rare alignment of two
     /// crashes; its deterministic proof is in the engine's log tests).
     #[arg(long)]
@@ -88,6 +91,15 @@ pub struct CrashtestArgs {
     /// Only").
     #[arg(long, value_name = "PAGES")]
     flash_cache_pages: Option<FlashPages>,
+    /// Faults beyond power cuts, comma-separated (or all): bitrot, eio-read, eio-write,
+    /// misdirected, lost-write (undetectable, counted apart), fsync-fail, enospc. One is armed
+    /// on the data or log device in a share of the cycles (--fault-chance); workers then also
+    /// check every value they read.
+    #[arg(long, value_name = "LIST")]
+    faults: Option<String>,
+    /// Share of the cycles in which a fault is armed (with --faults).
+    #[arg(long, value_name = "P", default_value_t = 0.5)]
+    fault_chance: f64,
 }
 
 /// Whether the device `spec` names can have its power cut (refused before anything is created).
@@ -172,6 +184,20 @@ fn print_flash(report: &CrashTestReport) {
     );
 }
 
+/// What the injected faults did, by kind, for the text summary on stderr.
+fn print_faults(report: &CrashTestReport) {
+    for (kind, c) in &report.faults {
+        eprintln!(
+            "fault {kind}: injected {}, fired {}, detected {}, repaired {}, databases re-created {}, \
+             unreported {}, undetectable {}",
+            c.injected, c.fired, c.detected, c.repaired, c.resets, c.unreported, c.undetectable
+        );
+    }
+    if !report.faults.is_empty() {
+        eprintln!("wrong values read {}", report.wrong_values);
+    }
+}
+
 /// Runs the crash test; fails when the report shows loss or corruption the mode must prevent.
 pub fn run(a: &CrashtestArgs) -> CliResult<()> {
     if a.cycles == 0 || a.threads == 0 {
@@ -184,6 +210,12 @@ pub fn run(a: &CrashtestArgs) -> CliResult<()> {
     // Fail on a device without power cuts before any cycle runs (and before creating files).
     refuse_without_power_cut("--device", &a.device, &spec)?;
     let flash = flash_cache(a)?;
+    let faults = a
+        .faults
+        .as_deref()
+        .map(FaultKind::parse_list)
+        .transpose()?
+        .unwrap_or_default();
     // A flash cache replaces the double-write buffer: its default torn mode is none. (An
     // explicit --torn doublewrite reaches the engine, which says why it refuses.)
     let torn = a.torn.unwrap_or(if flash.is_some() {
@@ -212,11 +244,13 @@ pub fn run(a: &CrashtestArgs) -> CliResult<()> {
         stop_on_failure: !a.keep_going,
         replay_cycle: a.replay_cycle,
         flash_cache: flash,
+        faults,
+        fault_chance: a.fault_chance,
         ..CrashTestOptions::default()
     };
     opts.validate()?;
     if let Some(p) = &a.publish {
-        publish::check(p)?;
+        publish::check(p, !opts.faults.is_empty())?;
     }
     if torn == TornMode::Atomic {
         let unit = spec.open()?.caps().atomic_write_unit;
@@ -248,6 +282,7 @@ pub fn run(a: &CrashtestArgs) -> CliResult<()> {
         eprintln!("  cuts during {phase}: {n}");
     }
     print_flash(&report);
+    print_faults(&report);
     for f in &report.failures {
         eprintln!("FAILED {f}");
     }

@@ -2,7 +2,8 @@
 //! (`docs/results/crashtest.md`), so the published crash results come from the runs
 //! themselves. The first run creates the page (what a row means, the machine); each later run
 //! appends its row with its own date, commit and flags, and refuses a file that a crashtest did
-//! not write.
+//! not write. Runs with `--faults` go to their own page (`docs/results/crashtest-faults.md`),
+//! one row per fault kind.
 
 use crate::error::{CliError, CliResult};
 use pagoda_crashtest::CrashTestReport;
@@ -11,6 +12,23 @@ use std::path::Path;
 
 /// The first line of a page this module wrote; a file without it is never touched.
 const TITLE: &str = "# Power-cut crash tests";
+/// The first line of a page of runs with faults.
+const FAULTS_TITLE: &str = "# Crash tests with faults";
+
+/// The header of the page of runs with faults.
+const FAULTS_HEADER: &str = "| date (UTC) | commit | flags | cycles | acknowledged commits | \
+cuts during recovery | fault | injected | fired | detected | repaired | databases re-created | \
+unreported | undetectable | wrong values | lost | verdict |\n\
+|---|---|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n";
+
+/// The title of the page a run's rows go to.
+pub(super) fn title(faults: bool) -> &'static str {
+    if faults {
+        FAULTS_TITLE
+    } else {
+        TITLE
+    }
+}
 
 /// The table's header; rows follow it to the end of the file.
 const HEADER: &str = "| date (UTC) | commit | flags | cycles | acknowledged commits | \
@@ -45,6 +63,49 @@ fn preamble() -> String {
     )
 }
 
+/// The page of runs with faults, before its first row.
+fn faults_preamble() -> String {
+    let machine = crate::provenance::machine();
+    format!(
+        "{FAULTS_TITLE}\n\n{}Each row is one fault kind of one run of `pagoda crashtest \
+         --faults ... --publish FILE`, appended by that run: power-cut cycles as in the \
+         power-cut page, and in a share of them one fault armed on the data or log device \
+         (docs/failure-model.md says what each does and what the engine must do). `fired`: \
+         cycles in which the fault acted; `detected`: a caller, the database's failure or a \
+         recovery reported it; `repaired`: damaged pages recovery rewrote; `unreported` (failed \
+         requests nobody saw), `wrong values` (damaged values served) and `lost` (acknowledged \
+         commits missing) must be 0; `undetectable` counts what the oracle found after a \
+         misdirected write's lost half, which no checksum can see.\n\n{FAULTS_HEADER}",
+        crate::provenance::provenance(&machine)
+    )
+}
+
+/// One row per fault kind of this run.
+fn fault_rows(report: &CrashTestReport, flags: &str, failed: bool) -> String {
+    let date = humantime::format_rfc3339_seconds(std::time::SystemTime::now());
+    let mut out = String::new();
+    for (kind, c) in &report.faults {
+        out += &format!(
+            "| {date} | {} | `{flags}` | {} | {} | {} | {kind} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
+            crate::provenance::commit(),
+            report.cycles,
+            report.commits_acknowledged,
+            report.cuts_during_recovery,
+            c.injected,
+            c.fired,
+            c.detected,
+            c.repaired,
+            c.resets,
+            c.unreported,
+            c.undetectable,
+            report.wrong_values,
+            report.lost_commits,
+            verdict(report, failed),
+        );
+    }
+    out
+}
+
 /// One table row for this run. `flags` are the command's arguments after `crashtest`.
 fn row(report: &CrashTestReport, flags: &str, failed: bool) -> String {
     let date = humantime::format_rfc3339_seconds(std::time::SystemTime::now());
@@ -69,9 +130,14 @@ fn row(report: &CrashTestReport, flags: &str, failed: bool) -> String {
 
 /// Refuses `path` before the run when it exists and is not a crashtest page (so a long run
 /// never ends in a write that cannot happen).
-pub(super) fn check(path: &Path) -> CliResult<()> {
+pub(super) fn check(path: &Path, faults: bool) -> CliResult<()> {
     match std::fs::read_to_string(path) {
-        Ok(text) if text.starts_with(TITLE) => Ok(()),
+        Ok(text) if text.starts_with(&format!("{}\n", title(faults))) => Ok(()),
+        Ok(text) if text.starts_with(title(!faults)) => Err(CliError::Usage(format!(
+            "--publish {}: that page holds runs {} --faults; give another file",
+            path.display(),
+            if faults { "without" } else { "with" }
+        ))),
         Ok(_) => Err(CliError::Usage(format!(
             "--publish {}: the file exists and was not written by `pagoda crashtest --publish`; \
              give a new file or a crashtest page",
@@ -87,19 +153,24 @@ pub(super) fn check(path: &Path) -> CliResult<()> {
 
 /// Appends this run's row to `path`, creating the page first when it does not exist.
 pub(super) fn append(path: &Path, report: &CrashTestReport, failed: bool) -> CliResult<()> {
-    check(path)?;
+    let faults = !report.faults.is_empty();
+    check(path, faults)?;
     let flags: Vec<String> = std::env::args()
         .skip_while(|a| a != "crashtest")
         .skip(1)
         .map(|a| a.replace(['`', '|'], ""))
         .collect();
     let flags = drop_publish(&flags).join(" ");
-    let mut text = if path.exists() {
-        String::new()
-    } else {
-        preamble()
+    let mut text = match (path.exists(), faults) {
+        (true, _) => String::new(),
+        (false, false) => preamble(),
+        (false, true) => faults_preamble(),
     };
-    text.push_str(&row(report, &flags, failed));
+    if faults {
+        text.push_str(&fault_rows(report, &flags, failed));
+    } else {
+        text.push_str(&row(report, &flags, failed));
+    }
     let io = |e: std::io::Error| CliError::Other(format!("--publish {}: {e}", path.display()));
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).map_err(io)?;
@@ -168,6 +239,29 @@ mod tests {
             "{e}"
         );
         assert_eq!(std::fs::read_to_string(&p).unwrap(), "# my notes\n");
+    }
+
+    #[test]
+    fn a_run_with_faults_gets_a_row_per_kind_on_its_own_page() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("faults.md");
+        let mut r = report(None);
+        for k in ["bitrot", "enospc"] {
+            r.faults.insert(k.into(), Default::default());
+        }
+        append(&p, &r, false).unwrap();
+        let text = std::fs::read_to_string(&p).unwrap();
+        assert!(text.starts_with(FAULTS_TITLE), "{text}");
+        let rows: Vec<&str> = text.lines().filter(|l| l.starts_with("| 20")).collect();
+        assert_eq!(rows.len(), 2, "{text}");
+        assert!(rows[0].contains("| bitrot |") && rows[1].contains("| enospc |"));
+        // A plain run is refused on this page, and a fault run on the plain one.
+        let e = append(&p, &report(None), false).unwrap_err().to_string();
+        assert!(e.contains("runs with --faults"), "{e}");
+        let plain = d.path().join("plain.md");
+        append(&plain, &report(None), false).unwrap();
+        let e = append(&plain, &r, false).unwrap_err().to_string();
+        assert!(e.contains("runs without --faults"), "{e}");
     }
 
     #[test]

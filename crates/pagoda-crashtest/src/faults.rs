@@ -1,0 +1,531 @@
+//! Faults beyond power cuts (`--faults`): in a seeded share of the cycles, one fault is armed
+//! on the data or log device at the start of the workload, through a
+//! [`pagoda_device::fault::FaultDevice`] under the power switch: flipped bits (on the medium or
+//! on reads), failed reads or writes, a write that lands on another page, a flush that fails
+//! and loses what it should have made durable, a full device. The cycle then runs to its cut
+//! as usual, and the fault is disarmed before the next open (damage on the medium stays).
+//!
+//! What must happen (`docs/failure-model.md`): a wrong value is never returned (the workers
+//! check every value they read); a device failure reaches the caller as a device error and fails
+//! the database at once; damage is repaired at recovery or reported as corruption, by the check
+//! that catches it; no acknowledged commit is lost. The exception is a lost write (`lost-write`;
+//! also the other half of a misdirected write): the page keeps an older, intact version, which
+//! no checksum can see once the log no longer covers it. What follows one is counted as
+//! undetectable, not as a failure, and the database is re-created.
+
+use crate::workload::Met;
+use pagoda_device::fault::{Failure, Fault, FaultDevice, Op};
+use pagoda_device::{DeviceRef, SECTOR_SIZE};
+use pagoda_engine::{fault::Sabotage, Error, Result};
+use parking_lot::Mutex;
+use rand::rngs::SmallRng;
+use rand::Rng;
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::str::FromStr;
+use std::sync::Arc;
+
+/// A kind of fault.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FaultKind {
+    /// A bit of a written page flips, on the medium (persistent) or on every read (transient).
+    Bitrot,
+    /// Reads of the data device fail with an I/O error (once, or until the cycle ends).
+    EioRead,
+    /// One write to the data or log device fails with an I/O error.
+    EioWrite,
+    /// The writes of one page also land on another page, overwriting it (the half of a
+    /// misdirected write that a check can catch; the other half is `LostWrite`).
+    Misdirected,
+    /// The writes of one page are acknowledged but never reach it: it keeps its old version
+    /// (undetectable by design, counted apart).
+    LostWrite,
+    /// One flush of the data or log device fails, and the writes it should have made durable
+    /// are gone (Linux drops the dirty pages after a failed fsync).
+    FsyncFail,
+    /// Every write to the data or log device fails with "no space left".
+    Enospc,
+}
+
+impl FaultKind {
+    /// Every kind.
+    pub const ALL: [FaultKind; 7] = [
+        Self::Bitrot,
+        Self::EioRead,
+        Self::EioWrite,
+        Self::Misdirected,
+        Self::LostWrite,
+        Self::FsyncFail,
+        Self::Enospc,
+    ];
+
+    /// The name used on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Bitrot => "bitrot",
+            Self::EioRead => "eio-read",
+            Self::EioWrite => "eio-write",
+            Self::Misdirected => "misdirected",
+            Self::LostWrite => "lost-write",
+            Self::FsyncFail => "fsync-fail",
+            Self::Enospc => "enospc",
+        }
+    }
+
+    /// Parses a comma-separated list (`all`: every kind).
+    pub fn parse_list(s: &str) -> Result<Vec<FaultKind>> {
+        let mut out = Vec::new();
+        for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            if part == "all" {
+                out.extend(Self::ALL);
+            } else {
+                out.push(part.parse()?);
+            }
+        }
+        if out.is_empty() {
+            return Err(Error::config(format!(
+                "--faults needs at least one fault: {} or all",
+                Self::names()
+            )));
+        }
+        out.sort();
+        out.dedup();
+        Ok(out)
+    }
+
+    fn names() -> String {
+        Self::ALL.map(Self::name).join(", ")
+    }
+}
+
+impl FromStr for FaultKind {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        Self::ALL
+            .into_iter()
+            .find(|k| k.name() == s)
+            .ok_or_else(|| {
+                Error::config(format!(
+                    "no fault named '{s}': use one of {} (comma-separated), or all",
+                    Self::names()
+                ))
+            })
+    }
+}
+
+impl fmt::Display for FaultKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// The faults whose detection sabotage `s` removes, if it concerns faults.
+pub(crate) fn detecting(s: Sabotage) -> Option<&'static [FaultKind]> {
+    match s {
+        Sabotage::TrustPageChecksum => Some(&[FaultKind::Bitrot]),
+        Sabotage::TrustPageId => Some(&[FaultKind::Misdirected]),
+        Sabotage::RetryFailedLogSync => Some(&[FaultKind::FsyncFail]),
+        Sabotage::IgnoreWriteError => Some(&[FaultKind::EioWrite, FaultKind::Enospc]),
+        Sabotage::IgnoreReadError => Some(&[FaultKind::EioRead]),
+        _ => None,
+    }
+}
+
+/// What the faults of one kind did over a run.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct FaultCounts {
+    /// Cycles in which the fault was armed.
+    pub injected: u64,
+    /// Of those, cycles in which it acted: a request failed, a flipped bit was read or put on
+    /// the medium, a write was misdirected.
+    pub fired: u64,
+    /// The engine reported it: a device error or detected corruption reached a caller, failed
+    /// the database, or stopped a recovery.
+    pub detected: u64,
+    /// Damaged pages that recovery repaired (from the double-write copy or the log) while the
+    /// damage was outstanding.
+    pub repaired: u64,
+    /// Databases re-created because recovery or a read reported the damage.
+    pub resets: u64,
+    /// A failed request that fired and that no caller saw: the engine went on as if it had
+    /// worked. Must be 0.
+    pub unreported: u64,
+    /// Findings after a lost write, which leaves an older intact version where the page should
+    /// be: undetectable by design, counted here, not as failures.
+    pub undetectable: u64,
+}
+
+/// The fault armed in one cycle.
+#[derive(Clone, Debug)]
+pub(crate) struct Armed {
+    pub kind: FaultKind,
+    /// What was armed where, for reports.
+    pub what: String,
+    /// Requests that injected faults acted on, on data and log, before arming.
+    base: u64,
+    /// The fault put damage on the medium at once (persistent bit rot).
+    on_medium: bool,
+}
+
+/// The fault devices of a run with faults, around the data and log devices.
+pub(crate) struct Injector {
+    kinds: Vec<FaultKind>,
+    chance: f64,
+    data: Arc<FaultDevice>,
+    log: Arc<FaultDevice>,
+    /// Sectors per page.
+    spp: u64,
+    /// Pages of the data device written so far (the targets of bit rot and misdirects).
+    pages: Mutex<BTreeSet<u64>>,
+}
+
+const OPS: [Op; 4] = [Op::Read, Op::Write, Op::Flush, Op::Trim];
+
+impl Injector {
+    /// Wraps `data` and `log`; returns the devices to use in their place.
+    pub(crate) fn new(
+        kinds: &[FaultKind],
+        chance: f64,
+        page_size: usize,
+        data: DeviceRef,
+        log: DeviceRef,
+    ) -> (Self, DeviceRef, DeviceRef) {
+        let data = Arc::new(FaultDevice::new(data));
+        let log = Arc::new(FaultDevice::new(log));
+        data.record(true);
+        let (d, l): (DeviceRef, DeviceRef) = (data.clone(), log.clone());
+        let me = Self {
+            kinds: kinds.to_vec(),
+            chance,
+            data,
+            log,
+            spp: (page_size / SECTOR_SIZE).max(1) as u64,
+            pages: Mutex::new(BTreeSet::new()),
+        };
+        (me, d, l)
+    }
+
+    fn acted_so_far(&self) -> u64 {
+        OPS.iter()
+            .map(|&op| self.data.injected(op) + self.log.injected(op))
+            .sum()
+    }
+
+    /// Takes note of the data pages written since the last call.
+    fn learn_pages(&self) {
+        let mut pages = self.pages.lock();
+        for r in self.data.take_records() {
+            if r.op != Op::Write || r.failed {
+                continue;
+            }
+            let first = r.sector.div_ceil(self.spp);
+            let end = (r.sector + r.sectors) / self.spp;
+            pages.extend(first..end);
+        }
+    }
+
+    fn random_page(&self, rng: &mut SmallRng) -> Option<u64> {
+        let pages = self.pages.lock();
+        if pages.is_empty() {
+            return None;
+        }
+        pages.iter().nth(rng.gen_range(0..pages.len())).copied()
+    }
+
+    /// Arms a fault for the coming workload in a share of the cycles (`max_ops`: the largest
+    /// number of operations before the cut).
+    pub(crate) fn arm(&self, rng: &mut SmallRng, max_ops: u64) -> Result<Option<Armed>> {
+        self.learn_pages();
+        if !rng.gen_bool(self.chance) {
+            return Ok(None);
+        }
+        let kind = self.kinds[rng.gen_range(0..self.kinds.len())];
+        let on_log = rng.gen_bool(0.5);
+        let (dev, name) = if on_log {
+            (&self.log, "log")
+        } else {
+            (&self.data, "data")
+        };
+        let base = self.acted_so_far();
+        let after = rng.gen_range(0..(max_ops / 4).max(1));
+        let fail = |op: Op, after: u64, times: u64, failure: Failure| Fault::Fail {
+            op,
+            after,
+            times,
+            failure,
+        };
+        let (fault, dev, what) = match kind {
+            FaultKind::EioRead => {
+                let once = rng.gen_bool(0.5);
+                let f = fail(
+                    Op::Read,
+                    after,
+                    if once { 1 } else { u64::MAX },
+                    Failure::Eio,
+                );
+                let what = if once {
+                    format!("data read #{after} fails")
+                } else {
+                    format!("data reads fail from #{after} on")
+                };
+                (f, &self.data, what)
+            }
+            FaultKind::EioWrite => {
+                let f = fail(Op::Write, after, 1, Failure::Eio);
+                (f, dev, format!("{name} write #{after} fails"))
+            }
+            FaultKind::FsyncFail => {
+                let after = rng.gen_range(0..(max_ops / 16).max(1));
+                let f = fail(Op::Flush, after, 1, Failure::EioLosingWrites);
+                (
+                    f,
+                    dev,
+                    format!("{name} flush #{after} fails, losing its writes"),
+                )
+            }
+            FaultKind::Enospc => {
+                let f = fail(Op::Write, after, u64::MAX, Failure::Full);
+                (
+                    f,
+                    dev,
+                    format!("{name} writes from #{after} on find the device full"),
+                )
+            }
+            FaultKind::Bitrot => {
+                let Some(page) = self.random_page(rng) else {
+                    return Ok(None);
+                };
+                let sector = page * self.spp + rng.gen_range(0..self.spp);
+                let (byte, bit) = (rng.gen_range(0..SECTOR_SIZE), rng.gen_range(0..8u8));
+                let persistent = rng.gen_bool(0.5);
+                let f = Fault::FlipBit {
+                    sector,
+                    byte,
+                    bit,
+                    persistent,
+                };
+                let how = if persistent {
+                    "on the medium"
+                } else {
+                    "on reads"
+                };
+                let what = format!("bit {bit} of byte {byte} of data sector {sector} flips {how}");
+                (f, &self.data, what)
+            }
+            FaultKind::Misdirected | FaultKind::LostWrite => {
+                let (Some(from), Some(to)) = (self.random_page(rng), self.random_page(rng)) else {
+                    return Ok(None);
+                };
+                if from == to {
+                    return Ok(None);
+                }
+                for i in 0..self.spp {
+                    let (from, to) = (from * self.spp + i, to * self.spp + i);
+                    self.data.inject(match kind {
+                        FaultKind::Misdirected => Fault::Stray { from, to },
+                        _ => Fault::LoseWrite { sector: from },
+                    })?;
+                }
+                let what = match kind {
+                    FaultKind::Misdirected => {
+                        format!("writes of data page {from} also land on page {to}")
+                    }
+                    _ => format!("writes of data page {from} are lost"),
+                };
+                return Ok(Some(Armed {
+                    kind,
+                    what,
+                    base,
+                    on_medium: false,
+                }));
+            }
+        };
+        let on_medium = matches!(
+            fault,
+            Fault::FlipBit {
+                persistent: true,
+                ..
+            }
+        );
+        dev.inject(fault)?;
+        Ok(Some(Armed {
+            kind,
+            what,
+            base,
+            on_medium,
+        }))
+    }
+
+    /// Whether the armed fault acted during the workload.
+    pub(crate) fn fired(&self, a: &Armed) -> bool {
+        a.on_medium || self.acted_so_far() > a.base
+    }
+
+    /// Disarms every fault (damage on the medium stays).
+    pub(crate) fn disarm(&self) {
+        self.data.clear();
+        self.log.clear();
+    }
+}
+
+/// Damage a fault left on the medium that no recovery has shown gone yet.
+#[derive(Clone, Copy, Debug)]
+struct Damage {
+    kind: FaultKind,
+    /// Already counted as detected.
+    detected: bool,
+}
+
+/// The faults of a run across its cycles: the counts by kind, and the damage outstanding.
+#[derive(Debug, Default)]
+pub(crate) struct Ledger {
+    pub(crate) counts: BTreeMap<String, FaultCounts>,
+    damage: Option<Damage>,
+}
+
+/// Whether a report of corruption saying `detail` comes from the check that catches faults of
+/// `kind`: the page checksum for flipped bits, and also the page id in the header for a page
+/// that landed elsewhere.
+fn signature(kind: FaultKind, detail: &str) -> bool {
+    let checksum = detail.contains("checksum mismatch");
+    match kind {
+        FaultKind::Bitrot => checksum,
+        FaultKind::Misdirected => checksum || detail.contains("misdirected write"),
+        // Whatever a lost write breaks is undetectable by design.
+        FaultKind::LostWrite => true,
+        _ => false,
+    }
+}
+
+/// Whether `e` reports a device failure.
+fn is_device(e: &Error) -> bool {
+    match e {
+        Error::Device(_) => true,
+        Error::Failed(f) => is_device(f.cause()),
+        _ => false,
+    }
+}
+
+/// Whether `e` reports detected corruption.
+fn is_corruption(e: &Error) -> bool {
+    match e {
+        Error::Failed(f) => is_corruption(f.cause()),
+        e => e.is_corruption(),
+    }
+}
+
+impl Ledger {
+    fn count(&mut self, kind: FaultKind) -> &mut FaultCounts {
+        self.counts.entry(kind.name().to_string()).or_default()
+    }
+
+    /// After the workload of a cycle with `armed`: counts what the fault did and returns
+    /// whether the engine's failure with the power on (`failure`) is the report of that fault
+    /// (then it is no finding). `met`: the errors the workers met.
+    pub(crate) fn settle(
+        &mut self,
+        inj: &Injector,
+        armed: &Armed,
+        failure: Option<&Error>,
+        met: &[Met],
+    ) -> bool {
+        let kind = armed.kind;
+        let fired = inj.fired(armed);
+        let damaging = matches!(
+            kind,
+            FaultKind::Bitrot | FaultKind::Misdirected | FaultKind::LostWrite
+        );
+        let reports = |e: &Error| {
+            if damaging {
+                is_corruption(e) && signature(kind, &e.to_string())
+            } else {
+                is_device(e)
+            }
+        };
+        let seen = met.iter().any(|m| {
+            if damaging {
+                m.corruption && signature(kind, &m.text)
+            } else {
+                m.device
+            }
+        });
+        // Nothing can detect a lost write: what it breaks counts as undetectable.
+        let lost = kind == FaultKind::LostWrite;
+        let detected = fired && !lost && (failure.is_some_and(reports) || seen);
+        let leaves_damage = armed.on_medium
+            || (matches!(kind, FaultKind::Misdirected | FaultKind::LostWrite) && fired);
+        let c = self.count(kind);
+        c.injected += 1;
+        c.fired += u64::from(fired);
+        c.detected += u64::from(detected);
+        c.undetectable += u64::from(lost && failure.is_some_and(reports));
+        if fired && !damaging && !detected {
+            c.unreported += 1;
+        }
+        if leaves_damage {
+            self.damage = Some(Damage {
+                kind,
+                detected: detected || self.damage.is_some_and(|d| d.detected),
+            });
+        }
+        failure.is_some_and(reports)
+    }
+
+    /// Whether the outstanding damage explains a report of corruption saying `detail`: the
+    /// check that catches the fault must be the one that spoke (a damaged page that got past
+    /// it and broke something else was used, which is a failure).
+    pub(crate) fn explains(&self, detail: &str) -> bool {
+        self.damage.is_some_and(|d| signature(d.kind, detail))
+    }
+
+    /// Corruption reported by an open or a read after a cycle, which [`Ledger::explains`]:
+    /// counts it as the fault's detection (the database is re-created).
+    pub(crate) fn explains_corruption(&mut self) -> bool {
+        let Some(d) = self.damage.take() else {
+            return false;
+        };
+        let c = self.count(d.kind);
+        if d.kind == FaultKind::LostWrite {
+            c.undetectable += 1;
+        } else if !d.detected {
+            c.detected += 1;
+        }
+        c.resets += 1;
+        true
+    }
+
+    /// Oracle findings after a cycle: whether outstanding damage makes them undetectable by
+    /// design (a lost write; then the database is re-created).
+    pub(crate) fn excuses(&mut self, findings: usize) -> bool {
+        match self.damage {
+            Some(d) if d.kind == FaultKind::LostWrite => {
+                self.damage = None;
+                let c = self.count(d.kind);
+                c.undetectable += findings as u64;
+                c.resets += 1;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Whether a lost write is outstanding.
+    pub(crate) fn lost_write(&self) -> bool {
+        self.damage.is_some_and(|d| d.kind == FaultKind::LostWrite)
+    }
+
+    /// Pages recovery repaired while damage was outstanding.
+    pub(crate) fn repaired(&mut self, pages: u64) {
+        if let Some(d) = self.damage {
+            self.count(d.kind).repaired += pages;
+        }
+    }
+
+    /// A recovery whose check of every tree passed and whose state the oracle verified: the
+    /// damage is gone (repaired, overwritten, or in space nothing reads), or the devices
+    /// were replaced.
+    pub(crate) fn clean(&mut self) {
+        self.damage = None;
+    }
+}

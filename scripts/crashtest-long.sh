@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# The long crash test with faults: N cycles in all (default 100,000) spread over torn mode x
+# commit mode x flash cache, every run with power cuts and every fault kind (--faults all:
+# bit rot, failed reads and writes, misdirected writes, failed fsyncs, a full device). One JSON
+# per run in $OUT; with PUBLISH=FILE each run also appends its rows (one per fault kind) to
+# that generated page (docs/results/crashtest-faults.md). Exits non-zero when a run fails.
+# Usage: scripts/crashtest-long.sh [N] [SEED]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+N=${1:-100000}
+SEED=${2:-1}
+OUT=${OUT:-target/crashtest-long}
+mkdir -p "$OUT"
+cargo build --release -q -p pagoda
+P=target/release/pagoda
+pub=()
+if [ -n "${PUBLISH:-}" ]; then pub=(--publish "$PUBLISH"); fi
+
+# torn:commit:flash-cache device ("-": none)
+runs=(doublewrite:sync:- doublewrite:pipelined:- doublewrite:lazy:- doublewrite-full:sync:-
+      atomic:sync:- atomic:pipelined:- atomic:lazy:- none:sync:-
+      none:sync:mem none:pipelined:mem none:lazy:mem atomic:sync:mem)
+per=$(( (N + ${#runs[@]} - 1) / ${#runs[@]} ))
+status=0
+for r in "${runs[@]}"; do
+  IFS=: read -r torn commit flash <<< "$r"
+  fc=(); name="$torn-$commit"
+  if [ "$flash" != - ]; then fc=(--flash-cache "$flash"); name="$name-flash"; fi
+  start=$(date +%s)
+  if "$P" crashtest "${pub[@]}" --torn "$torn" --commit "$commit" "${fc[@]}" --faults all \
+      --cycles "$per" --seed "$SEED" --device mem,atomic=4KiB --page-size 4KiB \
+      --json "$OUT/$name.json" > "$OUT/$name.txt" 2> "$OUT/$name.err"; then
+    result=pass
+  else
+    result=FAIL; status=1
+  fi
+  echo "$name: $per cycles, $(( $(date +%s) - start )) s, $result: $(tail -1 "$OUT/$name.txt")"
+done
+exit $status
