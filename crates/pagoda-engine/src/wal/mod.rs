@@ -24,7 +24,7 @@ use crate::probe::{self, Sabotage};
 use crate::profile::{Phase, Profile, Stamp};
 use pagoda_device::{DeviceRef, WriteHints};
 use parking_lot::{Condvar, Mutex};
-use std::collections::VecDeque;
+use std::collections::{BTreeSet, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 mod scan;
@@ -72,6 +72,15 @@ struct State {
     spare: Vec<Vec<u8>>,
     /// Largest `written` value a started sync covers.
     sync_cover: u64,
+    /// Syncs started so far (each is numbered in start order).
+    syncs_started: u64,
+    /// Every sync numbered below this has completed.
+    syncs_done_below: u64,
+    /// Completed syncs numbered at or above `syncs_done_below`.
+    syncs_done: BTreeSet<u64>,
+    /// Successful syncs not counted yet, in completion order: (syncs started when it
+    /// completed, its cover). See [`Wal::wait_durable`].
+    held: VecDeque<(u64, u64)>,
     durable: u64,
     reclaim: u64,
     failed: Option<Failure>,
@@ -139,6 +148,10 @@ impl Wal {
                 unsynced: VecDeque::new(),
                 spare: Vec::new(),
                 sync_cover: next_lsn,
+                syncs_started: 0,
+                syncs_done_below: 0,
+                syncs_done: BTreeSet::new(),
+                held: VecDeque::new(),
                 durable: next_lsn,
                 reclaim,
                 failed: None,
@@ -318,6 +331,8 @@ impl Wal {
             }
             let cover = st.written;
             st.sync_cover = cover;
+            let seq = st.syncs_started;
+            st.syncs_started += 1;
             drop(st);
             let t0 = Stamp::now();
             let res = if probe::is(self.sabotage, Sabotage::SkipLogSync) {
@@ -329,15 +344,40 @@ impl Wal {
             };
             self.profile.add(Phase::LogSync, t0);
             st = self.state.lock();
+            st.syncs_done.insert(seq);
+            let mut below = st.syncs_done_below;
+            while st.syncs_done.remove(&below) {
+                below += 1;
+            }
+            st.syncs_done_below = below;
             match res {
                 Ok(()) => {
-                    st.durable = st.durable.max(cover);
-                    while st.unsynced.front().is_some_and(|&e| e <= cover) {
-                        st.unsynced.pop_front();
-                    }
+                    let started = st.syncs_started;
+                    st.held.push_back((started, cover));
                     self.counters.syncs.fetch_add(1, Ordering::Relaxed);
                 }
-                Err(e) => st.failed = Some(Failure::new(e.into())),
+                Err(e) => {
+                    if st.failed.is_none() {
+                        st.failed = Some(Failure::new(e.into()));
+                    }
+                }
+            }
+            // A sync's success counts only once every sync that overlapped it has completed
+            // without failing: a failed fsync may have dropped the writes (Linux marks the
+            // pages clean), and an overlapping fsync can then report success without them.
+            // (Found by the crash test's fsync-fail fault with 4 threads.)
+            while st.failed.is_none() {
+                let Some(&(started, cover)) = st.held.front() else {
+                    break;
+                };
+                if started > st.syncs_done_below {
+                    break;
+                }
+                st.held.pop_front();
+                st.durable = st.durable.max(cover);
+                while st.unsynced.front().is_some_and(|&e| e <= cover) {
+                    st.unsynced.pop_front();
+                }
             }
             self.cond.notify_all();
         }
