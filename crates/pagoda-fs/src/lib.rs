@@ -9,10 +9,13 @@
 //!   is the one of the last commit, with every file's data up to its last fsync.
 //! * [`fuse::PagodaFuse`] serves an [`Fs`] through FUSE (crate `fuser`, without libfuse: the
 //!   kernel mount needs root and `/dev/fuse`, nothing else).
+//! * [`backing::ImageDevice`] keeps the device's contents in an image file that is durable at
+//!   each flush, so an fsynced file outlives the process (`pagoda mount --backing`).
 
 #![warn(missing_docs)]
 
 mod alloc;
+pub mod backing;
 mod data;
 mod error;
 mod fs;

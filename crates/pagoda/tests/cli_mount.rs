@@ -86,6 +86,24 @@ fn wait_mounted(mnt: &std::path::Path) {
     }
 }
 
+/// A temporary directory holding an empty mount point, or `None` where FUSE cannot work.
+fn mount_dir() -> Option<(tempfile::TempDir, std::path::PathBuf)> {
+    if !fuse_available() {
+        return None;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mnt = dir.path().join("m");
+    std::fs::create_dir(&mnt).unwrap();
+    Some((dir, mnt))
+}
+
+/// Starts `pagoda mount MNT ARGS...` and waits until it serves.
+fn mount(mnt: &std::path::Path, args: &[&str]) -> std::process::Child {
+    let child = pagoda().arg("mount").arg(mnt).args(args).spawn().unwrap();
+    wait_mounted(mnt);
+    child
+}
+
 fn stop(child: &mut std::process::Child) {
     // SAFETY: kill on our own child's pid.
     unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
@@ -94,25 +112,26 @@ fn stop(child: &mut std::process::Child) {
 
 #[test]
 fn power_cut_after_n_writes_then_remount_from_the_backing_image() {
-    if !fuse_available() {
+    let Some((dir, mnt)) = mount_dir() else {
         return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let mnt = dir.path().join("m");
-    std::fs::create_dir(&mnt).unwrap();
+    };
     let img = dir.path().join("dev.img");
     let trace = dir.path().join("t.trace");
     let dev = "sata-ssd,capacity=256MiB,op=0.25,streams=2";
-    let mut child = pagoda()
-        .arg("mount")
-        .arg(&mnt)
-        .args(["--device", dev, "--power-cut-after", "40", "--backing"])
-        .arg(&img)
-        .arg("--trace")
-        .arg(&trace)
-        .spawn()
-        .unwrap();
-    wait_mounted(&mnt);
+    let (img_s, trace_s) = (img.to_str().unwrap(), trace.to_str().unwrap());
+    let mut child = mount(
+        &mnt,
+        &[
+            "--device",
+            dev,
+            "--power-cut-after",
+            "40",
+            "--backing",
+            img_s,
+            "--trace",
+            trace_s,
+        ],
+    );
     let a = std::fs::File::create(mnt.join("a")).unwrap();
     std::io::Write::write_all(&mut &a, &[7u8; 40_000]).unwrap();
     a.sync_all().unwrap();
@@ -124,26 +143,16 @@ fn power_cut_after_n_writes_then_remount_from_the_backing_image() {
     assert!(std::fs::read_to_string(&trace)
         .unwrap()
         .starts_with("# pagoda-trace v1"));
-    let mut child = pagoda()
-        .arg("mount")
-        .arg(&mnt)
-        .args(["--device", dev, "--backing"])
-        .arg(&img)
-        .spawn()
-        .unwrap();
-    wait_mounted(&mnt);
+    let mut child = mount(&mnt, &["--device", dev, "--backing", img_s]);
     assert_eq!(std::fs::read(mnt.join("a")).unwrap(), vec![7u8; 40_000]);
     stop(&mut child);
 }
 
 #[test]
 fn mount_reports_counters_at_sigterm() {
-    if !fuse_available() {
+    let Some((dir, mnt)) = mount_dir() else {
         return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let mnt = dir.path().join("m");
-    std::fs::create_dir(&mnt).unwrap();
+    };
     let json = dir.path().join("r.json");
     let mut child = pagoda()
         .arg("mount")
@@ -172,4 +181,46 @@ fn mount_reports_counters_at_sigterm() {
     assert!(s["host_write_pages"].as_u64().unwrap() >= 1024, "{v}");
     assert_eq!(s["streams"][1]["host_write_pages"], 512, "{v}");
     assert!(!mnt.join(".pagoda").exists(), "unmounted");
+}
+
+/// A mount killed with SIGKILL saves nothing at exit: what was fsynced must already be in the
+/// backing image, and the next mount reads it back.
+#[test]
+fn fsynced_data_survives_kill_9_of_the_mount() {
+    let Some((dir, mnt)) = mount_dir() else {
+        return;
+    };
+    let img = dir.path().join("dev.img");
+    let args = [
+        "--device",
+        "sata-ssd,capacity=256MiB,op=0.25",
+        "--backing",
+        img.to_str().unwrap(),
+    ];
+    let mut child = mount(&mnt, &args);
+    let data: Vec<u8> = (0..3_000_000u32)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 24) as u8)
+        .collect();
+    std::fs::create_dir(mnt.join("db")).unwrap();
+    let f = std::fs::File::create(mnt.join("db/t")).unwrap();
+    std::io::Write::write_all(&mut &f, &data).unwrap();
+    f.sync_all().unwrap();
+    drop(f);
+    // Not fsynced: may be lost.
+    std::fs::write(mnt.join("late"), vec![3u8; 100_000]).unwrap();
+    child.kill().unwrap();
+    child.wait().unwrap();
+    detach(&mnt);
+    let mut child = mount(&mnt, &args);
+    assert_eq!(std::fs::read(mnt.join("db/t")).unwrap(), data);
+    stop(&mut child);
+}
+
+/// Detaches a mount whose server is gone, so the directory can be mounted again.
+fn detach(mnt: &std::path::Path) {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(mnt.as_os_str().as_bytes()).unwrap();
+    // SAFETY: `c` is a valid C string.
+    let r = unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) };
+    assert_eq!(r, 0, "umount -l: {}", std::io::Error::last_os_error());
 }

@@ -4,12 +4,13 @@
 //! `--power-cut-after N` or by writing `power-cut` to `MOUNT/.pagoda/control`.
 //!
 //! `--backing PATH` keeps the device's contents between runs as a logical image (one
-//! capacity-sized sparse file): loaded at start, written at the end — after a power cut it
-//! holds what survived the cut, so the next mount recovers from it. (The SSD's own
-//! `backing=PATH` is addressed by physical unit and truncated at open; the FTL's mapping lives
-//! in memory, so it cannot carry data across processes.)
+//! capacity-sized sparse file, `pagoda_fs::backing`): loaded at start, then written through
+//! and fdatasynced at every device flush, so what an fsync acknowledged survives even a
+//! `kill -9` of the mount; after a power cut it holds what survived the cut, so the next mount
+//! recovers from it. No save at exit is needed. (The SSD's own `backing=PATH` is addressed by
+//! physical unit and truncated at open; the FTL's mapping lives in memory, so it cannot carry
+//! data across processes.)
 
-mod image;
 mod serve;
 
 use crate::error::{CliError, CliResult};
@@ -17,6 +18,7 @@ use crate::report::write_json;
 use pagoda_device::spec::DeviceSpec;
 use pagoda_device::trace::TracingDevice;
 use pagoda_device::{DeviceRef, DeviceStats, PowerCutReport};
+use pagoda_fs::backing::ImageDevice;
 use pagoda_fs::{Fs, FsOptions, FsStats, StreamRules};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -31,7 +33,8 @@ pub struct MountArgs {
     #[arg(long)]
     pub device: String,
     /// Keep the device's contents in this image file between runs: loaded if it exists,
-    /// written when the mount ends (after a power cut: what survived the cut).
+    /// written through and synced at every fsync (what an fsync acknowledged survives a
+    /// `kill -9` of the mount; after a power cut, the image holds what survived the cut).
     #[arg(long)]
     pub backing: Option<PathBuf>,
     /// Tag the writes to a file's byte range with a named stream, e.g.
@@ -104,14 +107,24 @@ pub fn run(a: &MountArgs) -> CliResult<()> {
             rules.streams_needed()
         )));
     }
-    if let Some(path) = &a.backing {
-        if image::load(path, &raw)? {
-            eprintln!("pagoda mount: loaded {}", path.display());
+    let image = match &a.backing {
+        Some(path) => {
+            let (img, loaded) = ImageDevice::open(path, raw.clone())?;
+            if loaded {
+                eprintln!("pagoda mount: loaded {}", path.display());
+            }
+            Some(Arc::new(img))
         }
-    }
+        None => None,
+    };
     // Loading and preconditioning are not the workload.
     raw.flush()?;
     raw.reset_stats();
+    // The image below the tracer: a trace shows the file system's requests only.
+    let base: DeviceRef = match &image {
+        Some(i) => i.clone(),
+        None => raw.clone(),
+    };
     let tracer = match &a.trace {
         Some(p) => {
             let f = std::fs::File::create(p).map_err(|e| CliError::Io {
@@ -119,7 +132,7 @@ pub fn run(a: &MountArgs) -> CliResult<()> {
                 source: e,
             })?;
             Some(Arc::new(TracingDevice::new(
-                raw.clone(),
+                base.clone(),
                 std::io::BufWriter::with_capacity(1 << 20, f),
             )))
         }
@@ -127,7 +140,7 @@ pub fn run(a: &MountArgs) -> CliResult<()> {
     };
     let dev: DeviceRef = match &tracer {
         Some(t) => t.clone(),
-        None => raw.clone(),
+        None => base,
     };
     let opts = FsOptions {
         rules: rules.clone(),
@@ -179,9 +192,11 @@ pub fn run(a: &MountArgs) -> CliResult<()> {
     if let Some(p) = &a.json {
         write_json(p, &rep)?;
     }
-    if let Some(path) = &a.backing {
-        image::save(path, &raw)?;
-        eprintln!("pagoda mount: saved the device to {}", path.display());
+    // Every flush (the final sync's too, and a power cut) left the image in step already;
+    // this reports an image error that took the file system down.
+    if let Some(img) = &image {
+        img.sync_image()?;
+        eprintln!("pagoda mount: the device is in {}", img.path().display());
     }
     Ok(())
 }

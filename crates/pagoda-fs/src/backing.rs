@@ -1,0 +1,324 @@
+//! The backing image of `pagoda mount --backing IMG`: the device's logical contents in one
+//! sparse, capacity-sized file (sector N at byte N × 4096), in step with the device at every
+//! flush, so what an fsync acknowledged survives a `kill -9` of the mount process.
+//!
+//! [`ImageDevice`] wraps the device the file system runs on. A write goes to the device, then
+//! into the image (pwrite, not synced); a trim punches a hole in it. A flush flushes the
+//! device, then fdatasyncs the image, and fails if either fails. What was written after the
+//! last flush may or may not be in the image after a kill, as after a power cut.
+//!
+//! An emulated power cut ([`PowerCut`]) keeps only a subset of the unflushed writes, but the
+//! image holds all of them: after the cut, the sectors written or trimmed since the last flush
+//! are copied back from the device (timing paused; these reads show in the read counters), so
+//! the image holds exactly what survived the cut — the file system refuses requests after a
+//! cut, so no later flush would put it in step.
+//!
+//! After an I/O error on the image, every later write, trim and flush fails: a failed
+//! fdatasync may have dropped dirty pages that a later, successful one would not write, so
+//! acknowledging a flush then could lose data that an fsync reported as durable.
+
+use pagoda_device::{
+    BlockDevice, Capabilities, DeviceError, DeviceRef, DeviceStats, PowerCut, PowerCutReport,
+    Result, WriteHints, SECTOR_SIZE,
+};
+use std::fs::File;
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard, PoisonError, RwLock};
+
+/// Sectors per read or write of the image while loading or copying back (1 MiB).
+const CHUNK: usize = 256;
+const S: u64 = SECTOR_SIZE as u64;
+
+/// A device whose contents are mirrored into an image file that is durable at each flush.
+#[derive(Debug)]
+pub struct ImageDevice {
+    inner: DeviceRef,
+    file: File,
+    path: PathBuf,
+    /// Writes and trims hold it shared, a flush or a power cut alone: neither then runs while
+    /// a request is in the device but not yet in the image.
+    order: RwLock<()>,
+    /// Sector runs written or trimmed since the last flush: what a power cut may undo.
+    unflushed: Mutex<Vec<(u64, u64)>>,
+    /// The first image error; once set, writes, trims and flushes fail.
+    broken: Mutex<Option<String>>,
+}
+
+impl ImageDevice {
+    /// Opens the image at `path` for `inner`, creating it (sized to the device, synced) when
+    /// it is missing or empty. An existing image is written into `inner` (all-zero runs are
+    /// trimmed, so they read as zeros whatever was there) and `inner` is flushed. Returns the
+    /// wrapper and whether an image was loaded. One process at a time may use an image.
+    pub fn open(path: &Path, inner: DeviceRef) -> Result<(Self, bool)> {
+        let err = |e| DeviceError::io(path, e);
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(path)
+            .map_err(err)?;
+        // SAFETY: flock on a descriptor this function owns.
+        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+            let e = std::io::Error::last_os_error();
+            if e.kind() != std::io::ErrorKind::WouldBlock {
+                return Err(err(e));
+            }
+            return Err(err(std::io::Error::other(
+                "another process uses this image (a pagoda mount still running?); stop it, or \
+                 give another image file",
+            )));
+        }
+        let cap = inner.caps().capacity_bytes();
+        let len = file.metadata().map_err(err)?.len();
+        let loaded = if len == 0 {
+            file.set_len(cap).map_err(err)?;
+            file.sync_all().map_err(err)?;
+            // The new name must outlive a crash too.
+            if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+                File::open(dir)
+                    .and_then(|d| d.sync_all())
+                    .map_err(|e| DeviceError::io(dir, e))?;
+            }
+            false
+        } else if len != cap {
+            return Err(DeviceError::config(format!(
+                "the image {} holds {len} bytes but the device has {cap}; use the capacity= it \
+                 was made with, or another image file",
+                path.display()
+            )));
+        } else {
+            load(&file, path, &inner)?;
+            true
+        };
+        let dev = Self {
+            inner,
+            file,
+            path: path.to_path_buf(),
+            order: RwLock::new(()),
+            unflushed: Mutex::new(Vec::new()),
+            broken: Mutex::new(None),
+        };
+        Ok((dev, loaded))
+    }
+
+    /// The image file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Makes what the image holds durable (without flushing the device); fails when an
+    /// earlier image error left it out of step.
+    pub fn sync_image(&self) -> Result<()> {
+        let _alone = self.order.write().unwrap_or_else(PoisonError::into_inner);
+        self.check()?;
+        self.file.sync_data().map_err(|e| self.broke_io(e))
+    }
+
+    fn check(&self) -> Result<()> {
+        match &*lock(&self.broken) {
+            None => Ok(()),
+            Some(first) => Err(DeviceError::io(
+                &self.path,
+                std::io::Error::other(format!(
+                    "an earlier error left the image out of step with the device ({first}); \
+                     unmount, fix the cause and mount again (the image holds what was fsynced \
+                     before the error)"
+                )),
+            )),
+        }
+    }
+
+    /// Records the first image error and passes it on.
+    fn broke(&self, e: DeviceError) -> DeviceError {
+        lock(&self.broken).get_or_insert_with(|| e.to_string());
+        e
+    }
+
+    fn broke_io(&self, e: std::io::Error) -> DeviceError {
+        self.broke(DeviceError::io(&self.path, e))
+    }
+
+    fn note(&self, sector: u64, sectors: u64) {
+        let mut runs = lock(&self.unflushed);
+        match runs.last_mut() {
+            Some((s, n)) if *s + *n == sector => *n += sectors,
+            _ => runs.push((sector, sectors)),
+        }
+    }
+
+    /// Zeros in the image: a hole where the file system can punch one.
+    fn punch(&self, sector: u64, sectors: u64) -> std::io::Result<()> {
+        let mode = libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE;
+        let (off, len) = ((sector * S) as libc::off_t, (sectors * S) as libc::off_t);
+        // SAFETY: fallocate on a descriptor we own; no memory is passed.
+        if unsafe { libc::fallocate(self.file.as_raw_fd(), mode, off, len) } == 0 {
+            return Ok(());
+        }
+        let e = std::io::Error::last_os_error();
+        if e.raw_os_error() != Some(libc::EOPNOTSUPP) {
+            return Err(e);
+        }
+        let zero = vec![0u8; CHUNK.min(sectors as usize) * SECTOR_SIZE];
+        let mut s = sector;
+        while s < sector + sectors {
+            let k = (sector + sectors - s).min(CHUNK as u64);
+            self.file
+                .write_all_at(&zero[..k as usize * SECTOR_SIZE], s * S)?;
+            s += k;
+        }
+        Ok(())
+    }
+
+    /// After a power cut: the sectors of `runs` as the device now reads them, into the image,
+    /// synced.
+    fn copy_back(&self, mut runs: Vec<(u64, u64)>) -> Result<()> {
+        runs.sort_unstable();
+        let mut buf = vec![0u8; CHUNK * SECTOR_SIZE];
+        let mut done = 0;
+        for (start, n) in runs {
+            let end = start + n;
+            let mut s = start.max(done);
+            while s < end {
+                let k = (end - s).min(CHUNK as u64);
+                let b = &mut buf[..k as usize * SECTOR_SIZE];
+                self.inner.read(s, b)?;
+                self.file
+                    .write_all_at(b, s * S)
+                    .map_err(|e| DeviceError::io(&self.path, e))?;
+                s += k;
+            }
+            done = done.max(end);
+        }
+        self.file
+            .sync_data()
+            .map_err(|e| DeviceError::io(&self.path, e))
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // The guarded values stay consistent at every point a panic could leave them.
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Writes the image into `dev` (runs of zero sectors trimmed) and flushes it.
+fn load(file: &File, path: &Path, dev: &DeviceRef) -> Result<()> {
+    let cap = dev.caps().capacity_sectors;
+    let mut buf = vec![0u8; CHUNK * SECTOR_SIZE];
+    let mut first = 0;
+    while first < cap {
+        let n = (cap - first).min(CHUNK as u64) as usize;
+        let b = &mut buf[..n * SECTOR_SIZE];
+        file.read_exact_at(b, first * S)
+            .map_err(|e| DeviceError::io(path, e))?;
+        let zero = |k: usize| {
+            b[k * SECTOR_SIZE..(k + 1) * SECTOR_SIZE]
+                .iter()
+                .all(|&x| x == 0)
+        };
+        let mut k = 0;
+        while k < n {
+            let z = zero(k);
+            let mut j = k + 1;
+            while j < n && zero(j) == z {
+                j += 1;
+            }
+            let sector = first + k as u64;
+            if z {
+                dev.trim(sector, (j - k) as u64)?;
+            } else {
+                let data = &b[k * SECTOR_SIZE..j * SECTOR_SIZE];
+                dev.write(sector, data, WriteHints::NORMAL)?;
+            }
+            k = j;
+        }
+        first += n as u64;
+    }
+    dev.flush()
+}
+
+impl BlockDevice for ImageDevice {
+    fn caps(&self) -> Capabilities {
+        self.inner.caps()
+    }
+
+    fn read(&self, sector: u64, buf: &mut [u8]) -> Result<()> {
+        self.inner.read(sector, buf)
+    }
+
+    fn write(&self, sector: u64, buf: &[u8], hints: WriteHints) -> Result<()> {
+        let _shared = self.order.read().unwrap_or_else(PoisonError::into_inner);
+        self.check()?;
+        self.inner.write(sector, buf, hints)?;
+        self.note(sector, (buf.len() / SECTOR_SIZE) as u64);
+        self.file
+            .write_all_at(buf, sector * S)
+            .map_err(|e| self.broke_io(e))
+    }
+
+    fn flush(&self) -> Result<()> {
+        let _alone = self.order.write().unwrap_or_else(PoisonError::into_inner);
+        self.check()?;
+        self.inner.flush()?;
+        self.file.sync_data().map_err(|e| self.broke_io(e))?;
+        lock(&self.unflushed).clear();
+        Ok(())
+    }
+
+    fn trim(&self, sector: u64, sectors: u64) -> Result<()> {
+        let _shared = self.order.read().unwrap_or_else(PoisonError::into_inner);
+        self.check()?;
+        self.inner.trim(sector, sectors)?;
+        if sectors == 0 {
+            return Ok(());
+        }
+        self.note(sector, sectors);
+        self.punch(sector, sectors).map_err(|e| self.broke_io(e))
+    }
+
+    fn stats(&self) -> DeviceStats {
+        self.inner.stats()
+    }
+
+    fn reset_stats(&self) {
+        self.inner.reset_stats();
+    }
+
+    fn pause_timing(&self, paused: bool) {
+        self.inner.pause_timing(paused);
+    }
+
+    fn describe(&self) -> String {
+        // The image is where the data lives, not what it runs on: reports name the device.
+        self.inner.describe()
+    }
+
+    fn as_power_cut(&self) -> Option<&dyn PowerCut> {
+        self.inner.as_power_cut().map(|_| self as &dyn PowerCut)
+    }
+}
+
+impl PowerCut for ImageDevice {
+    fn power_cut(&self, seed: u64) -> Result<PowerCutReport> {
+        let pc = self.inner.as_power_cut().ok_or_else(|| {
+            DeviceError::Unsupported("power cut on a device that cannot emulate one".into())
+        })?;
+        let _alone = self.order.write().unwrap_or_else(PoisonError::into_inner);
+        let report = pc.power_cut(seed)?;
+        let runs = std::mem::take(&mut *lock(&self.unflushed));
+        // Bookkeeping, not the workload: no emulated time.
+        self.inner.pause_timing(true);
+        let copied = self.copy_back(runs);
+        self.inner.pause_timing(false);
+        copied.map_err(|e| self.broke(e))?;
+        Ok(report)
+    }
+
+    fn durable_on_ack(&self) -> bool {
+        self.inner
+            .as_power_cut()
+            .is_some_and(PowerCut::durable_on_ack)
+    }
+}
