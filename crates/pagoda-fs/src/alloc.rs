@@ -88,4 +88,42 @@ impl Alloc {
         }
         None
     }
+
+    /// A free sector for position `residue` of an aligned group of `unit` sectors: `want` if
+    /// free, else that position in the next wholly free aligned group, else any free sector.
+    pub(crate) fn alloc_in_group(
+        &mut self,
+        want: Option<u64>,
+        unit: u64,
+        residue: u64,
+    ) -> Option<u64> {
+        if let Some(w) = want.filter(|&w| self.contains(w) && !self.used(w - self.start)) {
+            self.mark(w);
+            return Some(w);
+        }
+        match self.free_group(unit) {
+            Some(base) => {
+                let s = base + residue;
+                self.mark(s);
+                self.cursor = base + unit - self.start;
+                Some(s)
+            }
+            None => self.alloc(None),
+        }
+    }
+
+    /// The first sector of the next aligned group of `unit` sectors that is wholly free,
+    /// searching from the cursor.
+    fn free_group(&self, unit: u64) -> Option<u64> {
+        let lo = self.start.div_ceil(unit) * unit;
+        let end = self.start + self.len;
+        let groups = end.saturating_sub(lo) / unit;
+        if groups == 0 {
+            return None;
+        }
+        let from = (self.start + self.cursor).saturating_sub(lo).div_ceil(unit) % groups;
+        (0..groups)
+            .map(|k| lo + (from + k) % groups * unit)
+            .find(|&base| (base..base + unit).all(|s| !self.used(s - self.start)))
+    }
 }

@@ -5,7 +5,9 @@
 //! [`ImageDevice`] wraps the device the file system runs on. A write goes to the device, then
 //! into the image (pwrite, not synced); a trim punches a hole in it. A flush flushes the
 //! device, then fdatasyncs the image, and fails if either fails. What was written after the
-//! last flush may or may not be in the image after a kill, as after a power cut.
+//! last flush may or may not be in the image after a kill, as after a power cut — with one
+//! difference: a kill inside the pwrite of an atomic write can leave that write torn in the
+//! image (the kernel copies it page by page); an emulated power cut never tears it.
 //!
 //! An emulated power cut ([`PowerCut`]) keeps only a subset of the unflushed writes, but the
 //! image holds all of them: after the cut, the sectors written or trimmed since the last flush

@@ -4,6 +4,7 @@ use crate::error::{FsError, Result};
 use crate::fs::{Attr, Fs, SetAttr};
 use crate::layout::{Kind, Time, SECTOR};
 use crate::streams::stream_at;
+use pagoda_device::WriteHints;
 
 const S: u64 = SECTOR as u64;
 
@@ -57,6 +58,18 @@ impl Fs {
     /// Writes `data` at `offset`. New blocks are allocated next to the file's previous block
     /// where free, so files stay in few extents.
     pub fn write(&mut self, ino: u64, offset: u64, data: &[u8]) -> Result<usize> {
+        self.write_with(ino, offset, data, false)
+    }
+
+    /// A direct-I/O (`O_DIRECT`) write: as [`Fs::write`], but on a device with an atomic-write
+    /// unit each whole, aligned unit of the file that `data` covers (an InnoDB page on
+    /// `atomic=16KiB`) goes to the device as one atomic write, so a power cut keeps all of it
+    /// or none. The rest of `data` is written as [`Fs::write`] does.
+    pub fn write_direct(&mut self, ino: u64, offset: u64, data: &[u8]) -> Result<usize> {
+        self.write_with(ino, offset, data, true)
+    }
+
+    fn write_with(&mut self, ino: u64, offset: u64, data: &[u8], direct: bool) -> Result<usize> {
         self.check_up()?;
         if data.is_empty() {
             return Ok(0);
@@ -85,18 +98,46 @@ impl Fs {
             buf[o..o + (d1 - d0)].copy_from_slice(&data[d0..d1]);
         }
         let streams = self.inode(ino)?.streams.clone();
-        // One device write per run of consecutive sectors on one stream.
+        let stream = |b: u64| stream_at(streams.as_deref(), b * S);
+        // Atomic pieces only for direct I/O on a device that has them.
+        let unit = if direct && self.atomic_unit > 1 {
+            self.atomic_unit
+        } else {
+            0
+        };
+        // One device write per run of consecutive sectors on one stream; a whole unit that
+        // lies on an aligned run of the device is one atomic write.
         let mut k = 0;
         while k < phys.len() {
-            let st = stream_at(streams.as_deref(), (first + k as u64) * S);
+            let b = first + k as u64;
+            let st = stream(b);
+            let whole =
+                unit > 0 && b.is_multiple_of(unit) && b * S >= offset && (b + unit) * S <= end;
+            if whole {
+                let u = unit as usize;
+                let aligned = phys[k].0 % unit == 0
+                    && (1..u).all(|j| phys[k + j].0 == phys[k].0 + j as u64)
+                    && (1..unit).all(|j| stream(b + j) == st);
+                if aligned {
+                    let piece = &buf[k * SECTOR..(k + u) * SECTOR];
+                    self.dev_write(phys[k].0, piece, WriteHints::atomic(st))?;
+                    self.stats.data_sectors += unit;
+                    self.stats.atomic_writes += 1;
+                    k += u;
+                    continue;
+                }
+                self.stats.atomic_fallbacks += 1;
+            }
             let mut n = 1;
             while k + n < phys.len()
                 && phys[k + n].0 == phys[k].0 + n as u64
-                && stream_at(streams.as_deref(), (first + (k + n) as u64) * S) == st
+                && stream(b + n as u64) == st
+                && (unit == 0 || !(b + n as u64).is_multiple_of(unit))
             {
                 n += 1;
             }
-            self.dev_write(phys[k].0, &buf[k * SECTOR..(k + n) * SECTOR], st)?;
+            let run = &buf[k * SECTOR..(k + n) * SECTOR];
+            self.dev_write(phys[k].0, run, WriteHints::stream(st))?;
             self.stats.data_sectors += n as u64;
             k += n;
         }
@@ -132,7 +173,22 @@ impl Fs {
                 .map(|p| blocks[p as usize])
                 .filter(|&p| p != 0)
                 .map(|p| p + 1);
-            match self.alloc.alloc(hint) {
+            let got = match self.atomic_unit {
+                0 | 1 => self.alloc.alloc(hint),
+                unit => {
+                    // A block already placed in this block's unit fixes where it must go;
+                    // else the next block on the device, if that keeps the unit aligned.
+                    let r = b % unit;
+                    let g = b - r..(b - r + unit).min(blocks.len() as u64);
+                    let sibling = g.filter(|&j| j != b).find_map(|j| {
+                        let p = blocks[j as usize];
+                        (p != 0 && p % unit == j % unit).then(|| p - j % unit + r)
+                    });
+                    let want = sibling.or(hint.filter(|&h| h % unit == r));
+                    self.alloc.alloc_in_group(want, unit, r)
+                }
+            };
+            match got {
                 Some(s) => {
                     blocks[b as usize] = s;
                     out.push((s, true));
@@ -216,7 +272,7 @@ impl Fs {
             self.dev.read(p, &mut b)?;
             b[(size % S) as usize..].fill(0);
             let st = stream_at(self.inode(ino)?.streams.as_deref(), (keep as u64 - 1) * S);
-            self.dev_write(p, &b, st)?;
+            self.dev_write(p, &b, WriteHints::stream(st))?;
         }
         let now = Time::now();
         let i = self.inode_mut(ino)?;
@@ -299,7 +355,7 @@ impl Fs {
             if buf[keep..].iter().any(|&x| x != 0) {
                 buf[keep..].fill(0);
                 let st = stream_at(self.inode(ino)?.streams.as_deref(), b * S);
-                self.dev_write(p, &buf, st)?;
+                self.dev_write(p, &buf, WriteHints::stream(st))?;
                 wrote = true;
             }
         }

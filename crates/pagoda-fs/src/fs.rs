@@ -84,6 +84,12 @@ pub struct FsStats {
     pub data_sectors: u64,
     /// Device flushes.
     pub flushes: u64,
+    /// Whole, aligned atomic units of direct-I/O writes handed to the device as one atomic
+    /// write each.
+    pub atomic_writes: u64,
+    /// Whole, aligned atomic units of direct-I/O writes written non-atomically: their sectors
+    /// were not one aligned run on the device (or were on two streams).
+    pub atomic_fallbacks: u64,
 }
 
 /// A small file system on a [`pagoda_device::BlockDevice`]. Metadata lives in memory and is
@@ -105,6 +111,10 @@ pub struct Fs {
     /// Freed sectors the last commit may still name: reusable only after the next commit.
     pub(crate) pending_free: Vec<u64>,
     pub(crate) rules: StreamRules,
+    /// The device's atomic-write unit in sectors (0: none). Blocks are placed so that each
+    /// aligned unit of a file is an aligned run on the device where space allows, so that a
+    /// direct-I/O write can hand it over as one atomic write.
+    pub(crate) atomic_unit: u64,
     /// Why the file system stopped (power cut, device error): every call then fails.
     pub(crate) down: Option<String>,
     pub(crate) cut_after: Option<(u64, u64)>,
@@ -231,6 +241,10 @@ impl Fs {
         if let Some(r) = inodes.get_mut(&ROOT) {
             r.parent = ROOT;
         }
+        let atomic_unit = dev
+            .caps()
+            .atomic_write_unit
+            .map_or(0, |u| (u / SECTOR) as u64);
         let mut fs = Self {
             dev,
             sb,
@@ -241,6 +255,7 @@ impl Fs {
             dirty: false,
             pending_free: Vec::new(),
             rules: opts.rules,
+            atomic_unit,
             down: None,
             cut_after: None,
             last_cut: None,
@@ -303,12 +318,9 @@ impl Fs {
 
     /// Every device write goes through here: the power-cut countdown, and a failed write
     /// takes the file system down (what reached the device is unknown).
-    pub(crate) fn dev_write(&mut self, sector: u64, buf: &[u8], stream: u16) -> Result<()> {
+    pub(crate) fn dev_write(&mut self, sector: u64, buf: &[u8], hints: WriteHints) -> Result<()> {
         self.check_up()?;
-        let r = self
-            .dev
-            .write(sector, buf, WriteHints::stream(stream))
-            .map_err(|e| self.fail(e));
+        let r = self.dev.write(sector, buf, hints).map_err(|e| self.fail(e));
         if let Some((n, seed)) = self.cut_after {
             // The last allowed write is acknowledged (in the device cache), then power goes.
             if n <= 1 {
@@ -347,7 +359,7 @@ impl Fs {
             });
         }
         let start = self.sb.slot_start((self.gen + 1) % 2);
-        self.dev_write(start, &img, 0)?;
+        self.dev_write(start, &img, WriteHints::NORMAL)?;
         self.dev_flush()?;
         self.gen += 1;
         self.dirty = false;

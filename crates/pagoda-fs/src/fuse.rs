@@ -192,6 +192,16 @@ impl PagodaFuse {
     }
 }
 
+/// An `O_DIRECT` open bypasses the kernel's page cache (FOPEN_DIRECT_IO), so each write
+/// arrives whole, as the program issued it, and can be handed to the device atomically.
+fn direct_io(flags: i32) -> u32 {
+    if flags & libc::O_DIRECT != 0 {
+        fuser::consts::FOPEN_DIRECT_IO
+    } else {
+        0
+    }
+}
+
 fn name_str(name: &OsStr) -> Result<&str, FsError> {
     std::str::from_utf8(name.as_bytes())
         .map_err(|_| FsError::BadName(name.to_string_lossy().into_owned()))
@@ -375,7 +385,7 @@ impl Filesystem for PagodaFuse {
         }
     }
 
-    fn open(&mut self, _req: &Request<'_>, ino: u64, _flags: i32, reply: ReplyOpen) {
+    fn open(&mut self, _req: &Request<'_>, ino: u64, flags: i32, reply: ReplyOpen) {
         if ino >= CTL_JSON && ino != CTL_DIR {
             let fh = self.next_fh;
             self.next_fh += 1;
@@ -390,7 +400,7 @@ impl Filesystem for PagodaFuse {
             return reply.opened(fh, fuser::consts::FOPEN_DIRECT_IO);
         }
         match self.fs().open_file(ino) {
-            Ok(()) => reply.opened(0, 0),
+            Ok(()) => reply.opened(0, direct_io(flags)),
             Err(e) => reply.error(e.errno()),
         }
     }
@@ -426,7 +436,7 @@ impl Filesystem for PagodaFuse {
         offset: i64,
         data: &[u8],
         _write_flags: u32,
-        _flags: i32,
+        flags: i32,
         _lock: Option<u64>,
         reply: ReplyWrite,
     ) {
@@ -437,7 +447,14 @@ impl Filesystem for PagodaFuse {
                 Err(e) => reply.error(e.errno()),
             };
         }
-        match self.fs().write(ino, offset.max(0) as u64, data) {
+        // The file's flags as they are now (fcntl may set O_DIRECT after the open: InnoDB).
+        let offset = offset.max(0) as u64;
+        let r = if flags & libc::O_DIRECT != 0 {
+            self.fs().write_direct(ino, offset, data)
+        } else {
+            self.fs().write(ino, offset, data)
+        };
+        match r {
             Ok(n) => reply.written(n as u32),
             Err(e) => reply.error(e.errno()),
         }
@@ -540,7 +557,7 @@ impl Filesystem for PagodaFuse {
         name: &OsStr,
         mode: u32,
         umask: u32,
-        _flags: i32,
+        flags: i32,
         reply: ReplyCreate,
     ) {
         let r = name_str(name).and_then(|n| {
@@ -557,7 +574,7 @@ impl Filesystem for PagodaFuse {
             Ok(a)
         });
         match r {
-            Ok(a) => reply.created(&TTL, &file_attr(&a), 0, 0, 0),
+            Ok(a) => reply.created(&TTL, &file_attr(&a), 0, 0, direct_io(flags)),
             Err(e) => reply.error(e.errno()),
         }
     }

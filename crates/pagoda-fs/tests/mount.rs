@@ -101,3 +101,65 @@ fn mount_write_fsync_cut_remount() {
     );
     drop(session);
 }
+
+/// O_DIRECT writes through the kernel arrive whole and each aligned 16 KiB page becomes one
+/// atomic device write, whether O_DIRECT was given at open or set later with fcntl (InnoDB);
+/// buffered writes stay plain.
+#[test]
+fn direct_io_pages_are_atomic_writes() {
+    use std::os::unix::fs::{FileExt, OpenOptionsExt};
+    use std::os::unix::io::AsRawFd;
+    if let Some(why) = fuse_unavailable() {
+        eprintln!("SKIPPED: {why}");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mnt = dir.path();
+    let dev = DeviceSpec::parse("mem,capacity=64MiB,atomic=16KiB")
+        .unwrap()
+        .open()
+        .unwrap();
+    let fs = Arc::new(Mutex::new(Fs::format(dev, FsOptions::default()).unwrap()));
+    let Some(session) = mount(mnt, fs.clone()) else {
+        return;
+    };
+    let atomic = || fs.lock().unwrap().stats().atomic_writes;
+    // O_DIRECT wants an aligned buffer.
+    let mut raw = vec![0u8; 65536 + 4096];
+    let at = raw.as_ptr().align_offset(4096);
+    let buf = &mut raw[at..at + 65536];
+    buf.fill(6);
+    let f = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .read(true)
+        .write(true)
+        .custom_flags(libc::O_DIRECT)
+        .open(mnt.join("ibdata1"))
+        .unwrap();
+    f.write_all_at(buf, 0).unwrap();
+    f.sync_all().unwrap();
+    assert_eq!(atomic(), 4, "four 16 KiB pages");
+    let g = std::fs::OpenOptions::new()
+        .write(true)
+        .open(mnt.join("ibdata1"))
+        .unwrap();
+    g.write_all_at(&buf[..16384], 65536).unwrap();
+    g.sync_all().unwrap();
+    assert_eq!(atomic(), 4, "buffered: no atomic write");
+    // SAFETY: fcntl on a descriptor we own.
+    let fd = g.as_raw_fd();
+    let fl = unsafe { libc::fcntl(fd, libc::F_GETFL) };
+    // SAFETY: as above.
+    assert_eq!(
+        unsafe { libc::fcntl(fd, libc::F_SETFL, fl | libc::O_DIRECT) },
+        0
+    );
+    g.write_all_at(&buf[..16384], 81920).unwrap();
+    g.sync_all().unwrap();
+    assert_eq!(atomic(), 5, "O_DIRECT set by fcntl");
+    drop((f, g));
+    let back = std::fs::read(mnt.join("ibdata1")).unwrap();
+    assert_eq!(back, vec![6u8; 98304]);
+    drop(session);
+}

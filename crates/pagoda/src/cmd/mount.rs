@@ -74,6 +74,8 @@ struct FsJson {
     meta_sectors: u64,
     data_sectors: u64,
     flushes: u64,
+    atomic_writes: u64,
+    atomic_fallbacks: u64,
 }
 
 impl From<FsStats> for FsJson {
@@ -83,6 +85,8 @@ impl From<FsStats> for FsJson {
             meta_sectors: s.meta_sectors,
             data_sectors: s.data_sectors,
             flushes: s.flushes,
+            atomic_writes: s.atomic_writes,
+            atomic_fallbacks: s.atomic_fallbacks,
         }
     }
 }
@@ -255,6 +259,13 @@ fn render_text(r: &MountReport) -> String {
          sectors written, {} flushes\n",
         r.device, r.elapsed_s, r.fs.commits, r.fs.meta_sectors, r.fs.data_sectors, r.fs.flushes
     );
+    if r.fs.atomic_writes + r.fs.atomic_fallbacks > 0 {
+        out.push_str(&format!(
+            "direct I/O: {} atomic-unit writes, {} units written non-atomically (not one \
+             aligned run on the device)\n",
+            r.fs.atomic_writes, r.fs.atomic_fallbacks
+        ));
+    }
     if let Some(why) = &r.power_cut {
         out.push_str(&format!("power cut: {why}\n"));
     }
