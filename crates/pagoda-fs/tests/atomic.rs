@@ -1,12 +1,15 @@
 //! Direct-I/O writes on a device with 16 KiB atomic writes: each whole, aligned 16 KiB unit of
 //! a file is one atomic device write, so after a power cut every such page is all old or all
-//! new. Buffered writes of the same pages tear, which shows the check can fail.
+//! new. Buffered writes of the same pages tear, which shows the check can fail. A unit that is
+//! not aligned on the device is written plainly and counted.
 
 #![allow(clippy::unwrap_used)] // tests fail loudly on purpose
 
 use pagoda_device::spec::DeviceSpec;
 use pagoda_device::DeviceRef;
+use pagoda_fs::backing::ImageDevice;
 use pagoda_fs::{Fs, FsOptions, FsStats, Kind, ROOT};
+use std::sync::Arc;
 
 const PAGE: usize = 16 * 1024;
 const PAGES: usize = 32;
@@ -85,4 +88,37 @@ fn only_whole_aligned_units_are_atomic() {
         .unwrap();
     fs.write_direct(f.ino, 0, &[3u8; 65536]).unwrap();
     assert_eq!(fs.stats().atomic_writes + fs.stats().atomic_fallbacks, 0);
+}
+
+/// A file placed without atomic units (made on an `atomic=0` device, moved through a backing
+/// image) has units that are not aligned on the device: direct writes to them are plain and
+/// counted, and read back intact; a new file is placed aligned.
+#[test]
+fn units_not_aligned_on_the_device_are_written_plainly_and_counted() {
+    let dir = tempfile::tempdir().unwrap();
+    let img = dir.path().join("dev.img");
+    let ino = {
+        let (d, _) = ImageDevice::open(&img, dev("0")).unwrap();
+        let mut fs = Fs::format(Arc::new(d), FsOptions::default()).unwrap();
+        let f = fs
+            .create(ROOT, "old", Kind::File, 0o644, (0, 0), b"")
+            .unwrap();
+        fs.write(f.ino, 0, &[1u8; 65536]).unwrap();
+        fs.sync().unwrap();
+        f.ino
+    };
+    let (d, _) = ImageDevice::open(&img, dev("16KiB")).unwrap();
+    let mut fs = Fs::open(Arc::new(d), FsOptions::default()).unwrap();
+    fs.write_direct(ino, 0, &[2u8; 65536]).unwrap();
+    assert_eq!(
+        (fs.stats().atomic_writes, fs.stats().atomic_fallbacks),
+        (0, 4),
+        "the data area starts off a 16 KiB boundary, so the old file's units do too"
+    );
+    assert_eq!(fs.read(ino, 0, 65536).unwrap(), vec![2u8; 65536]);
+    let f = fs
+        .create(ROOT, "new", Kind::File, 0o644, (0, 0), b"")
+        .unwrap();
+    fs.write_direct(f.ino, 0, &[3u8; 65536]).unwrap();
+    assert_eq!(fs.stats().atomic_writes, 4);
 }
