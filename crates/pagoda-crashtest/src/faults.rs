@@ -176,6 +176,8 @@ pub(crate) struct Injector {
     log: Arc<FaultDevice>,
     /// Sectors per page.
     spp: u64,
+    /// The first page after the superblock area (see `learn_pages`).
+    first_page: u64,
     /// Pages of the data device written so far (the targets of bit rot and misdirects).
     pages: Mutex<BTreeSet<u64>>,
 }
@@ -201,6 +203,7 @@ impl Injector {
             data,
             log,
             spp: (page_size / SECTOR_SIZE).max(1) as u64,
+            first_page: pagoda_engine::format::HEADER_BYTES.div_ceil(page_size as u64),
             pages: Mutex::new(BTreeSet::new()),
         };
         (me, d, l)
@@ -212,14 +215,17 @@ impl Injector {
             .sum()
     }
 
-    /// Takes note of the data pages written since the last call.
+    /// Takes note of the data pages written since the last call. The superblock area is no
+    /// target yet: with its newest copy damaged, recovery falls back to the older copy, whose
+    /// redo start the log may no longer hold, and refuses the log (detected, but by the log's
+    /// check; docs/failure-model.md).
     fn learn_pages(&self) {
         let mut pages = self.pages.lock();
         for r in self.data.take_records() {
             if r.op != Op::Write || r.failed {
                 continue;
             }
-            let first = r.sector.div_ceil(self.spp);
+            let first = r.sector.div_ceil(self.spp).max(self.first_page);
             let end = (r.sector + r.sectors) / self.spp;
             pages.extend(first..end);
         }

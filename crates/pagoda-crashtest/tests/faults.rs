@@ -168,7 +168,7 @@ fn not_by(f: &Failure, words: &str) {
 
 #[test]
 fn sabotage_trust_page_checksum_is_caught() {
-    // Seed 0x5eed: caught at cycle 8, the flipped page broke its tree's key order.
+    // Seed 0x5eed: caught at cycle 2, the flipped page broke a tree that the check walks.
     let (f, _) = caught(Sabotage::TrustPageChecksum, SERVED, 500, || {
         every_cycle(FaultKind::Bitrot)
     });
