@@ -109,6 +109,25 @@ fn crashtest_refuses_bad_flag_combinations() {
     };
     refuse(&["--torn", "none", "--cycles", "0"], "at least 1");
     refuse(
+        &["--cycles", "5", "--faults", "bitrot,cosmic-rays"],
+        "no fault named 'cosmic-rays': use one of bitrot,",
+    );
+    refuse(
+        &[
+            "--cycles",
+            "5",
+            "--faults",
+            "eio-read",
+            "--fault-chance",
+            "2",
+        ],
+        "--fault-chance is a probability",
+    );
+    refuse(
+        &["--cycles", "5", "--sabotage", "trust-page-id"],
+        "give --faults misdirected",
+    );
+    refuse(
         &["--torn", "none", "--cycles", "5", "--sabotage", "nope"],
         "skip-log-sync",
     );
