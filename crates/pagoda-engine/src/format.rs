@@ -378,7 +378,15 @@ pub fn names_other_page(buf: &[u8], pid: u64) -> bool {
 
 /// Decodes a full page image read from `expect_id`.
 pub fn decode_page(buf: &[u8], expect_id: u64) -> Result<Page> {
-    let lsn = check_page(buf, expect_id).map_err(|d| Error::corrupt(expect_id, d))?;
+    // The page's place on the data device, so an operator can look at the bytes.
+    let at = |d: String| {
+        let byte = expect_id.saturating_mul(buf.len() as u64);
+        Error::corrupt(
+            expect_id,
+            format!("{d} (page home: data device byte {byte})"),
+        )
+    };
+    let lsn = check_page(buf, expect_id).map_err(at)?;
     let bad = |what: &str| Error::corrupt(expect_id, format!("undecodable payload: {what}"));
     let kind = buf[24];
     let len = u32::from_le_bytes([buf[28], buf[29], buf[30], buf[31]]) as usize;

@@ -483,6 +483,11 @@ fn random_bit_flips_are_detected() {
                 ),
                 Err(e) => {
                     assert!(e.is_corruption(), "{ctx}: {e}");
+                    // The error names the damaged page's place on the device.
+                    if let Flip::Page { pid, .. } = target {
+                        let home = format!("data device byte {}", pid * PAGE as u64);
+                        assert!(e.to_string().contains(&home), "{ctx}: {e}");
+                    }
                     read_errors += 1;
                 }
             }
