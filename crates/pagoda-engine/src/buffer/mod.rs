@@ -45,6 +45,8 @@ use lru::Lru;
 
 /// Page-table shards.
 const SHARDS: usize = 64;
+/// How long a pin waits without a free frame before the pool counts as exhausted.
+const PIN_PATIENCE: std::time::Duration = std::time::Duration::from_millis(250);
 
 pub(crate) mod latch_order;
 
@@ -461,6 +463,7 @@ impl Pool {
     fn pin(&self, pid: u64, install: Option<&mut Option<Page>>) -> Result<Pin<'_>> {
         self.trace.record(pid);
         let mut attempts = 0;
+        let mut waiting = None;
         loop {
             if let Some(pin) = self.pin_resident(pid) {
                 return Ok(pin);
@@ -475,11 +478,16 @@ impl Pool {
             let Some(idx) = self.victim(&mut inner) else {
                 drop(inner);
                 attempts += 1;
-                if attempts > 50 {
+                // Frames free up as the cleaner writes pages, which may wait for the log to
+                // become durable: give up after a while without a frame, not after a number
+                // of quick retries that a slow sync outlasts.
+                let since = *waiting.get_or_insert_with(std::time::Instant::now);
+                if attempts > 50 && since.elapsed() > PIN_PATIENCE {
                     return Err(Error::BufferFull);
                 }
-                let _ = self.clean_batch(None)?;
-                if attempts > 2 {
+                if self.clean_batch(None)? == 0 && attempts > 50 {
+                    std::thread::sleep(std::time::Duration::from_micros(100));
+                } else if attempts > 2 {
                     std::thread::yield_now();
                 }
                 continue;
