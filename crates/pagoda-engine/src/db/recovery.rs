@@ -144,12 +144,22 @@ pub(super) fn recover(
     rec.last_cts = last_cts.max(sb.checkpoint_cts);
     if !corrupt.is_empty() && !opts.allow_corrupt {
         let all: Vec<u64> = corrupt.iter().copied().collect();
+        // Say why the first page failed (checksum, identity), as a read of it would.
+        let why = pool
+            .read_page(all[0])
+            .ok()
+            .and_then(|b| crate::format::decode_page(&b, all[0]).err())
+            .map_or(String::new(), |e| match e {
+                Error::Corruption { detail, .. } => format!("; page {}: {detail}", all[0]),
+                _ => String::new(),
+            });
         return Err(Error::Corruption {
             page_id: all[0],
             all_pages: all,
-            detail:
-                "torn or damaged page(s) found during recovery (torn mode none cannot repair them)"
-                    .into(),
+            detail: format!(
+                "torn or damaged page(s) found during recovery (torn mode none cannot repair \
+                 them){why}"
+            ),
         });
     }
     rec.corrupt_pages = corrupt.iter().copied().collect();
