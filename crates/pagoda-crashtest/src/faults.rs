@@ -128,6 +128,12 @@ pub(crate) fn detecting(s: Sabotage) -> Option<&'static [FaultKind]> {
         Sabotage::RetryFailedLogSync => Some(&[FaultKind::FsyncFail]),
         Sabotage::IgnoreWriteError => Some(&[FaultKind::EioWrite, FaultKind::Enospc]),
         Sabotage::IgnoreReadError => Some(&[FaultKind::EioRead]),
+        Sabotage::FlashWriteAfterFailure => Some(&[
+            FaultKind::EioWrite,
+            FaultKind::EioRead,
+            FaultKind::FsyncFail,
+            FaultKind::Enospc,
+        ]),
         _ => None,
     }
 }
@@ -166,6 +172,8 @@ pub(crate) struct Armed {
     base: u64,
     /// The fault put damage on the medium at once (persistent bit rot).
     on_medium: bool,
+    /// The data pages the fault damages on the medium (or leaves stale) when it fires.
+    pages: Vec<u64>,
 }
 
 /// The fault devices of a run with faults, around the data and log devices.
@@ -215,20 +223,23 @@ impl Injector {
             .sum()
     }
 
-    /// Takes note of the data pages written since the last call. The superblock area is no
-    /// target yet: with its newest copy damaged, recovery falls back to the older copy, whose
-    /// redo start the log may no longer hold, and refuses the log (detected, but by the log's
-    /// check; docs/failure-model.md).
-    fn learn_pages(&self) {
+    /// Takes note of the data pages written since the last call, and returns them. The
+    /// superblock area is no target yet: with its newest copy damaged, recovery falls back to
+    /// the older copy, whose redo start the log may no longer hold, and refuses the log
+    /// (detected, but by the log's check; docs/failure-model.md).
+    fn learn_pages(&self) -> BTreeSet<u64> {
         let mut pages = self.pages.lock();
+        let mut written = BTreeSet::new();
         for r in self.data.take_records() {
             if r.op != Op::Write || r.failed {
                 continue;
             }
             let first = r.sector.div_ceil(self.spp).max(self.first_page);
             let end = (r.sector + r.sectors) / self.spp;
-            pages.extend(first..end);
+            written.extend(first..end);
         }
+        pages.extend(&written);
+        written
     }
 
     fn random_page(&self, rng: &mut SmallRng) -> Option<u64> {
@@ -241,8 +252,13 @@ impl Injector {
 
     /// Arms a fault for the coming workload in a share of the cycles (`max_ops`: the largest
     /// number of operations before the cut).
-    pub(crate) fn arm(&self, rng: &mut SmallRng, max_ops: u64) -> Result<Option<Armed>> {
-        self.learn_pages();
+    pub(crate) fn arm(
+        &self,
+        rng: &mut SmallRng,
+        max_ops: u64,
+        ledger: &mut Ledger,
+    ) -> Result<Option<Armed>> {
+        ledger.overwritten(&self.learn_pages());
         if !rng.gen_bool(self.chance) {
             return Ok(None);
         }
@@ -261,6 +277,7 @@ impl Injector {
             times,
             failure,
         };
+        let mut damaged = Vec::new();
         let (fault, dev, what) = match kind {
             FaultKind::EioRead => {
                 let once = rng.gen_bool(0.5);
@@ -317,6 +334,7 @@ impl Injector {
                     "on reads"
                 };
                 let what = format!("bit {bit} of byte {byte} of data sector {sector} flips {how}");
+                damaged = vec![page];
                 (f, &self.data, what)
             }
             FaultKind::Misdirected | FaultKind::LostWrite => {
@@ -344,6 +362,12 @@ impl Injector {
                     what,
                     base,
                     on_medium: false,
+                    // The stray copy lands on `to`; a lost write leaves `from` stale.
+                    pages: vec![if kind == FaultKind::Misdirected {
+                        to
+                    } else {
+                        from
+                    }],
                 }));
             }
         };
@@ -360,6 +384,7 @@ impl Injector {
             what,
             base,
             on_medium,
+            pages: damaged,
         }))
     }
 
@@ -375,7 +400,9 @@ impl Injector {
     }
 }
 
-/// Damage a fault left on the medium that no recovery has shown gone yet.
+/// Damage a fault left on one page of the medium, outstanding until the page is written
+/// again or the devices are replaced. (A page whose newer copy sits in the flash cache can keep
+/// its damage hidden for many cycles.)
 #[derive(Clone, Copy, Debug)]
 struct Damage {
     kind: FaultKind,
@@ -387,7 +414,10 @@ struct Damage {
 #[derive(Debug, Default)]
 pub(crate) struct Ledger {
     pub(crate) counts: BTreeMap<String, FaultCounts>,
-    damage: Option<Damage>,
+    /// Damaged data pages, by page id.
+    damage: BTreeMap<u64, Damage>,
+    /// The kind of the damage registered last (repairs are counted to it).
+    latest: Option<FaultKind>,
 }
 
 /// Whether a report of corruption saying `detail` comes from the check that catches faults of
@@ -424,6 +454,11 @@ fn is_corruption(e: &Error) -> bool {
 impl Ledger {
     fn count(&mut self, kind: FaultKind) -> &mut FaultCounts {
         self.counts.entry(kind.name().to_string()).or_default()
+    }
+
+    /// Pages written whole since the last call: their damage is gone.
+    fn overwritten(&mut self, pages: &BTreeSet<u64>) {
+        self.damage.retain(|p, _| !pages.contains(p));
     }
 
     /// After the workload of a cycle with `armed`: counts what the fault did and returns
@@ -470,68 +505,91 @@ impl Ledger {
             c.unreported += 1;
         }
         if leaves_damage {
-            self.damage = Some(Damage {
-                kind,
-                detected: detected || self.damage.is_some_and(|d| d.detected),
-            });
+            // What the cycle wrote before or after the damage is not known: pages written
+            // whole after the cycle clear it (see `overwritten`).
+            self.overwritten(&inj.learn_pages());
+            for &p in &armed.pages {
+                let before = self.damage.get(&p).is_some_and(|d| d.detected);
+                self.damage.insert(
+                    p,
+                    Damage {
+                        kind,
+                        detected: detected || before,
+                    },
+                );
+            }
+            self.latest = Some(kind);
         }
         failure.is_some_and(reports)
     }
 
-    /// Whether the outstanding damage explains a report of corruption saying `detail`: the
-    /// check that catches the fault must be the one that spoke (a damaged page that got past
-    /// it and broke something else was used, which is a failure).
-    pub(crate) fn explains(&self, detail: &str) -> bool {
-        self.damage.is_some_and(|d| signature(d.kind, detail))
+    /// Whether the outstanding damage explains a report of corruption of `pages` saying
+    /// `detail`: each page is damaged and the check that catches its fault is the one that
+    /// spoke (a damaged page that got past it and broke something else was used, which is a
+    /// failure). Outstanding lost writes explain anything (undetectable by design).
+    pub(crate) fn explains(&self, pages: &[u64], detail: &str) -> bool {
+        if self.lost_write() {
+            return true;
+        }
+        !pages.is_empty()
+            && pages.iter().all(|p| {
+                self.damage
+                    .get(p)
+                    .is_some_and(|d| signature(d.kind, detail))
+            })
     }
 
     /// Corruption reported by an open or a read after a cycle, which [`Ledger::explains`]:
-    /// counts it as the fault's detection (the database is re-created).
+    /// counts it as the detection of the outstanding damage (the database is re-created, so
+    /// the damage goes with it).
     pub(crate) fn explains_corruption(&mut self) -> bool {
-        let Some(d) = self.damage.take() else {
+        let damage = std::mem::take(&mut self.damage);
+        if damage.is_empty() {
             return false;
-        };
-        let c = self.count(d.kind);
-        if d.kind == FaultKind::LostWrite {
-            c.undetectable += 1;
-        } else if !d.detected {
-            c.detected += 1;
         }
-        c.resets += 1;
+        let mut kinds: BTreeMap<FaultKind, bool> = BTreeMap::new();
+        for d in damage.values() {
+            *kinds.entry(d.kind).or_default() |= !d.detected;
+        }
+        for (kind, undetected) in kinds {
+            let c = self.count(kind);
+            if kind == FaultKind::LostWrite {
+                c.undetectable += 1;
+            } else if undetected {
+                c.detected += 1;
+            }
+            c.resets += 1;
+        }
         true
     }
 
     /// Oracle findings after a cycle: whether outstanding damage makes them undetectable by
     /// design (a lost write; then the database is re-created).
     pub(crate) fn excuses(&mut self, findings: usize) -> bool {
-        match self.damage {
-            Some(d) if d.kind == FaultKind::LostWrite => {
-                self.damage = None;
-                let c = self.count(d.kind);
-                c.undetectable += findings as u64;
-                c.resets += 1;
-                true
-            }
-            _ => false,
+        if !self.lost_write() {
+            return false;
         }
+        self.damage.clear();
+        let c = self.count(FaultKind::LostWrite);
+        c.undetectable += findings as u64;
+        c.resets += 1;
+        true
     }
 
     /// Whether a lost write is outstanding.
     pub(crate) fn lost_write(&self) -> bool {
-        self.damage.is_some_and(|d| d.kind == FaultKind::LostWrite)
+        self.damage.values().any(|d| d.kind == FaultKind::LostWrite)
     }
 
     /// Pages recovery repaired while damage was outstanding.
     pub(crate) fn repaired(&mut self, pages: u64) {
-        if let Some(d) = self.damage {
-            self.count(d.kind).repaired += pages;
+        if let (Some(kind), false) = (self.latest, self.damage.is_empty()) {
+            self.count(kind).repaired += pages;
         }
     }
 
-    /// A recovery whose check of every tree passed and whose state the oracle verified: the
-    /// damage is gone (repaired, overwritten, or in space nothing reads), or the devices
-    /// were replaced.
-    pub(crate) fn clean(&mut self) {
-        self.damage = None;
+    /// The devices were replaced: no damage is outstanding.
+    pub(crate) fn reset(&mut self) {
+        self.damage.clear();
     }
 }

@@ -106,8 +106,8 @@ pub(crate) struct Verdict {
     /// Corrupt pages reported by reads (torn mode none: the cycle is excused and the
     /// database re-created).
     pub corrupt_pages: BTreeSet<u64>,
-    /// What the engine said about each corruption it reported on read.
-    pub corrupt_details: Vec<String>,
+    /// Each corruption the engine reported on read: its pages and what it said.
+    pub corrupt_details: Vec<(Vec<u64>, String)>,
     /// The recovered state (the next cycle's base).
     pub state: Model,
     /// Transactions and DDL operations verified (0 when a page could not be read).
@@ -171,8 +171,8 @@ fn read_all(db: &Db, model: &Model, v: &mut Verdict) -> Result<Model> {
             Err(Error::Corruption {
                 all_pages, detail, ..
             }) => {
-                v.corrupt_pages.extend(all_pages);
-                v.corrupt_details.push(detail);
+                v.corrupt_pages.extend(&all_pages);
+                v.corrupt_details.push((all_pages, detail));
                 continue;
             }
             Err(e) => return Err(e),
@@ -196,8 +196,8 @@ fn read_all(db: &Db, model: &Model, v: &mut Verdict) -> Result<Model> {
                 Err(Error::Corruption {
                     all_pages, detail, ..
                 }) => {
-                    v.corrupt_pages.extend(all_pages);
-                    v.corrupt_details.push(detail);
+                    v.corrupt_pages.extend(&all_pages);
+                    v.corrupt_details.push((all_pages, detail));
                 }
                 Err(e) => return Err(e),
             }

@@ -411,8 +411,12 @@ pub fn run(opts: CrashTestOptions) -> Result<CrashTestReport> {
             Ok(x) => x,
             Err(e) => {
                 // After a lost write, any failure of recovery is undetectable by design.
+                let pages = match &e {
+                    pagoda_engine::Error::Corruption { all_pages, .. } => all_pages.clone(),
+                    _ => Vec::new(),
+                };
                 let explained = (e.is_corruption() || ledger.lost_write())
-                    && ledger.explains(&e.to_string())
+                    && ledger.explains(&pages, &e.to_string())
                     && ledger.explains_corruption();
                 if e.is_corruption() && !explained {
                     report.corruption_detected += 1;
@@ -432,7 +436,7 @@ pub fn run(opts: CrashTestOptions) -> Result<CrashTestReport> {
                 report.transactions_unverified += pending.as_ref().map_or(0, Pending::ops);
                 report.resets += 1;
                 devs = fresh_devices(&opts)?;
-                ledger.clean();
+                ledger.reset();
                 st.new_devices = true;
                 model.clear();
                 pending = None;
@@ -467,7 +471,10 @@ pub fn run(opts: CrashTestOptions) -> Result<CrashTestReport> {
             }
             report.transactions_checked += verdict.checked;
             let explained = !verdict.corrupt_pages.is_empty()
-                && verdict.corrupt_details.iter().all(|d| ledger.explains(d))
+                && verdict
+                    .corrupt_details
+                    .iter()
+                    .all(|(pages, d)| ledger.explains(pages, d))
                 && ledger.explains_corruption();
             let undetectable = !explained
                 && verdict.corrupt_pages.is_empty()
@@ -496,7 +503,7 @@ pub fn run(opts: CrashTestOptions) -> Result<CrashTestReport> {
                 db.abandon();
                 report.resets += 1;
                 devs = fresh_devices(&opts)?;
-                ledger.clean();
+                ledger.reset();
                 st.new_devices = true;
                 model.clear();
                 continue;
@@ -509,7 +516,6 @@ pub fn run(opts: CrashTestOptions) -> Result<CrashTestReport> {
                 }
             }
             model = verdict.state;
-            ledger.clean();
         } else {
             if !flash_findings.is_empty() {
                 fail(&mut report, flash_findings);
@@ -536,7 +542,7 @@ pub fn run(opts: CrashTestOptions) -> Result<CrashTestReport> {
             break;
         }
         let armed = match &devs.injector {
-            Some(i) => i.arm(&mut rng, opts.max_ops_before_cut)?,
+            Some(i) => i.arm(&mut rng, opts.max_ops_before_cut, &mut ledger)?,
             None => None,
         };
         let run = Run {
