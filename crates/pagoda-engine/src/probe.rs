@@ -152,11 +152,15 @@ pub enum Sabotage {
     /// A page whose read fails is taken as an empty leaf (as if unreadable meant never used)
     /// instead of failing the read.
     IgnoreReadError,
+    /// The flash cache goes on writing after one of its writes, write-backs or syncs failed,
+    /// from a ring state that no longer matches the device (the next batch overwrites the
+    /// head segment, the only copy of the pages just written there).
+    FlashWriteAfterFailure,
 }
 
 impl Sabotage {
     /// Every sabotage.
-    pub const ALL: [Sabotage; 21] = [
+    pub const ALL: [Sabotage; 22] = [
         Self::SkipLogSync,
         Self::SkipDoublewrite,
         Self::AckBeforeDurable,
@@ -178,13 +182,14 @@ impl Sabotage {
         Self::RetryFailedLogSync,
         Self::IgnoreWriteError,
         Self::IgnoreReadError,
+        Self::FlashWriteAfterFailure,
     ];
 
     /// Whether the sabotage only has an effect with a flash cache.
     pub fn needs_flash_cache(self) -> bool {
         matches!(
             self,
-            Self::FlashUnsyncedWriteback | Self::FlashTrustTornSlots
+            Self::FlashUnsyncedWriteback | Self::FlashTrustTornSlots | Self::FlashWriteAfterFailure
         )
     }
 
@@ -212,6 +217,7 @@ impl Sabotage {
             Self::RetryFailedLogSync => "retry-failed-log-sync",
             Self::IgnoreWriteError => "ignore-write-error",
             Self::IgnoreReadError => "ignore-read-error",
+            Self::FlashWriteAfterFailure => "flash-write-after-failure",
         }
     }
 }

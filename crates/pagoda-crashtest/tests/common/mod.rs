@@ -68,8 +68,21 @@ pub fn caught_by(
     max: u64,
     base: impl Fn() -> CrashTestOptions,
 ) -> (Failure, CrashTestReport) {
+    caught_on(1, run, s, expected, max, base)
+}
+
+/// [`caught_by`] on `threads` threads: for a missing step that only concurrent workers reach
+/// (the seed then does not replay exactly, so the control run meets other interleavings).
+pub fn caught_on(
+    threads: usize,
+    run: fn(CrashTestOptions) -> Result<CrashTestReport>,
+    s: Sabotage,
+    expected: &[FindingKind],
+    max: u64,
+    base: impl Fn() -> CrashTestOptions,
+) -> (Failure, CrashTestReport) {
     let opts = |sabotage, cycles| CrashTestOptions {
-        threads: 1,
+        threads,
         cycles,
         sabotage,
         ..base()

@@ -12,7 +12,7 @@
 //! directory and slot metadata) is held only briefly. A slot is reused only after the directory
 //! stops pointing at it, so a reader validates after its read that its entry is unchanged.
 
-use crate::error::{Error, Result};
+use crate::error::{Error, Failure, Result};
 use crate::format::{check_page, SECTOR};
 use crate::probe::{self, Event, FlashStep, Observer, Sabotage};
 use crate::{FlashPages, FlashPolicy};
@@ -226,6 +226,10 @@ pub(crate) struct FlashCache {
     state: Mutex<State>,
     io: Mutex<Io>,
     staged: Mutex<Vec<Img>>,
+    /// The first failed write, write-back or sync: the in-memory ring state no longer matches
+    /// the device (a head segment written but its successor not retired, say), so every later
+    /// write is refused rather than overwriting a page's only durable copy.
+    broken: Mutex<Option<Failure>>,
     c: Counters,
     sabotage: Option<Sabotage>,
     observer: Option<Observer>,
@@ -378,6 +382,29 @@ impl FlashCache {
     /// clean pages to the cache, durably. The pages count as written once this returns.
     pub(crate) fn write(&self, imgs: Vec<Img>) -> Result<()> {
         let mut io = self.io.lock();
+        self.guard(|| self.write_locked(&mut io, imgs))
+    }
+
+    /// Runs a step that writes the cache or the data device, unless an earlier one failed;
+    /// a failure of this one breaks the cache for good (see `FlashCache::broken`).
+    fn guard(&self, step: impl FnOnce() -> Result<()>) -> Result<()> {
+        if self.sabotaged(Sabotage::FlashWriteAfterFailure) {
+            return step();
+        }
+        if let Some(f) = &*self.broken.lock() {
+            return Err(Error::Failed(f.clone()));
+        }
+        step().map_err(|e| {
+            let f = match e {
+                Error::Failed(f) => f,
+                e => Failure::new(e),
+            };
+            *self.broken.lock() = Some(f.clone());
+            Error::Failed(f)
+        })
+    }
+
+    fn write_locked(&self, io: &mut Io, imgs: Vec<Img>) -> Result<()> {
         let mut imgs = imgs;
         {
             let staged = std::mem::take(&mut *self.staged.lock());
@@ -397,8 +424,8 @@ impl FlashCache {
             return Ok(());
         }
         match self.policy {
-            FlashPolicy::Face | FlashPolicy::FaceGsc => self.append(&mut io, imgs),
-            FlashPolicy::Lru => self.place(&mut io, imgs),
+            FlashPolicy::Face | FlashPolicy::FaceGsc => self.append(io, imgs),
+            FlashPolicy::Lru => self.place(io, imgs),
         }
     }
 
@@ -483,6 +510,10 @@ impl FlashCache {
     /// Writes every dirty page back to the data device (a clean close); the cache stays warm.
     pub(crate) fn drain(&self) -> Result<()> {
         let mut io = self.io.lock();
+        self.guard(|| self.drain_locked(&mut io))
+    }
+
+    fn drain_locked(&self, io: &mut Io) -> Result<()> {
         let mut todo: Vec<(u32, Slot)> = {
             let st = self.state.lock();
             st.dir
@@ -504,7 +535,7 @@ impl FlashCache {
             }
         }
         self.data.flush()?;
-        self.dir_checkpoint(&mut io)
+        self.dir_checkpoint(io)
     }
 
     /// Compares every valid slot with the data device's copy of its page: returns (slots

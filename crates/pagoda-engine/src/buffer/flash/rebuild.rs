@@ -82,6 +82,7 @@ impl FlashCache {
                 last_end: u64::MAX,
             }),
             staged: Mutex::new(Vec::new()),
+            broken: Mutex::new(None),
             c: Counters::default(),
             sabotage,
             observer,
