@@ -125,7 +125,9 @@ pub(crate) fn detecting(s: Sabotage) -> Option<&'static [FaultKind]> {
     match s {
         Sabotage::TrustPageChecksum => Some(&[FaultKind::Bitrot]),
         Sabotage::TrustPageId => Some(&[FaultKind::Misdirected]),
-        Sabotage::RetryFailedLogSync => Some(&[FaultKind::FsyncFail]),
+        Sabotage::RetryFailedLogSync | Sabotage::CountOverlappedSync => {
+            Some(&[FaultKind::FsyncFail])
+        }
         Sabotage::IgnoreWriteError => Some(&[FaultKind::EioWrite, FaultKind::Enospc]),
         Sabotage::IgnoreReadError => Some(&[FaultKind::EioRead]),
         Sabotage::FlashWriteAfterFailure => Some(&[
@@ -420,6 +422,12 @@ pub(crate) struct Ledger {
     latest: Option<FaultKind>,
 }
 
+/// Whether `page` lies in the double-write area (it follows the superblock area).
+fn in_copy_area(page: u64, page_size: u64) -> bool {
+    let start = pagoda_engine::format::HEADER_BYTES / page_size;
+    (start..start + u64::from(crate::run::DW_PAGES)).contains(&page)
+}
+
 /// Whether a report of corruption saying `detail` comes from the check that catches faults of
 /// `kind`: the page checksum for flipped bits, and also the page id in the header for a page
 /// that landed elsewhere.
@@ -526,17 +534,25 @@ impl Ledger {
     /// Whether the outstanding damage explains a report of corruption of `pages` saying
     /// `detail`: each page is damaged and the check that catches its fault is the one that
     /// spoke (a damaged page that got past it and broke something else was used, which is a
-    /// failure). Outstanding lost writes explain anything (undetectable by design).
-    pub(crate) fn explains(&self, pages: &[u64], detail: &str) -> bool {
+    /// failure). Damage in the double-write area explains a checksum report on any page: a
+    /// page torn by the power cut had its repair copy there. Outstanding lost writes explain
+    /// anything (undetectable by design).
+    pub(crate) fn explains(&self, pages: &[u64], detail: &str, page_size: usize) -> bool {
         if self.lost_write() {
             return true;
         }
+        let copy_lost = detail.contains("checksum mismatch")
+            && self
+                .damage
+                .keys()
+                .any(|&p| in_copy_area(p, page_size as u64));
         !pages.is_empty()
-            && pages.iter().all(|p| {
-                self.damage
-                    .get(p)
-                    .is_some_and(|d| signature(d.kind, detail))
-            })
+            && (copy_lost
+                || pages.iter().all(|p| {
+                    self.damage
+                        .get(p)
+                        .is_some_and(|d| signature(d.kind, detail))
+                }))
     }
 
     /// Corruption reported by an open or a read after a cycle, which [`Ledger::explains`]:

@@ -130,8 +130,11 @@ pub(crate) fn db_options(opts: &CrashTestOptions, switch: &Arc<Switch>) -> DbOpt
         ),
         _ => o,
     };
-    o.dw_pages(8)
+    o.dw_pages(DW_PAGES)
 }
+
+/// Pages of the double-write area of the databases under test.
+pub(crate) const DW_PAGES: u32 = 8;
 
 /// Where the opens of a run stand between cycles.
 pub(crate) struct OpenState {
@@ -416,7 +419,7 @@ pub fn run(opts: CrashTestOptions) -> Result<CrashTestReport> {
                     _ => Vec::new(),
                 };
                 let explained = (e.is_corruption() || ledger.lost_write())
-                    && ledger.explains(&pages, &e.to_string())
+                    && ledger.explains(&pages, &e.to_string(), opts.page_size)
                     && ledger.explains_corruption();
                 if e.is_corruption() && !explained {
                     report.corruption_detected += 1;
@@ -474,7 +477,7 @@ pub fn run(opts: CrashTestOptions) -> Result<CrashTestReport> {
                 && verdict
                     .corrupt_details
                     .iter()
-                    .all(|(pages, d)| ledger.explains(pages, d))
+                    .all(|(pages, d)| ledger.explains(pages, d, opts.page_size))
                 && ledger.explains_corruption();
             let undetectable = !explained
                 && verdict.corrupt_pages.is_empty()
