@@ -156,11 +156,14 @@ pub enum Sabotage {
     /// from a ring state that no longer matches the device (the next batch overwrites the
     /// head segment, the only copy of the pages just written there).
     FlashWriteAfterFailure,
+    /// A successful log sync counts at once, even while a sync that overlapped it may still
+    /// fail (and drop writes the successful one reported durable).
+    CountOverlappedSync,
 }
 
 impl Sabotage {
     /// Every sabotage.
-    pub const ALL: [Sabotage; 22] = [
+    pub const ALL: [Sabotage; 23] = [
         Self::SkipLogSync,
         Self::SkipDoublewrite,
         Self::AckBeforeDurable,
@@ -183,6 +186,7 @@ impl Sabotage {
         Self::IgnoreWriteError,
         Self::IgnoreReadError,
         Self::FlashWriteAfterFailure,
+        Self::CountOverlappedSync,
     ];
 
     /// Whether the sabotage only has an effect with a flash cache.
@@ -218,6 +222,7 @@ impl Sabotage {
             Self::IgnoreWriteError => "ignore-write-error",
             Self::IgnoreReadError => "ignore-read-error",
             Self::FlashWriteAfterFailure => "flash-write-after-failure",
+            Self::CountOverlappedSync => "count-overlapped-sync",
         }
     }
 }

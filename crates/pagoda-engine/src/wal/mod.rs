@@ -352,7 +352,12 @@ impl Wal {
             st.syncs_done_below = below;
             match res {
                 Ok(()) => {
-                    let started = st.syncs_started;
+                    // Sabotage: counted at once, as if no overlapping sync could fail.
+                    let started = if probe::is(self.sabotage, Sabotage::CountOverlappedSync) {
+                        0
+                    } else {
+                        st.syncs_started
+                    };
                     st.held.push_back((started, cover));
                     self.counters.syncs.fetch_add(1, Ordering::Relaxed);
                 }

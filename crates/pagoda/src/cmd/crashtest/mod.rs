@@ -54,7 +54,8 @@ pub struct CrashtestArgs {
     /// drop-ops-of-imaged-records, doublewrite-old-images;
     /// with --commit lazy: salvage-torn-log; with --flash-cache: flash-unsynced-writeback, flash-trust-torn-slots;
     /// with --faults: trust-page-checksum (bitrot), trust-page-id (misdirected),
-    /// retry-failed-log-sync (fsync-fail), ignore-write-error (eio-write, enospc),
+    /// retry-failed-log-sync and count-overlapped-sync (fsync-fail), ignore-write-error
+    /// (eio-write, enospc),
     /// ignore-read-error (eio-read); with --flash-cache and --faults eio-write:
     /// flash-write-after-failure): the crash test
     /// must then fail, which proves it can (ignore-log-epoch needs a rare alignment of two
