@@ -4,14 +4,13 @@
 //! system or by `reproduce all` is the same run.
 
 use crate::error::{CliError, CliResult};
-use crate::progress::Progress;
 use crate::provenance::machine;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 /// How large a reproduction is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
@@ -148,6 +147,17 @@ pub(crate) struct CellResult {
     pub error: Option<String>,
     /// The command's `--json` output (`null` when it wrote none).
     pub result: Value,
+    /// Cells the runner let run at once (`--jobs`): above 1, cells shared the machine.
+    #[serde(default = "one")]
+    pub jobs: u64,
+    /// When the cell started (Unix seconds), so the report can tell which cells overlapped;
+    /// absent in results saved before it was recorded.
+    #[serde(default)]
+    pub started_unix_s: Option<f64>,
+}
+
+fn one() -> u64 {
+    1
 }
 
 impl CellResult {
@@ -183,11 +193,13 @@ impl CellResult {
 }
 
 /// A cell's child process, started.
-struct Running<'a> {
+pub(crate) struct Running<'a> {
     cell: &'a Cell,
     seed: u64,
+    jobs: u64,
     child: std::process::Child,
     start: Instant,
+    started_unix_s: f64,
     json: PathBuf,
     log_path: PathBuf,
     path: PathBuf,
@@ -195,7 +207,8 @@ struct Running<'a> {
 }
 
 impl<'a> Running<'a> {
-    fn spawn(cell: &'a Cell, seed: u64, out: &Path) -> CliResult<Self> {
+    /// Starts `cell` for `seed`; `jobs` is recorded with its result.
+    pub(crate) fn spawn(cell: &'a Cell, seed: u64, jobs: u64, out: &Path) -> CliResult<Self> {
         let dir = out.join("cells");
         fs::create_dir_all(&dir).map_err(|e| io_err(&dir, e))?;
         let stem = cell.stem(seed);
@@ -212,6 +225,9 @@ impl<'a> Running<'a> {
         })?;
         let machine = machine();
         let start = Instant::now();
+        let started_unix_s = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0.0, |d| d.as_secs_f64());
         let child = Command::new(exe)
             .args(&cell.args)
             .arg("--seed")
@@ -226,8 +242,10 @@ impl<'a> Running<'a> {
         Ok(Self {
             cell,
             seed,
+            jobs,
             child,
             start,
+            started_unix_s,
             json,
             log_path,
             path: dir.join(format!("{stem}.json")),
@@ -236,14 +254,24 @@ impl<'a> Running<'a> {
     }
 
     /// The exit status once the child has ended, without blocking.
-    fn poll(&mut self) -> CliResult<Option<std::process::ExitStatus>> {
+    pub(crate) fn poll(&mut self) -> CliResult<Option<std::process::ExitStatus>> {
         self.child
             .try_wait()
             .map_err(|e| CliError::Other(format!("cell {}: {e}", self.cell.id)))
     }
 
+    /// Ends the child early (the run is giving up on an error), so no cell outlives it.
+    pub(crate) fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
     /// Saves the result of the ended child.
-    fn finish(self, status: std::process::ExitStatus, scale: Scale) -> CliResult<CellResult> {
+    pub(crate) fn finish(
+        self,
+        status: std::process::ExitStatus,
+        scale: Scale,
+    ) -> CliResult<CellResult> {
         let elapsed_s = self.start.elapsed().as_secs_f64();
         let result: Value = fs::read(&self.json)
             .ok()
@@ -269,56 +297,13 @@ impl<'a> Running<'a> {
             ok: status.success(),
             error,
             result,
+            jobs: self.jobs,
+            started_unix_s: Some(self.started_unix_s),
         };
         let text = serde_json::to_string_pretty(&r).map_err(|e| CliError::Other(e.to_string()))?;
         fs::write(&self.path, text).map_err(|e| io_err(&self.path, e))?;
         Ok(r)
     }
-}
-
-/// Runs cells as child processes at the same time and saves each result in
-/// `out/cells/ID.sSEED.json` (also when it fails: the report then says why). `tick` is called
-/// about every 200 ms with the time spent so far.
-fn run_together(
-    cells: &[&Cell],
-    scale: Scale,
-    seed: u64,
-    out: &Path,
-    tick: &mut dyn FnMut(Duration),
-) -> CliResult<Vec<CellResult>> {
-    let start = Instant::now();
-    let mut running = Vec::with_capacity(cells.len());
-    for c in cells {
-        running.push(Some(Running::spawn(c, seed, out)?));
-    }
-    let mut done: Vec<Option<CellResult>> = cells.iter().map(|_| None).collect();
-    while done.iter().any(Option::is_none) {
-        for (slot, r) in done.iter_mut().zip(running.iter_mut()) {
-            if let Some(run) = r {
-                if let Some(status) = run.poll()? {
-                    let run = r.take().expect("polled above");
-                    *slot = Some(run.finish(status, scale)?);
-                }
-            }
-        }
-        if done.iter().any(Option::is_none) {
-            tick(start.elapsed());
-            std::thread::sleep(Duration::from_millis(200));
-        }
-    }
-    Ok(done.into_iter().flatten().collect())
-}
-
-/// Runs one cell as a child process (see [`run_together`]).
-pub(crate) fn run_cell(
-    cell: &Cell,
-    scale: Scale,
-    seed: u64,
-    out: &Path,
-    tick: &mut dyn FnMut(Duration),
-) -> CliResult<CellResult> {
-    let mut r = run_together(&[cell], scale, seed, out, tick)?;
-    Ok(r.remove(0))
 }
 
 /// Every saved cell result under `out/cells`, sorted by id. Files that do not parse are
@@ -355,125 +340,5 @@ pub(crate) fn io_err(path: &Path, source: std::io::Error) -> CliError {
     CliError::Io {
         path: path.to_path_buf(),
         source,
-    }
-}
-
-/// Runs every cell once per seed with one progress bar over their estimated time, in rounds:
-/// each round runs every cell once, so the configurations a ratio compares run close in time;
-/// odd rounds run the cells in reverse, so no configuration always runs first. Two light cells
-/// next to each other run at the same time.
-pub(crate) fn run_all(
-    cells: &[Cell],
-    scale: Scale,
-    seeds: &[u64],
-    out: &Path,
-) -> CliResult<Vec<CellResult>> {
-    let total: u64 = cells.iter().map(|c| c.estimate_s).sum::<u64>() * seeds.len() as u64;
-    let mut bar = Progress::new("reproduce", "s", total.max(1));
-    let mut before = 0u64;
-    let mut results = Vec::new();
-    let runs = cells.len() * seeds.len();
-    for (round, &seed) in seeds.iter().enumerate() {
-        let order: Vec<&Cell> = if round % 2 == 1 {
-            cells.iter().rev().collect()
-        } else {
-            cells.iter().collect()
-        };
-        for group in groups(&order) {
-            let label = format!(
-                "run {}/{runs}: {} (seed {seed})",
-                results.len() + 1,
-                group
-                    .iter()
-                    .map(|c| c.id.as_str())
-                    .collect::<Vec<_>>()
-                    .join(" + ")
-            );
-            let estimate: u64 = group.iter().map(|c| c.estimate_s).sum();
-            let mut tick = |t: Duration| {
-                // Together, the group's estimates elapse in the time of its longest.
-                let longest = group.iter().map(|c| c.estimate_s).max().unwrap_or(1).max(1);
-                let into = (t.as_secs() * estimate / longest).min(estimate);
-                bar.set_with_message(before + into, label.clone());
-            };
-            for r in run_together(&group, scale, seed, out, &mut tick)? {
-                if let Some(e) = &r.error {
-                    if !r.cell.may_fail {
-                        eprintln!("reproduce: cell {} (seed {seed}) failed: {e}", r.cell.id);
-                    }
-                }
-                results.push(r);
-            }
-            before += estimate;
-            bar.set_with_message(before, label);
-        }
-    }
-    bar.finish();
-    Ok(results)
-}
-
-/// Seconds one round of `cells` should take, light pairs counted once (by the longer).
-pub(crate) fn wall_estimate_s(cells: &[Cell]) -> u64 {
-    let order: Vec<&Cell> = cells.iter().collect();
-    groups(&order)
-        .iter()
-        .map(|g| g.iter().map(|c| c.estimate_s).max().unwrap_or(0))
-        .sum()
-}
-
-/// The order's cells in groups run together: two light cells next to each other, else one.
-fn groups<'a>(order: &[&'a Cell]) -> Vec<Vec<&'a Cell>> {
-    let mut out = Vec::new();
-    let mut i = 0;
-    while i < order.len() {
-        if order[i].light && order.get(i + 1).is_some_and(|c| c.light) {
-            out.push(vec![order[i], order[i + 1]]);
-            i += 2;
-        } else {
-            out.push(vec![order[i]]);
-            i += 1;
-        }
-    }
-    out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn cell(name: &str, light: bool) -> Cell {
-        let c = Cell::new("x", name, &[], 1, Value::Null);
-        if light {
-            c.light()
-        } else {
-            c
-        }
-    }
-
-    #[test]
-    fn only_neighbouring_light_cells_run_together() {
-        let cells = [
-            cell("a", true),
-            cell("b", true),
-            cell("c", true),
-            cell("d", false),
-            cell("e", true),
-            cell("f", false),
-        ];
-        let order: Vec<&Cell> = cells.iter().collect();
-        let ids: Vec<Vec<&str>> = groups(&order)
-            .iter()
-            .map(|g| g.iter().map(|c| c.id.as_str()).collect())
-            .collect();
-        assert_eq!(
-            ids,
-            vec![
-                vec!["x.a", "x.b"],
-                vec!["x.c"],
-                vec!["x.d"],
-                vec!["x.e"],
-                vec!["x.f"]
-            ]
-        );
     }
 }

@@ -12,6 +12,7 @@ pub(crate) mod publish;
 mod regime;
 mod repeats;
 mod report;
+mod schedule;
 
 use crate::error::{CliError, CliResult};
 use cell::{Cell, CellResult, Scale};
@@ -94,8 +95,29 @@ pub struct RunArgs {
     /// and min–max over them.
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..=20))]
     repeats: u64,
+    /// Cells run at once, as child processes taken in the plan's order. 1 (the default) is
+    /// the measured setting: concurrent cells share the CPU and change what is measured, and
+    /// the report says when they did. With `reproduce cell`: how many cells the batch system
+    /// runs at once, recorded in the result.
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = parse_jobs)]
+    jobs: u64,
     #[command(flatten)]
     publish: PublishArgs,
+}
+
+/// `--jobs N`: a whole number of cells, 1 or more.
+fn parse_jobs(s: &str) -> Result<u64, String> {
+    match s.trim().parse::<u64>() {
+        Ok(0) => Err(
+            "0 cells at a time runs nothing; give 1 (one after another, the measured \
+                      default) or more"
+                .to_string(),
+        ),
+        Ok(n) => Ok(n),
+        Err(_) => Err(format!(
+            "'{s}' is not a number of cells to run at once; give a whole number, 1 or more"
+        )),
+    }
 }
 
 impl RunArgs {
@@ -212,21 +234,34 @@ pub fn run(cmd: ReproduceCommand) -> CliResult<()> {
     }
     let cells: Vec<Cell> = exps.iter().flat_map(|e| e.cells(a.scale)).collect();
     let seeds = a.seeds();
-    let minutes = cell::wall_estimate_s(&cells) as f64 * seeds.len() as f64 / 60.0;
+    let minutes = schedule::wall_estimate_s(&cells, a.jobs) as f64 * seeds.len() as f64 / 60.0;
     eprintln!(
-        "reproduce: {} cells of {}, scale {}, {} repeats (seeds {}-{}), about {minutes:.0} min; results in {}",
+        "reproduce: {} cells of {}, scale {}, {} repeats (seeds {}-{}), {} at a time, about {minutes:.0} min; results in {}",
         cells.len(),
         exps.iter().map(|e| e.name()).collect::<Vec<_>>().join(", "),
         a.scale.name(),
         seeds.len(),
         a.seed,
         a.seed + a.repeats - 1,
+        a.jobs,
         a.out.display()
     );
     warn_if_busy();
+    if a.jobs > 1 {
+        eprintln!(
+            "reproduce: cells run {} at a time and share the CPU, which changes what they \
+             measure; the report says so (`--jobs 1` is the measured default)",
+            a.jobs
+        );
+    }
     // A rerun replaces the results of these experiments, not those of others in --out.
     remove_old_results(&a.out, &exps)?;
-    let results = cell::run_all(&cells, a.scale, &seeds, &a.out)?;
+    let target = schedule::Target {
+        scale: a.scale,
+        out: &a.out,
+        jobs: a.jobs,
+    };
+    let results = schedule::run_all(&cells, &seeds, &target)?;
     let failed: Vec<String> = results
         .iter()
         .filter(|r| !r.ok && !r.cell.may_fail)
@@ -329,7 +364,12 @@ fn one_cell(c: &CellArgs) -> CliResult<()> {
         )));
     };
     let mut bar = crate::progress::Progress::new(&cell.id, "s", cell.estimate_s.max(1));
-    let r = cell::run_cell(cell, c.run.scale, c.run.seed, &c.run.out, &mut |t| {
+    let target = schedule::Target {
+        scale: c.run.scale,
+        out: &c.run.out,
+        jobs: c.run.jobs,
+    };
+    let r = schedule::run_cell(cell, c.run.seed, &target, &mut |t| {
         bar.set(t.as_secs().min(cell.estimate_s));
     })?;
     bar.finish();
@@ -426,7 +466,7 @@ mod tests {
     #[test]
     fn quick_scale_with_its_repeats_stays_within_eighteen_minutes_of_runs() {
         let cells: Vec<Cell> = ALL.iter().flat_map(|e| e.cells(Scale::Quick)).collect();
-        let total = cell::wall_estimate_s(&cells);
+        let total = schedule::wall_estimate_s(&cells, 1);
         assert!(total * 3 <= 18 * 60, "quick estimate {total} s per repeat");
     }
 
@@ -434,7 +474,7 @@ mod tests {
     #[test]
     fn standard_scale_with_its_repeats_stays_within_two_hours() {
         let cells: Vec<Cell> = ALL.iter().flat_map(|e| e.cells(Scale::Standard)).collect();
-        let total = cell::wall_estimate_s(&cells);
+        let total = schedule::wall_estimate_s(&cells, 1);
         assert!(
             total * 3 <= 120 * 60,
             "standard estimate {total} s per repeat"

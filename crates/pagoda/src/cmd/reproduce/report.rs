@@ -275,6 +275,8 @@ pub(crate) fn write(dir: &Path) -> CliResult<String> {
         "machine": results[0].machine,
         "measured_at": results.iter().filter_map(|r| r.machine["commit"].as_str()).collect::<std::collections::BTreeSet<_>>(),
         "cells": results.len(),
+        "jobs": results.iter().map(|r| r.jobs).max(),
+        "most_cells_at_once": super::schedule::most_at_once(&results),
         "failed_cells": results.iter().filter(|r| !r.usable()).map(|r| r.cell.id.clone()).collect::<Vec<_>>(),
         "experiments": sections.iter().map(|(e, s)| json!({
             "experiment": e.name(),
@@ -366,6 +368,7 @@ fn render(results: &[CellResult], sections: &[(Experiment, Section)]) -> String 
         m["load_average_1m_at_start"].as_str().unwrap_or("?"),
         m["pagoda_version"].as_str().unwrap_or("?"),
     );
+    let _ = writeln!(md, "{}\n", super::schedule::concurrency_note(results));
     md.push_str(
         "Every figure below is read from the cells' JSON files in `cells/` (one per run and \
          seed, with its command line). Emulated devices run at their modelled speed on this \
