@@ -260,7 +260,10 @@ pub(crate) fn concurrency_note(results: &[CellResult]) -> String {
              shows its load); `--jobs 1` is the measured default."
         )
     } else {
-        format!("Cells ran one at a time (`--jobs 1`; two light cells side by side{seen}).")
+        format!(
+            "Cells ran one at a time (`--jobs 1`; `reproduce all` runs two light cells side \
+             by side{seen})."
+        )
     }
 }
 
