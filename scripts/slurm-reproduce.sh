@@ -194,6 +194,8 @@ exec \$line
 EOF
 chmod +x "$WORK/task.sh"
 rm -f "$OUT"/slurm/*.log
+# As `reproduce all` does: a rerun replaces the planned experiments' results, not others'.
+for e in $(jq -r '.runs[].experiment' <<<"$PLAN" | sort -u); do rm -f "$OUT/cells/$e".*; done
 JOB=$(sbatch --parsable --job-name=pagoda-reproduce --array="0-$((RUNS - 1))%$PARALLEL" \
   --cpus-per-task=1 --chdir="$OUT" --output="$OUT/slurm/%A_%a.log" "$WORK/task.sh") \
   || die "sbatch refused the job array"

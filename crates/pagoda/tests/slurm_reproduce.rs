@@ -50,6 +50,11 @@ fn a_job_array_runs_the_plan_and_the_report_is_written() {
     }
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("grid");
+    // A stale result of the same experiment is replaced, as `reproduce all` does (left there,
+    // it would fail the report: it is no cell result).
+    let stale = out.join("cells/buffer-sweep.gone.s9.json");
+    std::fs::create_dir_all(stale.parent().unwrap()).unwrap();
+    std::fs::write(&stale, "{ stale").unwrap();
     let o = run(&[
         "--experiment",
         "buffer-sweep",
@@ -95,7 +100,7 @@ fn a_job_array_runs_the_plan_and_the_report_is_written() {
         .map(|e| e.unwrap().file_name().to_string_lossy().to_string())
         .filter(|f| f.ends_with(".json"))
         .collect();
-    assert_eq!(files, ids);
+    assert_eq!(files, ids, "one result per planned run, the stale one gone");
     for f in &files {
         let r: Value =
             serde_json::from_slice(&std::fs::read(out.join("cells").join(f)).unwrap()).unwrap();
