@@ -119,10 +119,20 @@ fn parallel_cells_give_the_sequential_files_and_report() {
     };
     assert_eq!(whats(&ra), whats(&rb));
 
-    // `reproduce report` rebuilds the parallel run's page from its cells alone.
-    let o = pagoda(&["reproduce", "report", two.to_str().unwrap()]);
+    // `reproduce report` rebuilds the parallel run's page from its cells alone, and a page
+    // published from it says the cells ran concurrently.
+    let published = tmp.path().join("published.md");
+    let o = pagoda(&[
+        "reproduce",
+        "report",
+        two.to_str().unwrap(),
+        "--publish",
+        published.to_str().unwrap(),
+    ]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert_eq!(std::fs::read_to_string(two.join("index.md")).unwrap(), ib);
+    let md = std::fs::read_to_string(&published).unwrap();
+    assert!(md.contains("Cells ran **concurrently**, up to 2"), "{md}");
 }
 
 #[test]

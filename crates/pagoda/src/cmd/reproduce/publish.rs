@@ -51,6 +51,10 @@ pub(crate) fn write(dir: &Path, to: &Path, summary: &str) -> CliResult<()> {
         m["kernel"].as_str().unwrap_or("?"),
         m["load_average_1m_at_start"].as_str().unwrap_or("?"),
     );
+    // A published page must not pass cells that shared the CPU off as the measured setting.
+    if report["jobs"].as_u64().is_some_and(|j| j > 1) {
+        let _ = writeln!(md, "{}\n", report["concurrency"].as_str().unwrap_or(""));
+    }
     md.push_str(
         "Each ratio is computed per seed and given as median (min–max). A row is **within** when \
          the whole min–max lies in its band, a **miss** when it lies wholly outside, \

@@ -277,6 +277,7 @@ pub(crate) fn write(dir: &Path) -> CliResult<String> {
         "cells": results.len(),
         "jobs": results.iter().map(|r| r.jobs).max(),
         "most_cells_at_once": super::schedule::most_at_once(&results),
+        "concurrency": super::schedule::concurrency_note(&results),
         "failed_cells": results.iter().filter(|r| !r.usable()).map(|r| r.cell.id.clone()).collect::<Vec<_>>(),
         "experiments": sections.iter().map(|(e, s)| json!({
             "experiment": e.name(),
