@@ -9,50 +9,13 @@ use pagoda_device::WriteHints;
 const S: u64 = SECTOR as u64;
 
 impl Fs {
-    fn file(&self, ino: u64) -> Result<&crate::layout::Inode> {
-        let i = self.inode(ino)?;
-        match i.kind {
-            Kind::File => Ok(i),
-            Kind::Dir => Err(FsError::IsDir),
-            Kind::Symlink => Err(FsError::Invalid("a symbolic link has no data".into())),
-        }
-    }
-
     fn max_size(&self) -> u64 {
         self.sb.capacity * S
     }
 
     /// Reads up to `size` bytes at `offset` (fewer at the end of the file).
     pub fn read(&mut self, ino: u64, offset: u64, size: usize) -> Result<Vec<u8>> {
-        self.check_up()?;
-        let i = self.file(ino)?;
-        let end = i.size.min(offset.saturating_add(size as u64));
-        if offset >= end {
-            return Ok(Vec::new());
-        }
-        let (first, last) = (offset / S, (end - 1) / S);
-        let mut buf = vec![0u8; ((last - first + 1) * S) as usize];
-        let phys = |b: u64| i.blocks.get(b as usize).copied().unwrap_or(0);
-        // Runs of consecutive sectors become one device read; holes stay zero.
-        let mut b = first;
-        while b <= last {
-            let p = phys(b);
-            if p == 0 {
-                b += 1;
-                continue;
-            }
-            let mut n = 1;
-            while b + n <= last && phys(b + n) == p + n {
-                n += 1;
-            }
-            let at = ((b - first) * S) as usize;
-            self.dev.read(p, &mut buf[at..at + (n * S) as usize])?;
-            b += n;
-        }
-        let skip = (offset - first * S) as usize;
-        buf.drain(..skip);
-        buf.truncate((end - offset) as usize);
-        Ok(buf)
+        self.plan_read(ino, offset, size, false)?.run()
     }
 
     /// Writes `data` at `offset`. New blocks are allocated next to the file's previous block
@@ -74,88 +37,20 @@ impl Fs {
         if data.is_empty() {
             return Ok(0);
         }
-        let end = offset.saturating_add(data.len() as u64);
-        if end > self.max_size() {
-            return Err(FsError::TooLarge {
-                max: self.max_size(),
-            });
-        }
-        self.file(ino)?;
-        let (first, last) = (offset / S, (end - 1) / S);
-        let mut phys = self.map_blocks(ino, first, last)?;
-        let mut buf = vec![0u8; ((last - first + 1) * S) as usize];
-        for (k, (p, fresh)) in phys.iter().enumerate() {
-            let b = first + k as u64;
-            let lo = offset.max(b * S);
-            let hi = end.min((b + 1) * S);
-            let at = k * SECTOR;
-            // A partly written old block keeps its other bytes: read it first.
-            if !fresh && (hi - lo) < S {
-                self.dev.read(*p, &mut buf[at..at + SECTOR])?;
-            }
-            let (d0, d1) = ((lo - offset) as usize, (hi - offset) as usize);
-            let o = at + (lo - b * S) as usize;
-            buf[o..o + (d1 - d0)].copy_from_slice(&data[d0..d1]);
-        }
-        let streams = self.inode(ino)?.streams.clone();
-        let stream = |b: u64| stream_at(streams.as_deref(), b * S);
-        // Atomic pieces only for direct I/O on a device that has them.
-        let unit = if direct && self.atomic_unit > 1 {
-            self.atomic_unit
-        } else {
-            0
-        };
-        // One device write per run of consecutive sectors on one stream; a whole unit that
-        // lies on an aligned run of the device is one atomic write.
-        let mut k = 0;
-        while k < phys.len() {
-            let b = first + k as u64;
-            let st = stream(b);
-            let whole =
-                unit > 0 && b.is_multiple_of(unit) && b * S >= offset && (b + unit) * S <= end;
-            if whole {
-                let u = unit as usize;
-                let aligned = phys[k].0 % unit == 0
-                    && (1..u).all(|j| phys[k + j].0 == phys[k].0 + j as u64)
-                    && (1..unit).all(|j| stream(b + j) == st);
-                if aligned {
-                    let piece = &buf[k * SECTOR..(k + u) * SECTOR];
-                    self.dev_write(phys[k].0, piece, WriteHints::atomic(st))?;
-                    self.stats.data_sectors += unit;
-                    self.stats.atomic_writes += 1;
-                    k += u;
-                    continue;
-                }
-                self.stats.atomic_fallbacks += 1;
-            }
-            let mut n = 1;
-            while k + n < phys.len()
-                && phys[k + n].0 == phys[k].0 + n as u64
-                && stream(b + n as u64) == st
-                && (unit == 0 || !(b + n as u64).is_multiple_of(unit))
-            {
-                n += 1;
-            }
-            let run = &buf[k * SECTOR..(k + n) * SECTOR];
-            self.dev_write(phys[k].0, run, WriteHints::stream(st))?;
-            self.stats.data_sectors += n as u64;
-            k += n;
-        }
-        phys.clear();
-        let now = Time::now();
-        let i = self.inode_mut(ino)?;
-        i.mtime = now;
-        i.ctime = now;
-        if end > i.size {
-            i.size = end;
-            self.dirty = true;
-        }
-        Ok(data.len())
+        let mut plan = self.plan_write(ino, offset, data.len(), direct, false)?;
+        // Under the lock: each device write counts towards --power-cut-after.
+        let r = plan.run(data, &mut |s, b, h| self.dev_write(s, b, h));
+        self.finish_write(plan, r)
     }
 
     /// The sectors of blocks `first..=last` of `ino`, allocating holes; `(sector, fresh)`.
     /// On a full device nothing stays allocated.
-    fn map_blocks(&mut self, ino: u64, first: u64, last: u64) -> Result<Vec<(u64, bool)>> {
+    pub(crate) fn map_blocks(
+        &mut self,
+        ino: u64,
+        first: u64,
+        last: u64,
+    ) -> Result<Vec<(u64, bool)>> {
         let mut blocks = std::mem::take(&mut self.inode_mut(ino)?.blocks);
         if blocks.len() <= last as usize {
             blocks.resize(last as usize + 1, 0);
@@ -222,6 +117,8 @@ impl Fs {
     pub fn setattr(&mut self, ino: u64, a: &SetAttr) -> Result<Attr> {
         self.check_up()?;
         if let Some(size) = a.size {
+            // Blocks a truncate frees must have no write on its way to them.
+            self.drain_io();
             self.truncate(ino, size)?;
         }
         let now = Time::now();
@@ -293,6 +190,7 @@ impl Fs {
     /// PUNCH_HOLE|KEEP_SIZE frees whole blocks and zeroes the partial ends.
     pub fn fallocate(&mut self, ino: u64, offset: u64, len: u64, mode: i32) -> Result<()> {
         self.check_up()?;
+        self.drain_io();
         self.file(ino)?;
         let end = offset.saturating_add(len);
         if len == 0 || end > self.max_size() {

@@ -3,10 +3,12 @@
 
 use crate::alloc::Alloc;
 use crate::error::{FsError, Result};
+use crate::io::Gate;
 use crate::layout::{self, Inode, Kind, Super, Time, SECTOR};
 use crate::streams::StreamRules;
 use pagoda_device::{DeviceRef, PowerCutReport, WriteHints};
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 /// The root directory's inode number (FUSE's too).
 pub const ROOT: u64 = 1;
@@ -90,6 +92,9 @@ pub struct FsStats {
     /// Whole, aligned atomic units of direct-I/O writes written non-atomically: their sectors
     /// were not one aligned run on the device (or were on two streams).
     pub atomic_fallbacks: u64,
+    /// The most data reads, writes and flushes that ran at once outside the file system's
+    /// lock (through FUSE; 0 when only the `Fs` API was used).
+    pub peak_io_in_flight: u64,
 }
 
 /// A small file system on a [`pagoda_device::BlockDevice`]. Metadata lives in memory and is
@@ -120,6 +125,8 @@ pub struct Fs {
     pub(crate) cut_after: Option<(u64, u64)>,
     pub(crate) last_cut: Option<PowerCutReport>,
     pub(crate) stats: FsStats,
+    /// Data I/O running outside the lock (`io.rs`).
+    pub(crate) gate: Arc<Gate>,
 }
 
 impl Fs {
@@ -260,6 +267,7 @@ impl Fs {
             cut_after: None,
             last_cut: None,
             stats: FsStats::default(),
+            gate: Arc::default(),
         };
         fs.refresh_streams();
         Ok(fs)
@@ -298,6 +306,9 @@ impl Fs {
         let pc = self.dev.as_power_cut().ok_or_else(|| {
             FsError::Invalid("this device cannot emulate a power cut (use an emulated one)".into())
         })?;
+        // The cut falls between requests served outside the lock, never inside one, so the
+        // image (`backing.rs`) copies back after every write the device acknowledged.
+        self.drain_io();
         let report = pc.power_cut(seed)?;
         self.down = Some(why.to_string());
         self.last_cut = Some(report.clone());
@@ -340,15 +351,15 @@ impl Fs {
     }
 
     fn fail(&mut self, e: pagoda_device::DeviceError) -> FsError {
-        self.down = Some(format!("device error: {e}"));
-        FsError::Device(e)
+        self.device_failed(e)
     }
 
     /// Makes everything durable: data first, then the inode table into the other slot, then
     /// the freed sectors become reusable (and are trimmed).
     pub(crate) fn commit(&mut self) -> Result<()> {
         self.check_up()?;
-        // The data a commit names must be durable before the commit is.
+        // The data a commit names must be on the device, then durable, before the commit is.
+        self.drain_io();
         self.dev_flush()?;
         let img = layout::encode_meta(self.gen + 1, self.next_ino, &self.inodes);
         let have = self.sb.slot_sectors as usize * SECTOR;

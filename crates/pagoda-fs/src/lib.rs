@@ -20,6 +20,7 @@ mod data;
 mod error;
 mod fs;
 pub mod fuse;
+mod io;
 mod layout;
 mod namespace;
 pub mod streams;

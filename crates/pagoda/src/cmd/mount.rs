@@ -50,6 +50,10 @@ pub struct MountArgs {
     /// Seed of the power cut's outcome (which unflushed sectors survive).
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// Threads serving reads, writes and fsyncs (0: every request on one thread, one at a
+    /// time).
+    #[arg(long, default_value_t = pagoda_fs::fuse::DEFAULT_THREADS)]
+    pub threads: usize,
     /// Write the final report as JSON.
     #[arg(long)]
     pub json: Option<PathBuf>,
@@ -76,6 +80,7 @@ struct FsJson {
     flushes: u64,
     atomic_writes: u64,
     atomic_fallbacks: u64,
+    peak_io_in_flight: u64,
 }
 
 impl From<FsStats> for FsJson {
@@ -87,6 +92,7 @@ impl From<FsStats> for FsJson {
             flushes: s.flushes,
             atomic_writes: s.atomic_writes,
             atomic_fallbacks: s.atomic_fallbacks,
+            peak_io_in_flight: s.peak_io_in_flight,
         }
     }
 }
@@ -180,7 +186,7 @@ pub fn run(a: &MountArgs) -> CliResult<()> {
             }
         })
     };
-    serve::serve(&a.mountpoint, fs.clone(), render, a.seed)?;
+    serve::serve(&a.mountpoint, fs.clone(), render, a.seed, a.threads)?;
 
     let mut fs = fs.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     if fs.down_reason().is_none() {
@@ -256,8 +262,14 @@ fn report(fs: &Fs, device: &str, names: &[(u16, String)], start: Instant) -> Mou
 fn render_text(r: &MountReport) -> String {
     let mut out = format!(
         "pagoda mount: {} after {:.1} s\nfile system: {} commits ({} metadata sectors), {} data \
-         sectors written, {} flushes\n",
-        r.device, r.elapsed_s, r.fs.commits, r.fs.meta_sectors, r.fs.data_sectors, r.fs.flushes
+         sectors written, {} flushes; at most {} data requests in the device at once\n",
+        r.device,
+        r.elapsed_s,
+        r.fs.commits,
+        r.fs.meta_sectors,
+        r.fs.data_sectors,
+        r.fs.flushes,
+        r.fs.peak_io_in_flight
     );
     if r.fs.atomic_writes + r.fs.atomic_fallbacks > 0 {
         out.push_str(&format!(

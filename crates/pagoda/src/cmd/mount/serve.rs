@@ -61,6 +61,7 @@ pub(super) fn serve(
     fs: Arc<Mutex<Fs>>,
     stats: StatsFn,
     seed: u64,
+    threads: usize,
 ) -> CliResult<()> {
     let set = sigset(&[libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGUSR1]);
     // Blocked here before fuser starts its thread, so every signal waits for sigtimedwait
@@ -75,7 +76,7 @@ pub(super) fn serve(
         fuser::MountOption::RW,
     ];
     let session = fuser::spawn_mount2(
-        PagodaFuse::new(fs.clone(), stats.clone(), seed),
+        PagodaFuse::new(fs.clone(), stats.clone(), seed).with_threads(threads),
         mountpoint,
         &options,
     )

@@ -4,20 +4,34 @@
 //! holds `stats` and `stats.json` (read: the counters, rendered by the mount's callback) and
 //! `control` (write `power-cut [SEED]` to cut the device's power, `sync` to commit,
 //! `reset-stats` to zero the device's counters, e.g. after a benchmark's load phase).
+//!
+//! Reads, writes and fsyncs run on worker threads (`workers.rs`), their device I/O outside
+//! the file system's lock (`io.rs`), so requests to different files or block ranges proceed
+//! at once; everything else is served on fuser's session thread under the lock.
+
+mod attr;
+mod workers;
 
 use crate::error::FsError;
-use crate::fs::{Attr, Fs, SetAttr, ROOT};
-use crate::layout::{Kind, Time};
+use crate::fs::{Fs, SetAttr, ROOT};
+use crate::layout::{Kind, SECTOR};
+use attr::{control_attr, direct_io, file_attr, file_type, from_time_or_now, name_str};
 use fuser::{
-    FileAttr, FileType, Filesystem, KernelConfig, ReplyAttr, ReplyCreate, ReplyData,
-    ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, Request, TimeOrNow,
+    Filesystem, KernelConfig, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty,
+    ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, Request, TimeOrNow,
 };
 use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
-use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, SystemTime};
+use workers::{Ranges, Workers};
+
+/// Worker threads of a mount unless [`PagodaFuse::with_threads`] says otherwise: more than
+/// InnoDB's default I/O threads (4 read, 4 write) plus its log writer.
+pub const DEFAULT_THREADS: usize = 8;
+const S: u64 = SECTOR as u64;
 
 const TTL: Duration = Duration::from_secs(1);
 const CTL_DIR: u64 = u64::MAX - 1;
@@ -39,6 +53,8 @@ pub struct PagodaFuse {
     /// Snapshots of `stats` per open handle, so a reader sees one consistent text.
     handles: HashMap<u64, Vec<u8>>,
     next_fh: u64,
+    ranges: Arc<Ranges>,
+    workers: Workers,
 }
 
 impl std::fmt::Debug for PagodaFuse {
@@ -57,14 +73,25 @@ impl PagodaFuse {
             cut_seed,
             handles: HashMap::new(),
             next_fh: 1,
+            ranges: Arc::default(),
+            workers: Workers::new(DEFAULT_THREADS),
         }
     }
 
+    /// Serves reads, writes and fsyncs on `n` worker threads (0: all on the session thread,
+    /// one request at a time).
+    pub fn with_threads(mut self, n: usize) -> Self {
+        self.workers = Workers::new(n);
+        self
+    }
+
+    /// Worker threads serving data requests.
+    pub fn threads(&self) -> usize {
+        self.workers.threads()
+    }
+
     fn fs(&self) -> MutexGuard<'_, Fs> {
-        // A panic while holding the lock left the Fs as it was; keep serving.
-        self.fs
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        lock(&self.fs)
     }
 
     fn control(&mut self, text: &str) -> Result<(), FsError> {
@@ -92,85 +119,62 @@ impl PagodaFuse {
     }
 }
 
-fn to_system(t: Time) -> SystemTime {
-    if t.secs >= 0 {
-        UNIX_EPOCH + Duration::new(t.secs as u64, t.nanos)
-    } else {
-        UNIX_EPOCH
-    }
+fn lock(fs: &Mutex<Fs>) -> MutexGuard<'_, Fs> {
+    // A panic while holding the lock left the Fs as it was; keep serving.
+    fs.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-fn from_time_or_now(t: TimeOrNow) -> Time {
-    let st = match t {
-        TimeOrNow::SpecificTime(st) => st,
-        TimeOrNow::Now => SystemTime::now(),
+/// A write on a worker: plan under the lock, device writes without it, finish under it.
+fn write_detached(
+    fs: &Mutex<Fs>,
+    ranges: &Arc<Ranges>,
+    ino: u64,
+    offset: u64,
+    data: &[u8],
+    direct: bool,
+) -> Result<usize, FsError> {
+    if data.is_empty() {
+        return Ok(0);
+    }
+    let end = offset.saturating_add(data.len() as u64);
+    let _blocks = ranges.lock(ino, offset / S, (end - 1) / S);
+    let mut plan = {
+        let mut fs = lock(fs);
+        if fs.serial_io() {
+            return if direct {
+                fs.write_direct(ino, offset, data)
+            } else {
+                fs.write(ino, offset, data)
+            };
+        }
+        fs.plan_write(ino, offset, data.len(), direct, true)?
     };
-    let d = st.duration_since(UNIX_EPOCH).unwrap_or_default();
-    Time {
-        secs: d.as_secs() as i64,
-        nanos: d.subsec_nanos(),
-    }
+    let dev = plan.device();
+    let r = plan.run(data, &mut |s, b, h| Ok(dev.write(s, b, h)?));
+    lock(fs).finish_write(plan, r)
 }
 
-fn file_type(k: Kind) -> FileType {
-    match k {
-        Kind::File => FileType::RegularFile,
-        Kind::Dir => FileType::Directory,
-        Kind::Symlink => FileType::Symlink,
-    }
-}
-
-fn file_attr(a: &Attr) -> FileAttr {
-    FileAttr {
-        ino: a.ino,
-        size: a.size,
-        blocks: a.blocks * 8,
-        atime: to_system(a.atime),
-        mtime: to_system(a.mtime),
-        ctime: to_system(a.ctime),
-        crtime: to_system(a.ctime),
-        kind: file_type(a.kind),
-        perm: a.perm as u16,
-        nlink: a.nlink,
-        uid: a.uid,
-        gid: a.gid,
-        rdev: 0,
-        blksize: 4096,
-        flags: 0,
-    }
-}
-
-fn control_attr(ino: u64) -> FileAttr {
-    let now = SystemTime::now();
-    let (kind, perm, nlink) = if ino == CTL_DIR {
-        (FileType::Directory, 0o755, 2)
-    } else {
-        (
-            FileType::RegularFile,
-            if ino == CTL_CMD { 0o200 } else { 0o444 },
-            1,
-        )
-    };
-    FileAttr {
-        ino,
-        size: 0,
-        blocks: 0,
-        atime: now,
-        mtime: now,
-        ctime: now,
-        crtime: now,
-        kind,
-        perm,
-        nlink,
-        uid: 0,
-        gid: 0,
-        rdev: 0,
-        blksize: 4096,
-        flags: 0,
+/// An fsync on a worker: a commit under the lock, or a device flush without it.
+fn fsync_detached(fs: &Mutex<Fs>) -> Result<(), FsError> {
+    let flush = lock(fs).plan_fsync()?;
+    match flush.map(crate::io::FlushPlan::run) {
+        Some(Err(e)) => Err(lock(fs).device_failed(e)),
+        _ => Ok(()),
     }
 }
 
 impl PagodaFuse {
+    fn fsync_on_worker(&self, ino: u64, reply: ReplyEmpty) {
+        if ino >= CTL_JSON {
+            return reply.ok();
+        }
+        let fs = Arc::clone(&self.fs);
+        self.workers.run(move || match fsync_detached(&fs) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(e.errno()),
+        });
+    }
+
     /// Creates an empty file or directory and replies with its entry (mknod, mkdir).
     fn make(
         &mut self,
@@ -192,25 +196,16 @@ impl PagodaFuse {
     }
 }
 
-/// An `O_DIRECT` open bypasses the kernel's page cache (FOPEN_DIRECT_IO), so each write
-/// arrives whole, as the program issued it, and can be handed to the device atomically.
-fn direct_io(flags: i32) -> u32 {
-    if flags & libc::O_DIRECT != 0 {
-        fuser::consts::FOPEN_DIRECT_IO
-    } else {
-        0
-    }
-}
-
-fn name_str(name: &OsStr) -> Result<&str, FsError> {
-    std::str::from_utf8(name.as_bytes())
-        .map_err(|_| FsError::BadName(name.to_string_lossy().into_owned()))
-}
-
 impl Filesystem for PagodaFuse {
     fn init(&mut self, _req: &Request<'_>, config: &mut KernelConfig) -> Result<(), libc::c_int> {
         // InnoDB writes 16 KiB pages and larger batches: let them through whole.
         let _ = config.set_max_write(1 << 20);
+        if self.workers.threads() > 0 {
+            // Asynchronous direct I/O (libaio, io_uring) reaches us as several requests at
+            // once instead of one by one; the kernel caps how many it queues in background.
+            let _ = config.add_capabilities(fuser::consts::FUSE_ASYNC_DIO);
+            let _ = config.set_max_background(64);
+        }
         Ok(())
     }
 
@@ -264,6 +259,8 @@ impl Filesystem for PagodaFuse {
             // `echo power-cut > control` truncates first.
             return reply.attr(&Duration::ZERO, &control_attr(ino));
         }
+        // A truncate must not run under a write to the blocks it frees.
+        let _blocks = size.map(|_| self.ranges.lock(ino, 0, u64::MAX));
         let set = SetAttr {
             perm: mode,
             uid,
@@ -422,10 +419,14 @@ impl Filesystem for PagodaFuse {
             let end = (start + size as usize).min(text.len());
             return reply.data(&text[start..end]);
         }
-        match self.fs().read(ino, offset.max(0) as u64, size as usize) {
-            Ok(d) => reply.data(&d),
-            Err(e) => reply.error(e.errno()),
-        }
+        let fs = Arc::clone(&self.fs);
+        self.workers.run(move || {
+            let plan = lock(&fs).plan_read(ino, offset.max(0) as u64, size as usize, true);
+            match plan.and_then(crate::io::ReadPlan::run) {
+                Ok(d) => reply.data(&d),
+                Err(e) => reply.error(e.errno()),
+            }
+        });
     }
 
     fn write(
@@ -449,15 +450,16 @@ impl Filesystem for PagodaFuse {
         }
         // The file's flags as they are now (fcntl may set O_DIRECT after the open: InnoDB).
         let offset = offset.max(0) as u64;
-        let r = if flags & libc::O_DIRECT != 0 {
-            self.fs().write_direct(ino, offset, data)
-        } else {
-            self.fs().write(ino, offset, data)
-        };
-        match r {
-            Ok(n) => reply.written(n as u32),
-            Err(e) => reply.error(e.errno()),
-        }
+        let direct = flags & libc::O_DIRECT != 0;
+        // fuser reuses its buffer for the next request: the worker gets a copy.
+        let data = data.to_vec();
+        let (fs, ranges) = (Arc::clone(&self.fs), Arc::clone(&self.ranges));
+        self.workers.run(
+            move || match write_detached(&fs, &ranges, ino, offset, &data, direct) {
+                Ok(n) => reply.written(n as u32),
+                Err(e) => reply.error(e.errno()),
+            },
+        );
     }
 
     fn release(
@@ -479,13 +481,7 @@ impl Filesystem for PagodaFuse {
     }
 
     fn fsync(&mut self, _req: &Request<'_>, ino: u64, _fh: u64, _ds: bool, reply: ReplyEmpty) {
-        if ino >= CTL_JSON {
-            return reply.ok();
-        }
-        match self.fs().fsync(ino) {
-            Ok(()) => reply.ok(),
-            Err(e) => reply.error(e.errno()),
-        }
+        self.fsync_on_worker(ino, reply);
     }
 
     fn readdir(
@@ -527,13 +523,7 @@ impl Filesystem for PagodaFuse {
     }
 
     fn fsyncdir(&mut self, _req: &Request<'_>, ino: u64, _fh: u64, _ds: bool, reply: ReplyEmpty) {
-        if ino >= CTL_JSON {
-            return reply.ok();
-        }
-        match self.fs().fsync(ino) {
-            Ok(()) => reply.ok(),
-            Err(e) => reply.error(e.errno()),
-        }
+        self.fsync_on_worker(ino, reply);
     }
 
     fn statfs(&mut self, _req: &Request<'_>, _ino: u64, reply: ReplyStatfs) {
@@ -592,6 +582,7 @@ impl Filesystem for PagodaFuse {
         if offset < 0 || length <= 0 {
             return reply.error(libc::EINVAL);
         }
+        let _blocks = self.ranges.lock(ino, 0, u64::MAX);
         match self.fs().fallocate(ino, offset as u64, length as u64, mode) {
             Ok(()) => reply.ok(),
             Err(FsError::Invalid(_)) => reply.error(libc::EOPNOTSUPP),
