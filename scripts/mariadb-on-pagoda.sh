@@ -25,23 +25,11 @@ TABLE_SIZE=${TABLE_SIZE:-50000}
 THREADS=${THREADS:-4}
 BUFFER_POOL=${BUFFER_POOL:-16M}
 
-die() { echo "mariadb-on-pagoda: cannot run: $*" >&2; exit 2; }
-[ "$(id -u)" = 0 ] || die "needs root (FUSE mount without fusermount, apt-get)"
-[ -c /dev/fuse ] || die "/dev/fuse is missing (modprobe fuse; in a container pass --device /dev/fuse)"
-if ! command -v mariadbd >/dev/null || ! command -v sysbench >/dev/null; then
-  echo "installing mariadb-server and sysbench from Debian..."
-  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq mariadb-server sysbench; } \
-    >/dev/null || die "apt-get install mariadb-server sysbench failed"
-fi
-for b in mariadbd mariadb-install-db mariadb mariadb-admin sysbench; do
-  command -v "$b" >/dev/null || die "$b not found after installing"
-done
-if [ -z "${PAGODA:-}" ]; then
-  cargo build --release -q -p pagoda
-  PAGODA=${CARGO_TARGET_DIR:-target}/release/pagoda
-fi
-mkdir -p "$OUT"
-OUT=$(cd "$OUT" && pwd)
+NAME=mariadb-on-pagoda
+# shellcheck source=scripts/mariadb-lib.sh
+. scripts/mariadb-lib.sh
+# Checks and installs what is needed, builds pagoda; the cleanup trap below replaces its own.
+mdb_setup
 
 MNT="" MYSQLD_PID="" MOUNT_PID="" WORK=""
 cleanup() {
