@@ -17,7 +17,8 @@
 # Each mode writes its table into docs/results/mariadb-atomic.md (the other mode's table is
 # kept), with machine, date, commit and command. Logs go to OUT (target/mariadb-atomic).
 # Environment: DEVICE (sata-ssd,capacity=1GiB,streams=1,precondition=1,latency=emulate; the
-# script adds atomic=0 or atomic=16KiB), TABLES (4), TABLE_SIZE (25000), THREADS (4),
+# script adds atomic=0 or atomic=16KiB), TABLES (4), TABLE_SIZE (25000), THREADS (4), REPEAT
+# (bench: 3 rounds of all runs, medians shown),
 # BUFFER_POOL (8M: far below the tables, so pages are flushed all the time), PAGODA (a built
 # binary; default: cargo build --release), OUT, PAGE (the results page).
 # Needs root and /dev/fuse; installs mariadb-server and sysbench from Debian when missing.
@@ -37,12 +38,14 @@ PAGE=${PAGE:-docs/results/mariadb-atomic.md}
 # shellcheck source=scripts/mariadb-lib.sh
 . scripts/mariadb-lib.sh
 case $MODE in
-  bench) EVENTS=${2:-4000} ;;
+  bench) EVENTS=${2:-2000} REPEAT=${REPEAT:-3} ;;
   crash) CUTS=${2:-5} ;;
   *) echo "usage: $0 bench [EVENTS] | crash [CUTS]" >&2; exit 2 ;;
 esac
 mdb_setup
 PAGE=$(cd "$(dirname "$PAGE")" && pwd)/$(basename "$PAGE")
+# Which build made the figures (a debug build's file system is slower than a release one).
+export PAGODA_SHOWN=$PAGODA
 
 MYSQLD_OPTS=(--innodb-flush-method=O_DIRECT --innodb-buffer-pool-size="$BUFFER_POOL" --innodb-io-capacity=2000)
 
@@ -93,9 +96,9 @@ EOF
 )
 }
 
-# write_section NAME FILE: puts FILE's text into the results page between NAME's markers.
+# write_section NAME FILE DEVICE: puts FILE's text into the results page between NAME's markers.
 write_section() {
-  python3 - "$PAGE" "$1" "$2" "$COMMAND" "$DEVICE" <<'EOF'
+  python3 - "$PAGE" "$1" "$2" "$COMMAND" "$3" <<'EOF'
 import os, platform, re, subprocess, sys, datetime
 page, name, body, command, device = sys.argv[1:6]
 text = open(page).read() if os.path.exists(page) else ""
@@ -114,7 +117,7 @@ else:
 stamp = (f"\nMachine: {os.cpu_count()} cores ({cpu}), Linux {platform.release()}; "
          f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC; commit "
          f"{sh('git rev-parse --short HEAD')}{' (uncommitted changes)' if sh('git status --porcelain -- crates scripts') else ''}; "
-         f"device `{device}`; command `{command}`.\n")
+         f"device `{device}`; binary `{os.environ.get('PAGODA_SHOWN', '')}`; command `{command}`.\n")
 section = f"<!-- {name} -->\n" + open(body).read().rstrip() + "\n" + stamp + f"<!-- /{name} -->\n"
 pat = re.compile(rf"<!-- {name} -->.*?<!-- /{name} -->\n", re.S)
 text = pat.sub(lambda m: section, text) if pat.search(text) else text.rstrip() + "\n\n" + section
@@ -124,29 +127,38 @@ EOF
 
 bench() {
   echo "$NAME bench: sysbench oltp_write_only, $TABLES tables x $TABLE_SIZE rows, $THREADS threads, $EVENTS transactions each, buffer pool $BUFFER_POOL"
-  local rows=()
-  bench_run dwb-on mount ON --device "$DEVICE,atomic=0";                  rows+=("$ROW"); echo "double-write on:             $ROW"
-  bench_run dwb-off mount OFF --device "$DEVICE,atomic=0";                rows+=("$ROW"); echo "double-write off, no atomic: $ROW"
-  bench_run dwb-off-atomic mount OFF --device "$DEVICE,atomic=16KiB";     rows+=("$ROW"); echo "double-write off, atomic:    $ROW"
-  bench_run plain-tmpfs plain ON;                                         rows+=("$ROW"); echo "plain directory (tmpfs):     $ROW"
-  bench_run mem-8-threads mount ON --device mem,capacity=1GiB --threads 8; rows+=("$ROW"); echo "mount on RAM, 8 threads:     $ROW"
-  bench_run mem-0-threads mount ON --device mem,capacity=1GiB --threads 0; rows+=("$ROW"); echo "mount on RAM, 0 threads:     $ROW"
-  python3 - "${rows[@]}" "$EVENTS" "$TABLES" "$TABLE_SIZE" "$THREADS" "$BUFFER_POOL" >"$OUT/bench.md" <<'EOF'
-import sys
-rows = [[float(x) for x in a.split()] for a in sys.argv[1:7]]
-events, tables, size, threads, pool = sys.argv[7:12]
+  # Rounds of all six runs, so that a slow spell of the shared machine hits every one alike;
+  # the table shows medians. rows[i]: the rounds of run i, ';'-separated.
+  local rows=("" "" "" "" "" "") r
+  for ((r = 1; r <= REPEAT; r++)); do
+    bench_run dwb-on-$r mount ON --device "$DEVICE,atomic=0";                  rows[0]+="$ROW;"; echo "round $r, double-write on:             $ROW"
+    bench_run dwb-off-$r mount OFF --device "$DEVICE,atomic=0";                rows[1]+="$ROW;"; echo "round $r, double-write off, no atomic: $ROW"
+    bench_run dwb-off-atomic-$r mount OFF --device "$DEVICE,atomic=16KiB";     rows[2]+="$ROW;"; echo "round $r, double-write off, atomic:    $ROW"
+    bench_run plain-tmpfs-$r plain ON;                                         rows[3]+="$ROW;"; echo "round $r, plain directory (tmpfs):     $ROW"
+    bench_run mem-8-threads-$r mount ON --device mem,capacity=1GiB --threads 8; rows[4]+="$ROW;"; echo "round $r, mount on RAM, 8 threads:     $ROW"
+    bench_run mem-0-threads-$r mount ON --device mem,capacity=1GiB --threads 0; rows[5]+="$ROW;"; echo "round $r, mount on RAM, 0 threads:     $ROW"
+  done
+  python3 - "${rows[@]}" "$EVENTS" "$TABLES" "$TABLE_SIZE" "$THREADS" "$BUFFER_POOL" "$REPEAT" >"$OUT/bench.md" <<'EOF'
+import statistics, sys
+runs = [[[float(x) for x in r.split()] for r in a.split(";") if r.strip()] for a in sys.argv[1:7]]
+events, tables, size, threads, pool, repeat = sys.argv[7:13]
+# Medians per column over the rounds; tps ranges beside them.
+rows = [[statistics.median(col) for col in zip(*rr)] for rr in runs]
+span = [f"{min(r[0] for r in rr):.0f}-{max(r[0] for r in rr):.0f}" for rr in runs]
 on, off, atom, plain, mem8, mem0 = rows
 mib = lambda pages: pages * 4 / 1024
 print("## Double-write on and off, with and without atomic 16 KiB writes\n")
 print(f"{tables} tables x {size} rows, {threads} sysbench threads, {events} transactions per run "
       f"(equal), buffer pool {pool}; counters of the run phase only (zeroed after the load). Each "
-      "run on a freshly preconditioned device. The machine was shared with other builds: compare "
-      "ratios within this table.\n")
-print("| run | throughput (tx/s) | data written (MiB) | flash writes (4 KiB) | GC runs | copybacks | requests in the device at once (peak) |")
-print("|---|---|---|---|---|---|---|")
-for name, r in [("double-write on", on), ("double-write off, device without atomic writes", off),
-                ("double-write off, device with `atomic=16KiB`", atom)]:
-    print(f"| {name} | {r[0]:.1f} | {mib(r[1]):,.0f} | {r[2]:,.0f} | {r[3]:,.0f} | {r[4]:,.0f} | {r[5]:.0f} |")
+      f"run on a freshly preconditioned device; medians of {repeat} rounds (each round runs all six "
+      "configurations of this page), the range of the throughput beside it. The machine (2 cores) "
+      "was shared with other engineers' builds: compare ratios within this page.\n")
+print("| run | throughput (tx/s) | range | data written (MiB) | flash writes (4 KiB) | GC runs | copybacks | requests in the device at once (peak) |")
+print("|---|---|---|---|---|---|---|---|")
+for name, r, sp in [("double-write on", on, span[0]),
+                    ("double-write off, device without atomic writes", off, span[1]),
+                    ("double-write off, device with `atomic=16KiB`", atom, span[2])]:
+    print(f"| {name} | {r[0]:.1f} | {sp} | {mib(r[1]):,.0f} | {r[2]:,.0f} | {r[3]:,.0f} | {r[4]:,.0f} | {r[5]:.0f} |")
 x = lambda a, b: f"{a / b:.2f}x" if b else "n/a"
 print("\n| ratio | ours | seed 003 |")
 print("|---|---|---|")
@@ -160,20 +172,23 @@ print("\n### The mount's own cost\n")
 print("The same MariaDB (double-write on) on a plain directory in RAM (tmpfs) and on the mount over "
       "a RAM device (`mem`, no emulated latency): what FUSE and pagoda-fs cost. `--threads 0` serves "
       "one request at a time (the mount before the worker threads).\n")
-print("| where | throughput (tx/s) | vs plain directory | requests in the device at once (peak) |")
-print("|---|---|---|---|")
-print(f"| plain directory (tmpfs) | {plain[0]:.1f} | 1.00x | - |")
-print(f"| `pagoda mount`, mem device, 8 threads | {mem8[0]:.1f} | {x(mem8[0], plain[0])} | {mem8[5]:.0f} |")
-print(f"| `pagoda mount`, mem device, `--threads 0` | {mem0[0]:.1f} | {x(mem0[0], plain[0])} | {mem0[5]:.0f} |")
+print("| where | throughput (tx/s) | range | vs plain directory | requests in the device at once (peak) |")
+print("|---|---|---|---|---|")
+print(f"| plain directory (tmpfs) | {plain[0]:.1f} | {span[3]} | 1.00x | - |")
+print(f"| `pagoda mount`, mem device, 8 threads | {mem8[0]:.1f} | {span[4]} | {x(mem8[0], plain[0])} | {mem8[5]:.0f} |")
+print(f"| `pagoda mount`, mem device, `--threads 0` | {mem0[0]:.1f} | {span[5]} | {x(mem0[0], plain[0])} | {mem0[5]:.0f} |")
+print(f"\n8 worker threads vs `--threads 0`: {x(mem8[0], mem0[0])} the throughput.")
 EOF
-  write_section bench "$OUT/bench.md"
+  write_section bench "$OUT/bench.md" "$DEVICE"
   cat "$OUT/bench.md"
   echo "$NAME: table written to $PAGE"
 }
 
 # crash_config LABEL DWB DEVICE: CUTS power cuts under load on one image; after a cut that
 # leaves the database damaged it starts again from an empty one. One line per cut in
-# $OUT/crash-LABEL.rows: cut torn_pages_before recovered check_failures acked lost bad_pages_after
+# $OUT/crash-LABEL.rows: cut torn_pages_before recovered check_failures acked lost
+# bad_pages_after pages_restored_from_the_double-write_buffer; why recovery failed in
+# $OUT/crash-LABEL-CUT-why.txt.
 crash_config() {
   local label=$1 dwb=$2 dev=$3
   local work img mnt fresh=1 c
@@ -224,7 +239,10 @@ crash_config() {
       mdb_stop
       after=$(count_bad_pages "$mnt/data" "$log-innochecksum-after.log")
     fi
-    echo "$c $torn $recovered $checks $acked $lost $after" | tee -a "$OUT/crash-$label.rows"
+    local restored
+    restored=$(grep -c "Recovered page .* from the doublewrite buffer" "$log-recover.err" || true)
+    [ "$recovered" = 1 ] || grep -m1 "\[ERROR\]" "$log-recover.err" | sed 's/^.*\[ERROR\] //' >"$log-why.txt" || true
+    echo "$c $torn $recovered $checks $acked $lost $after ${restored:-0}" | tee -a "$OUT/crash-$label.rows"
     mdb_unmount
     # A damaged database is not loaded again: the next cut starts from an empty one.
     if [ "$recovered" != 1 ] || [ "$checks" != 0 ] || [ "$lost" != 0 ] || [ "$after" != 0 ]; then
@@ -253,6 +271,7 @@ crash() {
   echo "$NAME crash: $CUTS power cuts per configuration under sysbench oltp_write_only ($TABLES x $TABLE_SIZE rows, $THREADS threads) plus an INSERT client; buffer pool $BUFFER_POOL"
   local dev=${CRASH_DEVICE:-sata-ssd,capacity=1GiB,streams=1}
   RANDOM=29
+  rm -f "$OUT"/crash-*-why.txt
   crash_config dwb-on ON "$dev,atomic=0"
   crash_config dwb-off OFF "$dev,atomic=0"
   crash_config dwb-off-atomic OFF "$dev,atomic=16KiB"
@@ -267,8 +286,8 @@ print(f"{cuts} power cuts per configuration (`echo power-cut SEED > MOUNT/.pagod
       "of every table, a look for every acknowledged row, a clean shutdown and `innochecksum` "
       f"again. Device `{dev},atomic=...` (no emulated latency, so cuts come quickly). A cut that "
       "left the database damaged starts the next from an empty one.\n")
-print("| configuration | cuts | cuts with torn pages (before recovery) | torn pages | recovery failed | CHECK TABLE errors | acknowledged rows lost | bad pages after recovery |")
-print("|---|---|---|---|---|---|---|---|")
+print("| configuration | cuts | cuts with torn pages (before recovery) | torn pages | pages restored from the double-write buffer | recovery failed | CHECK TABLE errors | acknowledged rows lost | bad pages after recovery |")
+print("|---|---|---|---|---|---|---|---|---|")
 for label, name in [("dwb-on", "double-write on, no atomic writes"),
                     ("dwb-off", "double-write off, no atomic writes"),
                     ("dwb-off-atomic", "double-write off, `atomic=16KiB`")]:
@@ -278,12 +297,20 @@ for label, name in [("dwb-on", "double-write on, no atomic writes"),
     torn = sum(int(r[1]) for r in rows)
     failed = sum(1 for r in rows if r[2] != "1")
     num = lambda i: sum(int(r[i]) for r in rows if r[i] != "-")
-    print(f"| {name} | {n} | {torn_cuts} | {torn} | {failed} | {num(3)} | {num(5)} of {num(4)} | {num(6)} |")
-print("\nPer cut (cut, torn pages, recovered, CHECK TABLE errors, acknowledged rows, lost, bad pages after):\n")
+    print(f"| {name} | {n} | {torn_cuts} | {torn} | {num(7)} | {failed} | {num(3)} | {num(5)} of {num(4)} | {num(6)} |")
+print("\nPer cut (cut, torn pages, recovered, CHECK TABLE errors, acknowledged rows, lost, bad pages "
+      "after, pages restored from the double-write buffer):\n")
 for label in ["dwb-on", "dwb-off", "dwb-off-atomic"]:
     print(f"- {label}: " + "; ".join(" ".join(l.split()) for l in open(f"{out}/crash-{label}.rows") if l.strip()))
+import glob
+why = sorted(glob.glob(f"{out}/crash-*-why.txt"))
+if why:
+    print("\nWhy recovery failed (MariaDB's first error):\n")
+    for w in why:
+        cut = w.split("/")[-1][len("crash-"):-len("-why.txt")]
+        print(f"- {cut}: `{open(w).read().strip()}`")
 EOF
-  write_section crash "$OUT/crash.md"
+  write_section crash "$OUT/crash.md" "$dev"
   cat "$OUT/crash.md"
   echo "$NAME: table written to $PAGE"
 }
