@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Shared by scripts/mariadb-*.sh (sourced, not run): what they need, a pagoda mount, a
 # MariaDB server on it, and the cleanup of both on exit, error or Ctrl-C.
 #
