@@ -61,7 +61,7 @@ sysbench_cmd() {
 bench_run() {
   local label=$1 where=$2 dwb=$3; shift 3
   local work data
-  work=$(mdb_workdir)
+  mdb_workdir; work=$WORK
   if [ "$where" = mount ]; then
     mdb_mount "$work/mnt" "$OUT/$label-mount.log" "$@" --json "$OUT/$label-final.json"
     data=$work/mnt/data
@@ -193,7 +193,7 @@ EOF
 crash_config() {
   local label=$1 dwb=$2 dev=$3
   local work img mnt fresh=1 c
-  work=$(mdb_workdir)
+  mdb_workdir; work=$WORK
   img=$work/device.img mnt=$work/mnt
   : >"$OUT/crash-$label.rows"
   for ((c = 1; c <= CUTS; c++)); do

@@ -37,12 +37,11 @@ mdb_setup() {
   trap 'echo "$NAME: interrupted" >&2; exit 130' INT TERM
 }
 
-# A new work directory under /tmp, removed at exit.
+# WORK: a new work directory under /tmp, removed at exit (set here, not printed: from a $(...)
+# subshell the cleanup would never learn of it).
 mdb_workdir() {
-  local d
-  d=$(mktemp -d /tmp/pagoda-mariadb.XXXXXX)
-  MDB_WORKDIRS+=("$d")
-  echo "$d"
+  WORK=$(mktemp -d /tmp/pagoda-mariadb.XXXXXX)
+  MDB_WORKDIRS+=("$WORK")
 }
 
 # Waits up to $2 half-seconds for pid $1 to exit; then kill -9.
