@@ -45,8 +45,10 @@ use lru::Lru;
 
 /// Page-table shards.
 const SHARDS: usize = 64;
-/// How long a pin waits without a free frame before the pool counts as exhausted.
-const PIN_PATIENCE: std::time::Duration = std::time::Duration::from_millis(250);
+/// How long a pin waits without a free frame, and without the cleaner freeing any, before the
+/// pool counts as exhausted. (Generous: on a loaded machine a thread may not run for a while,
+/// and frames wait for log syncs, which a busy disk can take long to finish.)
+const PIN_PATIENCE: std::time::Duration = std::time::Duration::from_secs(2);
 
 pub(crate) mod latch_order;
 
@@ -479,15 +481,20 @@ impl Pool {
                 drop(inner);
                 attempts += 1;
                 // Frames free up as the cleaner writes pages, which may wait for the log to
-                // become durable: give up after a while without a frame, not after a number
+                // become durable: give up after a while in which no frame came free and the
+                // cleaner freed none (others may take the ones it frees), not after a number
                 // of quick retries that a slow sync outlasts.
                 let since = *waiting.get_or_insert_with(std::time::Instant::now);
                 if attempts > 50 && since.elapsed() > PIN_PATIENCE {
                     return Err(Error::BufferFull);
                 }
-                if self.clean_batch(None)? == 0 && attempts > 50 {
+                let cleaned = self.clean_batch(None)?;
+                if cleaned > 0 {
+                    waiting = None;
+                } else if attempts > 50 {
                     std::thread::sleep(std::time::Duration::from_micros(100));
-                } else if attempts > 2 {
+                }
+                if attempts > 2 {
                     std::thread::yield_now();
                 }
                 continue;
