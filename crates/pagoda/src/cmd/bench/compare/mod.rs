@@ -115,6 +115,9 @@ struct Cell {
     p99_us: Option<f64>,
     conflicts: u64,
     errors: u64,
+    /// The first failed operation's error, if any (why `errors` is not 0).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    first_error: Option<String>,
     /// CPU over the cell (warm-up included), and for pagoda where its transactions spent
     /// their time.
     profile: Option<targets::CellProfile>,
@@ -433,6 +436,7 @@ fn run_engine(
             p99_us: None,
             conflicts: 0,
             errors: 0,
+            first_error: None,
             profile: None,
         };
         match ph.work {
@@ -475,6 +479,7 @@ fn run_engine(
                         p99_us: Some(r.latency_us.p99),
                         conflicts: r.conflicts,
                         errors: r.errors,
+                        first_error: r.first_error.clone(),
                         ..blank(r.ops, tpmc)
                     },
                     profile(s.as_store()),
@@ -638,6 +643,7 @@ fn run_ycsb(
         p99_us: Some(r.latency_us.p99),
         conflicts: r.conflicts,
         errors: r.errors,
+        first_error: r.first_error.clone(),
         profile: None,
     })
 }

@@ -234,6 +234,7 @@ mod tests {
             p99_us: None,
             conflicts: 0,
             errors: 0,
+            first_error: None,
             profile: Some(CellProfile {
                 cpu: 0.25,
                 phases: Some(vec![("commit".into(), 0.9), ("search".into(), 0.1)]),
