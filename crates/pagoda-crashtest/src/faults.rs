@@ -425,7 +425,7 @@ pub(crate) struct Ledger {
 /// Whether `page` lies in the double-write area (it follows the superblock area).
 fn in_copy_area(page: u64, page_size: u64) -> bool {
     let start = pagoda_engine::format::HEADER_BYTES / page_size;
-    (start..start + u64::from(crate::run::DW_PAGES)).contains(&page)
+    (start..start + u64::from(crate::DW_PAGES)).contains(&page)
 }
 
 /// Whether a report of corruption saying `detail` comes from the check that catches faults of

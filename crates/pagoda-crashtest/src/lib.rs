@@ -38,6 +38,10 @@ mod power;
 mod run;
 mod workload;
 
+/// Pages of the double-write area of the databases under test (the fault harness knows where
+/// a damaged copy lies).
+pub(crate) const DW_PAGES: u32 = 8;
+
 pub use bulk::{run_bulk, LOAD_CUT};
 pub use faults::{FaultCounts, FaultKind};
 pub use oracle::{Finding, FindingKind};

@@ -130,11 +130,8 @@ pub(crate) fn db_options(opts: &CrashTestOptions, switch: &Arc<Switch>) -> DbOpt
         ),
         _ => o,
     };
-    o.dw_pages(DW_PAGES)
+    o.dw_pages(crate::DW_PAGES)
 }
-
-/// Pages of the double-write area of the databases under test.
-pub(crate) const DW_PAGES: u32 = 8;
 
 /// Where the opens of a run stand between cycles.
 pub(crate) struct OpenState {
