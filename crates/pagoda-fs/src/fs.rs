@@ -3,7 +3,7 @@
 
 use crate::alloc::Alloc;
 use crate::error::{FsError, Result};
-use crate::io::Gate;
+use crate::gate::Gate;
 use crate::layout::{self, Inode, Kind, Super, Time, SECTOR};
 use crate::streams::StreamRules;
 use pagoda_device::{DeviceRef, PowerCutReport, WriteHints};

@@ -2,68 +2,22 @@
 //! system's lock: a plan under the lock (block mapping, allocation, which device writes), the
 //! device I/O without it, and a finish under it (size, times, counters).
 //!
-//! A [`Gate`] counts the plans whose I/O is in flight. Whatever names or frees blocks waits
+//! A [`crate::gate::Gate`] counts the plans whose I/O is in flight. Whatever names or frees blocks waits
 //! for it to empty while holding the lock (a commit, a power cut, a truncate, a fallocate):
 //! so a commit never names a newly allocated block before its data reached the device, and a
 //! freed block is never reused while a late write to it is still on its way.
 
 use crate::error::{FsError, Result};
 use crate::fs::Fs;
+use crate::gate::Ticket;
 use crate::layout::{Kind, Time, SECTOR};
 use crate::streams::stream_at;
 use pagoda_device::{DeviceRef, WriteHints};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 
 const S: u64 = SECTOR as u64;
 
 /// Where a plan's device writes go: the device itself, or `Fs::dev_write` under the lock.
 pub(crate) type DevWrite<'a> = dyn FnMut(u64, &[u8], WriteHints) -> Result<()> + 'a;
-
-/// Counts device I/O running outside the file system's lock.
-#[derive(Debug, Default)]
-pub(crate) struct Gate {
-    in_flight: Mutex<u64>,
-    empty: Condvar,
-}
-
-impl Gate {
-    fn count(&self) -> MutexGuard<'_, u64> {
-        self.in_flight
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// One more I/O in flight; returns how many are now. Called under the file system's lock,
-    /// so never while [`Gate::drain`] waits.
-    pub(crate) fn enter(self: &Arc<Self>) -> (Ticket, u64) {
-        let mut n = self.count();
-        *n += 1;
-        (Ticket(Arc::clone(self)), *n)
-    }
-
-    /// Waits until no I/O is in flight. The caller holds the file system's lock, so no new
-    /// I/O starts meanwhile; the I/O in flight does not need that lock to end.
-    pub(crate) fn drain(&self) {
-        let mut n = self.count();
-        while *n > 0 {
-            n = self.empty.wait(n).unwrap_or_else(PoisonError::into_inner);
-        }
-    }
-}
-
-/// One I/O in flight; dropping it ends it.
-#[derive(Debug)]
-pub(crate) struct Ticket(Arc<Gate>);
-
-impl Drop for Ticket {
-    fn drop(&mut self) {
-        let mut n = self.0.count();
-        *n -= 1;
-        if *n == 0 {
-            self.0.empty.notify_all();
-        }
-    }
-}
 
 /// The device reads of one file read.
 #[derive(Debug)]

@@ -20,6 +20,7 @@ mod data;
 mod error;
 mod fs;
 pub mod fuse;
+mod gate;
 mod io;
 mod layout;
 mod namespace;
