@@ -13,8 +13,11 @@ use std::sync::Arc;
 
 fn main() -> Result<()> {
     let tmp = tempfile::tempdir().map_err(|e| Error::Config(e.to_string()))?;
+    // A directory given as the first argument; flags (`cargo test` passes `--quiet` to the
+    // example it runs as a test) are no directory.
     let dir = std::env::args()
         .nth(1)
+        .filter(|a| !a.starts_with('-'))
         .map_or_else(|| tmp.path().to_path_buf(), Into::into);
 
     // 1. Files in a directory: data.pagoda and log.pagoda.
