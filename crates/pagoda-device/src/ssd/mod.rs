@@ -174,6 +174,26 @@ impl Ssd {
     }
 
     fn do_write(&self, lpn: u32, n: u32, hints: WriteHints, data: Option<&[u8]>) -> Result<()> {
+        // `split`: a non-atomic write larger than the split reaches the flash in pieces, one
+        // after another, each paying its own command (seed 003's ablation of the host path).
+        let split = (self.cfg.split_bytes / SECTOR_SIZE as u64) as u32;
+        if split == 0 || hints.atomic || n <= split {
+            return self.write_piece(lpn, n, hints, data);
+        }
+        let mut off = 0;
+        while off < n {
+            let len = split.min(n - off);
+            let piece = data.map(|d| {
+                let at = off as usize * SECTOR_SIZE;
+                &d[at..at + len as usize * SECTOR_SIZE]
+            });
+            self.write_piece(lpn + off, len, hints, piece)?;
+            off += len;
+        }
+        Ok(())
+    }
+
+    fn write_piece(&self, lpn: u32, n: u32, hints: WriteHints, data: Option<&[u8]>) -> Result<()> {
         let now = self.now();
         let done = {
             let mut f = self.ftl.lock();

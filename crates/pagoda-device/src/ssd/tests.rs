@@ -150,3 +150,25 @@ fn too_small_a_capacity_names_the_smallest_one() {
     );
     assert!(at(min_capacity - smallest_block).is_err());
 }
+
+#[test]
+fn split_breaks_plain_writes_only_and_keeps_their_data() {
+    let d = small(&[("split", "4KiB")]);
+    let page: Vec<u8> = (0..16 * 1024).map(|i| (i % 251) as u8).collect();
+    d.write(4, &page, WriteHints::NORMAL).expect("plain write");
+    assert_eq!(d.stats().host_write_requests, 4, "16 KiB in 4 KiB pieces");
+    d.write(8, &page, WriteHints::atomic(0))
+        .expect("atomic write");
+    assert_eq!(
+        d.stats().host_write_requests,
+        5,
+        "an atomic write stays whole"
+    );
+    let mut back = vec![0u8; page.len()];
+    d.read(4, &mut back).expect("read");
+    assert_eq!(back, page);
+    let mut cfg = SsdConfig::preset("sata-ssd").expect("preset");
+    cfg.set("split", "6KiB").expect("parses");
+    let err = Ssd::new(cfg).expect_err("6 KiB is no multiple of 4 KiB");
+    assert!(err.to_string().contains("split=6144"), "{err}");
+}
