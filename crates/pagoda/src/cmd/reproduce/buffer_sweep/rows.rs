@@ -87,7 +87,8 @@ pub(super) fn shapes(sweep: &Sweep) -> Vec<Headline> {
                 flat_from.map_or("–".to_string(), pct)
             ),
         )
-        .regime(off(1)),
+        .regime(off(1))
+        .ablation_unless_within(proportional_below_the_table(sweep)),
     );
 
     // HDD TPS an S-curve.
@@ -232,6 +233,26 @@ fn s_curve_below_the_table(sweep: &Sweep) -> Option<String> {
         )),
         spread_text(ss.iter().map(|s| s.first).collect(), |v| format!("{v:.2}")),
         spread_text(ss.iter().map(|s| s.last).collect(), |v| format!("{v:.2}")),
+    ))
+}
+
+/// The SSD's straight-line rule on each repeat's curve without its last step (the whole table
+/// in the buffer, where the device drops out of the run, as on the disk).
+fn proportional_below_the_table(sweep: &Sweep) -> Option<String> {
+    let fits: Vec<(shapes::Fit, bool)> = sweep
+        .by_seed(1, Metric::Tps)
+        .values()
+        .filter_map(|c| shapes::proportional(&c[..c.len().saturating_sub(1)]))
+        .collect();
+    if fits.is_empty() {
+        return None;
+    }
+    Some(format!(
+        "the sweep without its last point (buffer below the table, hit ratio below 1): the \
+         straight-line rule holds in {} of {}; R² {}",
+        fits.iter().filter(|f| f.1).count(),
+        fits.len(),
+        spread_text(fits.iter().map(|f| f.0.r2).collect(), |v| format!("{v:.2}")),
     ))
 }
 
