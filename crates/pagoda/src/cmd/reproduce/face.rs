@@ -76,8 +76,9 @@ fn grid(scale: Scale) -> Grid {
             warehouses: 1,
             duration: "3s",
             // 3 s on the disks hold about 70 transactions: GSC vs FaCE hit ratios moved
-            // 0.92-1.04x between repeats; over 12 s, 1.01-1.04x (2 seeds).
-            long: Some("12s"),
+            // 0.92-1.04x between repeats; over 12 s, 1.01-1.04x (2 seeds), then 0.95-0.99x
+            // (3 seeds, quick run at 23fc003); 9 s keeps 3x the window.
+            long: Some("9s"),
             warmup: ("2s", "3s"),
             restart: "2s",
             // Measured on a quiet machine (3 repeats, run as light pairs): 15-18 s per plain
