@@ -80,6 +80,10 @@ pub(crate) struct Cell {
     /// device, and its regime table shows whether it stayed so.
     #[serde(default)]
     pub light: bool,
+    /// How many light cells may run at once with this one (two when not set): more for cells
+    /// that barely use a core at any point of their run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub together: Option<usize>,
 }
 
 impl Cell {
@@ -98,6 +102,7 @@ impl Cell {
             params,
             may_fail: false,
             light: false,
+            together: None,
         }
     }
 
@@ -105,6 +110,18 @@ impl Cell {
     pub(crate) fn light(mut self) -> Self {
         self.light = true;
         self
+    }
+
+    /// Marks the cell light, to run with up to `n - 1` other light cells at once.
+    pub(crate) fn light_among(mut self, n: usize) -> Self {
+        self.light = true;
+        self.together = Some(n.max(1));
+        self
+    }
+
+    /// The most light cells that may run at once with this one.
+    pub(crate) fn together(&self) -> usize {
+        self.together.unwrap_or(2)
     }
 
     /// The command line a user (or a batch system) runs for this cell alone.

@@ -1,4 +1,4 @@
-//! Runs the grid's cells as child processes under one progress bar: one unit (a cell, or two
+//! Runs the grid's cells as child processes under one progress bar: one unit (a cell, or
 //! light neighbours) at a time by default, or up to `--jobs` units at once. Units start in the
 //! plan's order, so with `--jobs 1` the run is the sequential one; with more, the cells share
 //! the machine, and the report says so from what each result recorded.
@@ -9,7 +9,7 @@ use crate::progress::Progress;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-/// Cells that start together and take one of the `--jobs` slots: a cell alone, or two light
+/// Cells that start together and take one of the `--jobs` slots: a cell alone, or light
 /// neighbours (each bound by its own emulated disk at a few % of a core).
 struct Unit<'a> {
     seed: u64,
@@ -212,18 +212,27 @@ pub(crate) fn wall_estimate_s(cells: &[Cell], jobs: u64) -> u64 {
     sum.div_ceil(jobs.max(1))
 }
 
-/// The order's cells in groups run together: two light cells next to each other, else one.
+/// The order's cells in groups run together: light cells next to each other, as many as
+/// each of them allows (two unless it says more), else one.
 fn groups<'a>(order: &[&'a Cell]) -> Vec<Vec<&'a Cell>> {
     let mut out = Vec::new();
     let mut i = 0;
     while i < order.len() {
-        if order[i].light && order.get(i + 1).is_some_and(|c| c.light) {
-            out.push(vec![order[i], order[i + 1]]);
-            i += 2;
+        let mut group = vec![order[i]];
+        let mut room = if order[i].light {
+            order[i].together()
         } else {
-            out.push(vec![order[i]]);
-            i += 1;
+            1
+        };
+        while let Some(c) = order.get(i + group.len()) {
+            if !c.light || group.len() >= room.min(c.together()) {
+                break;
+            }
+            room = room.min(c.together());
+            group.push(c);
         }
+        i += group.len();
+        out.push(group);
     }
     out
 }
@@ -261,8 +270,8 @@ pub(crate) fn concurrency_note(results: &[CellResult]) -> String {
         )
     } else {
         format!(
-            "Cells ran one at a time (`--jobs 1`; `reproduce all` runs two light cells side \
-             by side{seen})."
+            "Cells ran one at a time (`--jobs 1`; `reproduce all` runs light cells side by \
+             side, two at once or four that barely use a core{seen})."
         )
     }
 }
@@ -279,6 +288,36 @@ mod tests {
         } else {
             c
         }
+    }
+
+    #[test]
+    fn a_group_holds_no_more_than_each_member_allows() {
+        let four = |n: &str| Cell::new("x", n, &[], 1, Value::Null).light_among(4);
+        let cells = [
+            four("a"),
+            four("b"),
+            four("c"),
+            four("d"),
+            four("e"),
+            four("f"),
+            cell("g", true),
+            four("h"),
+            four("i"),
+        ];
+        let order: Vec<&Cell> = cells.iter().collect();
+        let ids: Vec<Vec<&str>> = groups(&order)
+            .iter()
+            .map(|g| g.iter().map(|c| c.id.as_str()).collect())
+            .collect();
+        assert_eq!(
+            ids,
+            vec![
+                vec!["x.a", "x.b", "x.c", "x.d"],
+                vec!["x.e", "x.f"],
+                vec!["x.g", "x.h"],
+                vec!["x.i"],
+            ]
+        );
     }
 
     #[test]
