@@ -186,8 +186,13 @@ pub(super) fn cells(scale: Scale) -> Vec<Cell> {
                 json!({ "kind": "sweep", "device": dev, "buffer_pages": pages, "twelfths": i,
                         "table_pages": table, "records": p.records }),
             );
-            // Below the whole table the disk cells wait on seeks at 3-6 % of the CPU.
-            out.push(if disk && i < 12 { cell.light() } else { cell });
+            // Below the whole table the disk cells wait on seeks at 3-6 % of the CPU, from
+            // their fill to the end of their window (their load takes 0.1-0.2 s): four at once.
+            out.push(if disk && i < 12 {
+                cell.light_among(4)
+            } else {
+                cell
+            });
         }
     }
     let pages = step * u64::from(p.advise_twelfths);
