@@ -340,7 +340,7 @@ fn summary_table(sections: &[(Experiment, Section)]) -> String {
         .collect();
     if !ablations.is_empty() {
         out.push_str(
-            "\nAblations (one factor changed for a row that missed or was out of regime):\n\n",
+            "\nAblations (one factor changed for a row that missed, was inconclusive or out of regime):\n\n",
         );
         for h in ablations {
             let _ = writeln!(out, "- {}: {}", h.what, h.ablation.as_deref().unwrap_or(""));
