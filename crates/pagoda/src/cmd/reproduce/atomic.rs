@@ -557,17 +557,7 @@ fn ablation(results: &[&CellResult], mode: &str) -> Option<String> {
 /// data device as 4 KiB requests in turn, from the first combination of the grid.
 fn split_ablation(results: &[&CellResult]) -> Option<String> {
     let split = find(results, &[("kind", "split"), ("mode", "none")])?;
-    let key = |k: &str| split.param(k).map(ToString::to_string).unwrap_or_default();
-    let (w, c) = (key("warehouses"), key("clients"));
-    let atomic = find(
-        results,
-        &[
-            ("kind", "tpcc"),
-            ("mode", "atomic"),
-            ("warehouses", &w),
-            ("clients", &c),
-        ],
-    )?;
+    let atomic = beside(results, &split, "tpcc", "atomic")?;
     let r = repeats::ratio(Some(&atomic), Some(&split), "tpmC")?;
     Some(format!(
         "with the unprotected mode's 16 KiB page writes reaching the device as 4 KiB requests \
@@ -588,17 +578,7 @@ fn flush_ablation(results: &[&CellResult]) -> Option<String> {
         results,
         &[("kind", "plp-data"), ("mode", "doublewrite-full")],
     )?;
-    let key = |k: &str| full.param(k).map(ToString::to_string).unwrap_or_default();
-    let (w, c) = (key("warehouses"), key("clients"));
-    let skip = find(
-        results,
-        &[
-            ("kind", "plp-data"),
-            ("mode", "doublewrite"),
-            ("warehouses", &w),
-            ("clients", &c),
-        ],
-    )?;
+    let skip = beside(results, &full, "plp-data", "doublewrite")?;
     let r = repeats::ratio(Some(&skip), Some(&full), "tpmC")?;
     let n = |g: Option<Group>, k: &str| fmt_num(g.and_then(|g| g.num(k)));
     Some(format!(
@@ -612,19 +592,27 @@ fn flush_ablation(results: &[&CellResult]) -> Option<String> {
     ))
 }
 
+/// The cells of `kind` and `mode` in the same combination (warehouses, clients) as `of`.
+fn beside<'a>(results: &[&'a CellResult], of: &Group, kind: &str, mode: &str) -> Option<Group<'a>> {
+    let key = |k: &str| of.param(k).map(ToString::to_string).unwrap_or_default();
+    let (w, c) = (key("warehouses"), key("clients"));
+    find(
+        results,
+        &[
+            ("kind", kind),
+            ("mode", mode),
+            ("warehouses", &w),
+            ("clients", &c),
+        ],
+    )
+}
+
 /// A mode's median of `key` over the grid's first combination, as text.
 fn mode_num(tpcc: &[&CellResult], mode: &str, key: &str) -> String {
-    let first = tpcc.first();
-    let key_of = |k: &str| {
-        first
-            .and_then(|r| r.param(k))
-            .map(ToString::to_string)
-            .unwrap_or_default()
+    let first = Group {
+        runs: tpcc.iter().take(1).copied().collect(),
     };
-    let (w, c) = (key_of("warehouses"), key_of("clients"));
-    fmt_num(
-        find(tpcc, &[("mode", mode), ("warehouses", &w), ("clients", &c)]).and_then(|g| g.num(key)),
-    )
+    fmt_num(beside(tpcc, &first, "tpcc", mode).and_then(|g| g.num(key)))
 }
 
 /// Median data-device write requests per 16 KiB written (4 KiB units), as text.

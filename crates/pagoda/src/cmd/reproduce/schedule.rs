@@ -290,6 +290,15 @@ mod tests {
         }
     }
 
+    /// The ids of each group the cells run in.
+    fn ids(cells: &[Cell]) -> Vec<Vec<&str>> {
+        let order: Vec<&Cell> = cells.iter().collect();
+        groups(&order)
+            .iter()
+            .map(|g| g.iter().map(|c| c.id.as_str()).collect())
+            .collect()
+    }
+
     #[test]
     fn a_group_holds_no_more_than_each_member_allows() {
         let four = |n: &str| Cell::new("x", n, &[], 1, Value::Null).light_among(4);
@@ -304,13 +313,8 @@ mod tests {
             four("h"),
             four("i"),
         ];
-        let order: Vec<&Cell> = cells.iter().collect();
-        let ids: Vec<Vec<&str>> = groups(&order)
-            .iter()
-            .map(|g| g.iter().map(|c| c.id.as_str()).collect())
-            .collect();
         assert_eq!(
-            ids,
+            ids(&cells),
             vec![
                 vec!["x.a", "x.b", "x.c", "x.d"],
                 vec!["x.e", "x.f"],
@@ -330,13 +334,8 @@ mod tests {
             cell("e", true),
             cell("f", false),
         ];
-        let order: Vec<&Cell> = cells.iter().collect();
-        let ids: Vec<Vec<&str>> = groups(&order)
-            .iter()
-            .map(|g| g.iter().map(|c| c.id.as_str()).collect())
-            .collect();
         assert_eq!(
-            ids,
+            ids(&cells),
             vec![
                 vec!["x.a", "x.b"],
                 vec!["x.c"],
