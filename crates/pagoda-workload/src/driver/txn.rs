@@ -134,7 +134,9 @@ impl TxnRunner {
 }
 
 /// Runs `attempt` until it ends in something other than [`StoreError::Conflict`], at most
-/// `max_retries` retries, backing off exponentially (up to ~1 ms) so the winner can finish.
+/// `max_retries` retries, backing off exponentially so the winner can finish: up to ~16 ms, so
+/// that the driver's 100 retries outlast a winner whose commit waits on a slow sync (about
+/// 1.4 s in all; with a 1 ms cap, 90 ms fell short of a 195 ms commit on a loaded machine).
 /// Every conflict seen is added to `conflicts`.
 fn retry_conflicts<R>(
     max_retries: u32,
@@ -148,7 +150,7 @@ fn retry_conflicts<R>(
                 *conflicts += 1;
                 retries += 1;
                 if retries > 1 {
-                    std::thread::sleep(Duration::from_micros(1 << retries.min(10)));
+                    std::thread::sleep(Duration::from_micros(1 << retries.min(14)));
                 }
             }
             Err(StoreError::Conflict) => {
@@ -157,5 +159,35 @@ fn retry_conflicts<R>(
             }
             other => return other,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Instant;
+
+    #[test]
+    fn a_hundred_retries_outlast_a_slow_winner() {
+        // The winner holds its rows for 200 ms (a commit waiting on a slow sync).
+        let held = Instant::now();
+        let mut conflicts = 0;
+        let out = retry_conflicts(100, &mut conflicts, || {
+            if held.elapsed() < Duration::from_millis(200) {
+                Err(StoreError::Conflict)
+            } else {
+                Ok(())
+            }
+        });
+        assert!(out.is_ok(), "gave up after {conflicts} conflicts");
+        assert!(conflicts > 0);
+    }
+
+    #[test]
+    fn retries_stop_at_the_limit() {
+        let mut conflicts = 0;
+        let out: Result<(), _> = retry_conflicts(3, &mut conflicts, || Err(StoreError::Conflict));
+        assert!(matches!(out, Err(StoreError::Conflict)));
+        assert_eq!(conflicts, 4, "the first try and three retries");
     }
 }
