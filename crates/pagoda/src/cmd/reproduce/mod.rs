@@ -340,11 +340,15 @@ fn plan(p: &PlanArgs) -> CliResult<()> {
         })
         .collect();
     let total: u64 = cells.iter().filter_map(|c| c["estimate_s"].as_u64()).sum();
+    // What `reproduce all` takes one unit at a time: light neighbours share their time.
+    let round: Vec<Cell> = exps.iter().flat_map(|e| e.cells(p.scale)).collect();
+    let wall = schedule::wall_estimate_s(&round, 1) * seeds.len() as u64;
     let plan = serde_json::json!({
         "scale": p.scale.name(),
         "seeds": seeds,
         "out": p.out,
         "estimate_s": total,
+        "wall_estimate_s": wall,
         "runs": cells,
         "report": format!("pagoda reproduce report {}", p.out),
     });
