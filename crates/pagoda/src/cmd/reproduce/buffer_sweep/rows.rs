@@ -6,6 +6,7 @@ use super::super::cell::CellResult;
 use super::super::repeats::{Group, Spread};
 use super::super::report::{fmt_frac, fmt_num, Headline};
 use super::{shapes, Metric, Sweep, DEVICES, HDD_NCQ, SMALL_TWELFTHS};
+use std::collections::BTreeMap;
 
 /// `median (min–max)` of per-repeat values, or `–`.
 fn spread_text(v: Vec<f64>, f: impl Fn(f64) -> String) -> String {
@@ -208,15 +209,23 @@ pub(super) fn shapes(sweep: &Sweep) -> Vec<Headline> {
     out
 }
 
+/// A rule applied to each repeat's curve without its last point (the whole table in the
+/// buffer, where the device drops out of the run).
+fn below_the_table<T>(
+    curves: &BTreeMap<u64, Vec<(f64, f64)>>,
+    rule: impl Fn(&[(f64, f64)]) -> Option<T>,
+) -> Vec<T> {
+    curves
+        .values()
+        .filter_map(|c| rule(&c[..c.len().saturating_sub(1)]))
+        .collect()
+}
+
 /// The S-curve rule on each repeat's curve without its last step: there the whole table
 /// fits, the disk drops out of the run and TPS jumps to the CPU's rate, a step the seed's
 /// sweep (up to 12 GB, its hit ratio still below 1) did not take.
 fn s_curve_below_the_table(sweep: &Sweep) -> Option<String> {
-    let ss: Vec<shapes::SCurve> = sweep
-        .by_seed(0, Metric::Tps)
-        .values()
-        .filter_map(|c| shapes::s_curve(&c[..c.len().saturating_sub(1)]))
-        .collect();
+    let ss = below_the_table(&sweep.by_seed(0, Metric::Tps), shapes::s_curve);
     if ss.is_empty() {
         return None;
     }
@@ -239,11 +248,7 @@ fn s_curve_below_the_table(sweep: &Sweep) -> Option<String> {
 /// The SSD's straight-line rule on each repeat's curve without its last step (the whole table
 /// in the buffer, where the device drops out of the run, as on the disk).
 fn proportional_below_the_table(sweep: &Sweep) -> Option<String> {
-    let fits: Vec<(shapes::Fit, bool)> = sweep
-        .by_seed(1, Metric::Tps)
-        .values()
-        .filter_map(|c| shapes::proportional(&c[..c.len().saturating_sub(1)]))
-        .collect();
+    let fits = below_the_table(&sweep.by_seed(1, Metric::Tps), shapes::proportional);
     if fits.is_empty() {
         return None;
     }
@@ -264,10 +269,7 @@ fn s_curve_with_ncq(sweep: &Sweep) -> Option<String> {
         return None;
     }
     let whole: Vec<shapes::SCurve> = curves.values().filter_map(|c| shapes::s_curve(c)).collect();
-    let below: Vec<shapes::SCurve> = curves
-        .values()
-        .filter_map(|c| shapes::s_curve(&c[..c.len().saturating_sub(1)]))
-        .collect();
+    let below = below_the_table(&curves, shapes::s_curve);
     let held = |v: &[shapes::SCurve]| v.iter().filter(|s| s.holds()).count();
     let table = sweep.table_mib().max(1e-9);
     let fifo = sweep.median(0, Metric::Tps);
