@@ -523,6 +523,9 @@ impl Pool {
             };
             if old != u64::MAX {
                 self.counters.evictions.fetch_add(1, Ordering::Relaxed);
+                if let Some(fc) = &self.flash {
+                    fc.left_dram(old);
+                }
             }
             // A clean page leaving DRAM goes to the flash cache too (pages `all`).
             let evicted = match &self.flash {

@@ -18,7 +18,7 @@ use crate::probe::{self, Event, FlashStep, Observer, Sabotage};
 use crate::{FlashPages, FlashPolicy};
 use pagoda_device::{DeviceRef, WriteHints};
 use parking_lot::Mutex;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 mod geometry;
@@ -80,6 +80,9 @@ struct State {
     /// Per page, the sequence number of its latest dirty write here: a clean image staged
     /// before it is older than the data device's copy may become (pages `all`).
     last_dirty: HashMap<u64, u64>,
+    /// Pages read from here or written here from DRAM and not evicted from DRAM since
+    /// (Group Second Chance passes them over: DRAM serves their hits).
+    resident: HashSet<u64>,
 }
 
 impl State {
@@ -98,6 +101,7 @@ impl State {
             free: (0..slots as u32).rev().collect(),
             hdr_alt: Vec::new(),
             last_dirty: HashMap::new(),
+            resident: HashSet::new(),
         }
     }
 
@@ -296,6 +300,7 @@ impl FlashCache {
                     return Ok(None);
                 };
                 st.slots[slot as usize].referenced = true;
+                st.resident.insert(pid);
                 if self.policy == FlashPolicy::Lru {
                     st.touch(slot);
                 }
@@ -368,6 +373,11 @@ impl FlashCache {
         }
     }
 
+    /// A page left the DRAM buffer.
+    pub(crate) fn left_dram(&self, pid: u64) {
+        self.state.lock().resident.remove(&pid);
+    }
+
     /// The mark a clean image leaving DRAM carries into [`FlashCache::stage`].
     pub(crate) fn stage_mark(&self) -> u64 {
         self.state.lock().next_seq
@@ -406,6 +416,12 @@ impl FlashCache {
 
     fn write_locked(&self, io: &mut Io, imgs: Vec<Img>) -> Result<()> {
         let mut imgs = imgs;
+        {
+            // Dirty images come from frames still in DRAM.
+            let mut st = self.state.lock();
+            st.resident
+                .extend(imgs.iter().filter(|i| i.dirty).map(|i| i.pid));
+        }
         {
             let staged = std::mem::take(&mut *self.staged.lock());
             if !staged.is_empty() {
