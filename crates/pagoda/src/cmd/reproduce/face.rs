@@ -50,8 +50,9 @@ const CLIENTS: u32 = 8;
 
 struct Grid {
     warehouses: u32,
-    /// The window of the fresh-cache cells, whose ratios are the headline rows.
-    fresh: &'static str,
+    /// The window of the fresh-cache cells, whose ratios are the headline rows: on SSD data,
+    /// and on the disks.
+    fresh: (&'static str, &'static str),
     /// The window of the full-cache cells.
     duration: &'static str,
     /// The window of the GSC row's ablation on HDD data (none at tiny scale).
@@ -67,7 +68,7 @@ fn grid(scale: Scale) -> Grid {
     scale.pick(
         Grid {
             warehouses: 1,
-            fresh: "1s",
+            fresh: ("1s", "1s"),
             duration: "1s",
             long: None,
             warmup: ("1s", "1s"),
@@ -81,12 +82,13 @@ fn grid(scale: Scale) -> Grid {
             // 3 s windows hold about 90 New-Orders of the original on SSD data and 40 on the
             // disks: FaCE vs original spread 1.93-2.93x (SSD) and 1.69-2.49x (HDD) over three
             // seeds (quick run at 35f33d4), wider than the seed's band.
-            fresh: "6s",
+            // The disks run a third of the SSD's transactions per second: over 6 s GSC vs
+            // FaCE hit ratios moved 0.94-1.11x between seeds on them, over 12 s 1.06-1.14x
+            // (1.11-1.21x on SSD data over 6 s).
+            fresh: ("6s", "12s"),
             duration: "3s",
-            // 3 s on the disks hold about 70 transactions: GSC vs FaCE hit ratios moved
-            // 0.92-1.04x between repeats; over 12 s, 1.01-1.04x (2 seeds), then 0.95-0.99x
-            // (3 seeds, quick run at 23fc003): twice the compared cells' window.
-            long: Some("12s"),
+            // Twice the disks' compared window.
+            long: Some("24s"),
             warmup: ("2s", "3s"),
             restart: "2s",
             // Measured on a quiet machine (3 repeats, run as light pairs): 15-18 s per plain
@@ -96,9 +98,9 @@ fn grid(scale: Scale) -> Grid {
         // 2 warehouses, 20 s windows.
         Grid {
             warehouses: 2,
-            fresh: "20s",
+            fresh: ("20s", "40s"),
             duration: "20s",
-            long: Some("60s"),
+            long: Some("80s"),
             warmup: ("10s", "10s"),
             restart: "10s",
             estimate: 45,
@@ -106,7 +108,7 @@ fn grid(scale: Scale) -> Grid {
         // The seed: 100 warehouses, 16 connections; here 8 warehouses (about 1 GiB).
         Grid {
             warehouses: 8,
-            fresh: "3m",
+            fresh: ("3m", "3m"),
             duration: "3m",
             long: None,
             warmup: ("30s", "30s"),
@@ -129,23 +131,29 @@ pub(super) fn cells(scale: Scale) -> Vec<Cell> {
     let load_buffer = format!("{}MiB", db_mib * 2);
     let w = g.warehouses.to_string();
     let clients = CLIENTS.to_string();
+    let (ssd, hdd) = (DATA[0], DATA[1]);
     let mut runs: Vec<(&str, &str, &str, &str)> = Vec::new();
-    for (data, _, device) in DATA {
-        for conf in CONFIGS {
-            runs.push((data, device, conf, "fresh"));
-        }
+    for conf in CONFIGS {
+        runs.push((ssd.0, ssd.2, conf, "fresh"));
     }
     // The aged cache device: an extra row on SSD data, and on HDD data the ablation of the
     // FaCE-vs-LRU row (a fresh device charges random writes nothing extra).
-    for (data, _, device) in DATA {
-        for conf in ["face", "lru"] {
-            runs.push((data, device, conf, "full"));
-        }
+    for conf in ["face", "lru"] {
+        runs.push((ssd.0, ssd.2, conf, "full"));
     }
-    // The GSC row's ablation on the disks: the same two cells over a longer window.
+    // The disk cells run four at a time: in this order the cells of a group take about as
+    // long as each other (the short full-cache cells beside the two fresh ones without a
+    // restart; the GSC row's ablation, the same two cells over a longer window, beside
+    // the ones with a restart), also when a round runs the order backwards.
+    for conf in ["face", "lru"] {
+        runs.push((hdd.0, hdd.2, conf, "full"));
+    }
+    for conf in ["lru", "face-gsc", "face", "original"] {
+        runs.push((hdd.0, hdd.2, conf, "fresh"));
+    }
     if g.long.is_some() {
         for conf in ["face", "face-gsc"] {
-            runs.push((DATA[1].0, DATA[1].2, conf, "long"));
+            runs.push((hdd.0, hdd.2, conf, "long"));
         }
     }
     runs.into_iter()
@@ -160,7 +168,8 @@ pub(super) fn cells(scale: Scale) -> Vec<Cell> {
                 "--duration",
                 match (cache, g.long) {
                     ("long", Some(long)) => long,
-                    ("fresh", _) => g.fresh,
+                    ("fresh", _) if data == "hdd" => g.fresh.1,
+                    ("fresh", _) => g.fresh.0,
                     _ => g.duration,
                 },
                 "--warmup",
@@ -219,10 +228,10 @@ pub(super) fn cells(scale: Scale) -> Vec<Cell> {
                 g.estimate
             } + if restart { g.estimate / 4 } else { 0 }
                 + if cache == "long" { g.estimate / 2 } else { 0 }
-                + if cache == "fresh" {
-                    secs(g.fresh).saturating_sub(secs(g.duration))
-                } else {
-                    0
+                + match (cache, data) {
+                    ("fresh", "hdd") => secs(g.fresh.1).saturating_sub(secs(g.duration)),
+                    ("fresh", _) => secs(g.fresh.0).saturating_sub(secs(g.duration)),
+                    _ => 0,
                 };
             let cell = Cell::new(
                 EXP,
@@ -235,7 +244,11 @@ pub(super) fn cells(scale: Scale) -> Vec<Cell> {
             );
             // Every data device here is bound by its own I/O: the disks' measured windows use
             // 7-22 % of one core (3 repeats), the aged SSD's 13-24 %.
-            cell.light()
+            if data == "hdd" {
+                cell.light_among(4)
+            } else {
+                cell.light()
+            }
         })
         .collect()
 }
