@@ -77,6 +77,7 @@ impl Pool {
             inner.free.push(i);
             inner.resident -= 1;
             self.counters.evictions.fetch_add(1, Ordering::Relaxed);
+            self.left_dram(old);
         }
         self.over_budget.store(false, Ordering::Release);
     }

@@ -316,6 +316,14 @@ impl Pool {
         self.flash.as_ref()
     }
 
+    /// Tells the flash cache that `pid` left DRAM (Group Second Chance counts pages still in
+    /// DRAM as used).
+    fn left_dram(&self, pid: u64) {
+        if let Some(fc) = &self.flash {
+            fc.left_dram(pid);
+        }
+    }
+
     fn new_frames(n: usize) -> Vec<Frame> {
         (0..n)
             .map(|_| Frame {
@@ -523,9 +531,7 @@ impl Pool {
             };
             if old != u64::MAX {
                 self.counters.evictions.fetch_add(1, Ordering::Relaxed);
-                if let Some(fc) = &self.flash {
-                    fc.left_dram(old);
-                }
+                self.left_dram(old);
             }
             // A clean page leaving DRAM goes to the flash cache too (pages `all`).
             let evicted = match &self.flash {
@@ -608,6 +614,7 @@ impl Pool {
                         inner.lru.unlink(idx);
                         inner.free.push(idx);
                         inner.resident -= 1;
+                        self.left_dram(pid);
                     }
                     return Err(e);
                 }

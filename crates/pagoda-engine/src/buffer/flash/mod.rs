@@ -80,8 +80,8 @@ struct State {
     /// Per page, the sequence number of its latest dirty write here: a clean image staged
     /// before it is older than the data device's copy may become (pages `all`).
     last_dirty: HashMap<u64, u64>,
-    /// Pages read from here or written here from DRAM and not evicted from DRAM since
-    /// (Group Second Chance passes them over: DRAM serves their hits).
+    /// Policy `face-gsc`: pages read from here or written here from DRAM and not evicted
+    /// from DRAM since (Group Second Chance counts them as used).
     resident: HashSet<u64>,
 }
 
@@ -300,7 +300,9 @@ impl FlashCache {
                     return Ok(None);
                 };
                 st.slots[slot as usize].referenced = true;
-                st.resident.insert(pid);
+                if self.policy == FlashPolicy::FaceGsc {
+                    st.resident.insert(pid);
+                }
                 if self.policy == FlashPolicy::Lru {
                     st.touch(slot);
                 }
@@ -375,7 +377,9 @@ impl FlashCache {
 
     /// A page left the DRAM buffer.
     pub(crate) fn left_dram(&self, pid: u64) {
-        self.state.lock().resident.remove(&pid);
+        if self.policy == FlashPolicy::FaceGsc {
+            self.state.lock().resident.remove(&pid);
+        }
     }
 
     /// The mark a clean image leaving DRAM carries into [`FlashCache::stage`].
@@ -416,7 +420,7 @@ impl FlashCache {
 
     fn write_locked(&self, io: &mut Io, imgs: Vec<Img>) -> Result<()> {
         let mut imgs = imgs;
-        {
+        if self.policy == FlashPolicy::FaceGsc {
             // Dirty images come from frames still in DRAM.
             let mut st = self.state.lock();
             st.resident
