@@ -158,6 +158,7 @@ pub(super) fn cells(scale: Scale) -> Vec<Cell> {
     }
     runs.into_iter()
         .map(|(data, device, conf, cache)| {
+            let fresh = if data == "hdd" { g.fresh.1 } else { g.fresh.0 };
             let mut args = vec![
                 "bench",
                 "tpcc",
@@ -168,8 +169,7 @@ pub(super) fn cells(scale: Scale) -> Vec<Cell> {
                 "--duration",
                 match (cache, g.long) {
                     ("long", Some(long)) => long,
-                    ("fresh", _) if data == "hdd" => g.fresh.1,
-                    ("fresh", _) => g.fresh.0,
+                    ("fresh", _) => fresh,
                     _ => g.duration,
                 },
                 "--warmup",
@@ -228,10 +228,10 @@ pub(super) fn cells(scale: Scale) -> Vec<Cell> {
                 g.estimate
             } + if restart { g.estimate / 4 } else { 0 }
                 + if cache == "long" { g.estimate / 2 } else { 0 }
-                + match (cache, data) {
-                    ("fresh", "hdd") => secs(g.fresh.1).saturating_sub(secs(g.duration)),
-                    ("fresh", _) => secs(g.fresh.0).saturating_sub(secs(g.duration)),
-                    _ => 0,
+                + if cache == "fresh" {
+                    secs(fresh).saturating_sub(secs(g.duration))
+                } else {
+                    0
                 };
             let cell = Cell::new(
                 EXP,
