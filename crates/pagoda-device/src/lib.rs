@@ -8,6 +8,7 @@
 
 #![warn(missing_docs)]
 
+pub mod aligned;
 pub mod clock;
 pub mod error;
 #[cfg(feature = "fault-injection")]

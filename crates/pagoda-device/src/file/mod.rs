@@ -31,6 +31,7 @@
 //!   `STATX_DIOALIGN` asks for more than 4 KiB (memory or offset), which no bounce buffer fixes.
 //! * **Streams** are a placement hint only: ids below `streams` are accepted and counted.
 
+use crate::aligned::AlignedBuf;
 use crate::error::{DeviceError, Result};
 use crate::stats::{DeviceStats, StreamStats};
 use crate::{
@@ -409,57 +410,32 @@ impl FileDevice {
     }
 }
 
-/// An owned, 4 KiB-aligned byte buffer made without `unsafe`: a slightly larger vector and the
-/// aligned window inside it.
-struct Aligned {
-    storage: Vec<u8>,
-    start: usize,
-    len: usize,
-}
-
-impl Aligned {
-    fn new(len: usize) -> Result<Self> {
-        let storage = vec![0u8; len + DIRECT_ALIGN];
-        let start = storage.as_ptr().align_offset(DIRECT_ALIGN);
-        if start > DIRECT_ALIGN {
-            return Err(DeviceError::Unsupported(
-                "cannot align an O_DIRECT bounce buffer on this platform".into(),
-            ));
-        }
-        Ok(Self {
-            storage,
-            start,
-            len,
-        })
-    }
-    fn as_mut_slice(&mut self) -> &mut [u8] {
-        &mut self.storage[self.start..self.start + self.len]
-    }
-}
-
 /// Bounce buffers up to this size are kept per thread and reused.
 const KEPT_BOUNCE: usize = 4 << 20;
 
 thread_local! {
     /// This thread's bounce buffer: a new zeroed one per request (a log group of 100 KiB, say)
     /// cost a fresh allocation that the kernel zeroed page by page on every write.
-    static BOUNCE: std::cell::RefCell<Option<Aligned>> = const { std::cell::RefCell::new(None) };
+    static BOUNCE: std::cell::RefCell<Option<AlignedBuf>> = const { std::cell::RefCell::new(None) };
 }
 
 /// Runs `f` on an aligned buffer of `len` bytes (contents unspecified): this thread's kept one
 /// when `len` is at most [`KEPT_BOUNCE`], else a new one.
 fn with_bounce<R>(len: usize, f: impl FnOnce(&mut [u8]) -> Result<R>) -> Result<R> {
     if len > KEPT_BOUNCE {
-        return f(Aligned::new(len)?.as_mut_slice());
+        let mut b = AlignedBuf::with_capacity(len);
+        b.resize(len);
+        return f(b.as_mut_slice());
     }
     BOUNCE.with(|cell| {
         let mut kept = cell.borrow_mut();
-        let b = match kept.as_mut() {
-            Some(b) if b.storage.len() - b.start >= len => b,
-            _ => kept.insert(Aligned::new(len.next_power_of_two().max(64 << 10))?),
-        };
-        let start = b.start;
-        f(&mut b.storage[start..start + len])
+        let b = kept.get_or_insert_with(AlignedBuf::default);
+        if b.capacity() < len {
+            *b = AlignedBuf::with_capacity(len.next_power_of_two().max(64 << 10));
+        }
+        // Contents unspecified: no zero-fill beyond what the buffer already held.
+        b.resize(len);
+        f(b.as_mut_slice())
     })
 }
 
