@@ -125,9 +125,7 @@ pub(crate) fn detecting(s: Sabotage) -> Option<&'static [FaultKind]> {
     match s {
         Sabotage::TrustPageChecksum => Some(&[FaultKind::Bitrot]),
         Sabotage::TrustPageId => Some(&[FaultKind::Misdirected]),
-        Sabotage::RetryFailedLogSync | Sabotage::CountOverlappedSync => {
-            Some(&[FaultKind::FsyncFail])
-        }
+        Sabotage::RetryFailedLogSync => Some(&[FaultKind::FsyncFail]),
         Sabotage::IgnoreWriteError => Some(&[FaultKind::EioWrite, FaultKind::Enospc]),
         Sabotage::IgnoreReadError => Some(&[FaultKind::EioRead]),
         Sabotage::FlashWriteAfterFailure => Some(&[

@@ -188,6 +188,10 @@ pub struct DbOptions {
     /// With [`CommitMode::Lazy`]: the longest a commit waits in the log buffer before the flush
     /// thread makes it durable (the window of commits a crash may lose). Default 10 ms.
     pub(crate) lazy_flush_interval: Duration,
+    /// With [`CommitMode::Sync`]: a thread that leads a log round first waits, briefly, for
+    /// the committers the last round acknowledged (so one sync carries every thread instead
+    /// of half of them). Default on.
+    pub(crate) commit_gather: bool,
     /// Log ring size in bytes (default: the whole log device less its 4 KiB header).
     pub(crate) log_capacity: Option<u64>,
     /// Pages in the double-write area (also the cleaner batch size). Default 128: each batch
@@ -253,6 +257,7 @@ impl Default for DbOptions {
             commit: CommitMode::Sync,
             max_inflight_commits: 1024,
             lazy_flush_interval: Duration::from_millis(10),
+            commit_gather: true,
             log_capacity: None,
             dw_pages: 128,
             data_file_bytes: 64 << 30,
@@ -326,6 +331,15 @@ impl DbOptions {
     /// Sets the bound on in-flight pipelined commits.
     pub fn max_inflight_commits(mut self, n: usize) -> Self {
         self.max_inflight_commits = n;
+        self
+    }
+
+    /// Whether a synchronous committer leading a log round first gathers the committers the
+    /// last round acknowledged (at most half a round's time; on by default). Off: every round
+    /// starts at once, and threads whose work is shorter than a sync alternate in two
+    /// cohorts, each sync carrying about half of them.
+    pub fn commit_gather(mut self, on: bool) -> Self {
+        self.commit_gather = on;
         self
     }
 

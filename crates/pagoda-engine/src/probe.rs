@@ -156,9 +156,9 @@ pub enum Sabotage {
     /// from a ring state that no longer matches the device (the next batch overwrites the
     /// head segment, the only copy of the pages just written there).
     FlashWriteAfterFailure,
-    /// A successful log sync counts at once, even while a sync that overlapped it may still
-    /// fail (and drop writes the successful one reported durable).
-    CountOverlappedSync,
+    /// A group-commit round acknowledges the commits it wrote before its sync completes (a
+    /// follower, or a pipelined ticket, is told "durable" while its record may still be lost).
+    AckBeforeSync,
 }
 
 impl Sabotage {
@@ -186,7 +186,7 @@ impl Sabotage {
         Self::IgnoreWriteError,
         Self::IgnoreReadError,
         Self::FlashWriteAfterFailure,
-        Self::CountOverlappedSync,
+        Self::AckBeforeSync,
     ];
 
     /// Whether the sabotage only has an effect with a flash cache.
@@ -222,7 +222,7 @@ impl Sabotage {
             Self::IgnoreWriteError => "ignore-write-error",
             Self::IgnoreReadError => "ignore-read-error",
             Self::FlashWriteAfterFailure => "flash-write-after-failure",
-            Self::CountOverlappedSync => "count-overlapped-sync",
+            Self::AckBeforeSync => "ack-before-sync",
         }
     }
 }

@@ -36,9 +36,14 @@ pub enum Phase {
     WaitDurable,
     /// Log: waiting for a sync another thread issued that covers this record.
     LogWaitSync,
+    /// Log: a round's leader waits for the committers the last round acknowledged to join
+    /// (the slot's leader waiting for its slot to fill).
+    LogGather,
+    /// Commit: waiting for room in the log ring (a checkpoint must free it first).
+    LogWaitSpace,
 }
 
-const PHASES: usize = 12;
+const PHASES: usize = 14;
 
 const NAMES: [&str; PHASES] = [
     "begin",
@@ -53,6 +58,8 @@ const NAMES: [&str; PHASES] = [
     "log.sync",
     "commit.wait_durable",
     "log.wait_sync",
+    "log.gather",
+    "log.wait_space",
 ];
 
 /// Nanosecond and event counters per phase (counter `2 * phase` the nanoseconds, `2 * phase
@@ -82,7 +89,7 @@ pub struct PhaseStat {
 pub struct ProfileStats {
     /// Rows, one per phase in this order: begin, search, update, commit, commit.lock,
     /// commit.apply, log.join, log.wait_slot, log.write, log.sync, commit.wait_durable,
-    /// log.wait_sync.
+    /// log.wait_sync, log.gather, log.wait_space.
     pub phases: Vec<PhaseStat>,
 }
 
@@ -92,7 +99,7 @@ pub struct ProfileStats {
 /// | seed 002 (WiredTiger) | what it is there | ours |
 /// |---|---|---|
 /// | `slot_join` | copy the record into the open slot | `log.join` |
-/// | `slot_wait` | the slot's leader waits for the slot to close | `log.wait_slot` (waiting while another thread closes and writes the pending slots) |
+/// | `slot_wait` | the slot's leader waits for the slot to close | `log.gather` (a round's leader waits for committers to join) + `log.wait_slot` (waiting for the round in flight, which does not carry this record, to end) |
 /// | `log_release` | the last one out writes and syncs the slot | `log.write` + `log.sync` (this thread writes the slots / syncs the device) |
 /// | `log_cond_wait` | the others wait on a condition variable for that sync | `log.wait_sync` (waiting for a sync another thread issued) |
 ///
@@ -142,7 +149,7 @@ impl ProfileStats {
     pub fn seed002_ms(&self) -> Seed002Phases {
         Seed002Phases {
             slot_join: self.total_ms(&["log.join"]),
-            slot_wait: self.total_ms(&["log.wait_slot"]),
+            slot_wait: self.total_ms(&["log.wait_slot", "log.gather"]),
             log_release: self.total_ms(&["log.write", "log.sync"]),
             log_cond_wait: self.total_ms(&["log.wait_sync"]),
         }

@@ -7,7 +7,7 @@
 mod common;
 
 use common::superblock;
-use pagoda_device::fault::{FaultDevice, Op};
+use pagoda_device::fault::{Failure, Fault, FaultDevice, Op};
 use pagoda_device::mem::MemDevice;
 use pagoda_device::{DeviceRef, WriteHints};
 use pagoda_engine::format::{align_up, GroupHeader, GROUP_HEADER};
@@ -194,13 +194,13 @@ fn large_groups_are_classified_without_a_size_limit() {
     }
 }
 
-/// (c) A true torn tail: the first in-flight group is damaged and the in-flight groups after
-/// it are intact (their sync never completed). Recovery cuts them all, keeps every
-/// acknowledged commit, and calls it a torn tail, not corruption. (This passes before the fix
-/// too: it guards the other side of the rule.)
+/// (c) A true torn tail: the first group of the round in flight is damaged and the groups
+/// written after it in the same request are intact (their sync never completed). Recovery cuts
+/// them all, keeps every acknowledged commit, and calls it a torn tail, not corruption. (This
+/// passes before the fix too: it guards the other side of the rule.)
 #[test]
 fn torn_in_flight_tail_with_later_in_flight_groups_recovers() {
-    let replayed = in_flight_tail_then_a_commit_of_the_same_size(None);
+    let replayed = in_flight_tail_then_a_commit_up_to_the_next(None);
     assert!(
         replayed.is_empty(),
         "in-flight groups left from before the first crash were replayed: {replayed:?}"
@@ -211,17 +211,17 @@ fn torn_in_flight_tail_with_later_in_flight_groups_recovers() {
 /// in-flight groups are read as the new log's continuation.
 #[test]
 fn sabotage_ignore_log_epoch_is_caught() {
-    let replayed = in_flight_tail_then_a_commit_of_the_same_size(Some(Sabotage::IgnoreLogEpoch));
+    let replayed = in_flight_tail_then_a_commit_up_to_the_next(Some(Sabotage::IgnoreLogEpoch));
     assert!(!replayed.is_empty(), "the sabotage went unnoticed");
 }
 
-/// A crash leaves a torn in-flight group followed by intact in-flight ones; after recovery a
-/// commit of the same size ends where the next stale group starts; after a second crash,
+/// A crash leaves a torn in-flight group followed by an intact in-flight one (one round writes
+/// both); after recovery, commits end where the stale group starts; after a second crash,
 /// returns the in-flight keys that reappeared (none may).
-fn in_flight_tail_then_a_commit_of_the_same_size(sabotage: Option<Sabotage>) -> Vec<String> {
-    let (d, raw) = (mem(8 << 20), mem(1 << 20));
-    // The log's syncs, once held, wait and then fail: groups written meanwhile stay in
-    // flight and their commits are never acknowledged.
+fn in_flight_tail_then_a_commit_up_to_the_next(sabotage: Option<Sabotage>) -> Vec<String> {
+    let (d, raw) = (mem(32 << 20), mem(8 << 20));
+    // The log's second sync from the injection on fails: the round of big groups written
+    // behind a held first round stays in flight, and its commits are never acknowledged.
     let held = std::sync::Arc::new(FaultDevice::new(raw.clone()));
     let l: DeviceRef = held.clone();
     let db = Db::open(opts(&d, &l)).unwrap();
@@ -230,15 +230,24 @@ fn in_flight_tail_then_a_commit_of_the_same_size(sabotage: Option<Sabotage>) -> 
         commit(&db, &format!("acked{i}"), &[2; 200]);
     }
     let base = groups(&d, &raw).len();
+    held.inject(Fault::Fail {
+        op: Op::Flush,
+        after: 1,
+        times: u64::MAX,
+        failure: Failure::Eio,
+    })
+    .unwrap();
     held.hold(Op::Flush);
+    // 700 KiB records: two fill a group past MAX_GROUP_BYTES, so four make two groups.
+    let big = vec![9u8; 700 << 10];
     std::thread::scope(|s| {
         let committer = |i: usize| {
-            let db = &db;
+            let (db, big) = (&db, &big);
             move || {
                 let tx = db.begin_write().unwrap();
                 tx.open_table("t")
                     .unwrap()
-                    .put(format!("inflight{i}").as_bytes(), &[9; 200])
+                    .put(format!("inflight{i}").as_bytes(), big)
                     .unwrap();
                 let r = tx.commit();
                 assert!(
@@ -248,37 +257,41 @@ fn in_flight_tail_then_a_commit_of_the_same_size(sabotage: Option<Sabotage>) -> 
                 );
             }
         };
-        // The first committer's group is synced alone; the others are written behind it.
-        s.spawn(committer(0));
+        // A small commit leads a round whose sync waits in the hold (and then succeeds).
+        let lead = s.spawn(|| commit(&db, "acked5", &[2; 200]));
         assert!(
             held.wait_until_held(Op::Flush, 1, Duration::from_secs(20)),
-            "the first in-flight group was never synced"
+            "the first round was never synced"
         );
-        for i in 1..4 {
+        let joins = || db.stats().profile.get("log.join").unwrap().count;
+        let joined = joins();
+        for i in 1..5 {
             s.spawn(committer(i));
         }
         let t0 = Instant::now();
-        while groups(&d, &raw)[base..].iter().map(|x| x.2).sum::<u32>() < 4 {
+        while joins() < joined + 4 {
             assert!(
                 t0.elapsed() < Duration::from_secs(20),
-                "in-flight groups not written"
+                "the big commits never joined the log"
             );
             std::thread::sleep(Duration::from_millis(2));
         }
-        // The crash: the first in-flight group is torn, the later ones survive unsynced.
-        let gs = groups(&d, &raw);
-        assert!(gs.len() >= base + 2, "{gs:?}");
-        flip_log(&d, &raw, gs[base].0 + GROUP_HEADER as u64 + 1);
-        common::fail_syncs(&held);
         held.release(Op::Flush);
+        lead.join().unwrap();
     });
+    // The crash: the first in-flight group is torn, the later one survives unsynced.
+    let gs = groups(&d, &raw);
+    assert_eq!(gs.len(), base + 3, "{gs:?}");
+    let (torn, stale) = (gs[base + 1], gs[base + 2]);
+    assert_eq!((torn.2, stale.2), (2, 2), "{gs:?}");
+    flip_log(&d, &raw, torn.0 + GROUP_HEADER as u64 + 1);
     db.abandon();
     let report = inspect_devices(&d, &raw).unwrap();
     assert!(report.is_ok() && report.torn_log_tail, "{report}");
     let db = Db::open(opts(&d, &raw)).unwrap();
     assert!(db.stats().recovery.torn_log_tail);
     let tx = db.begin_read().unwrap();
-    for i in 0..5 {
+    for i in 0..6 {
         assert!(tx
             .open_table("t")
             .unwrap()
@@ -286,7 +299,7 @@ fn in_flight_tail_then_a_commit_of_the_same_size(sabotage: Option<Sabotage>) -> 
             .unwrap()
             .is_some());
     }
-    for i in 0..4 {
+    for i in 1..5 {
         assert!(tx
             .open_table("t")
             .unwrap()
@@ -295,16 +308,25 @@ fn in_flight_tail_then_a_commit_of_the_same_size(sabotage: Option<Sabotage>) -> 
             .is_none());
     }
     drop(tx);
-    // The later in-flight groups are still on the device (the ring is not erased at open).
-    // A new commit of the same size as the torn one ends exactly where the next of them
-    // starts; after another crash, they must not be read as its continuation (their epoch is
-    // older than the new group's).
-    let tx = db.begin_write().unwrap();
-    tx.open_table("t")
-        .unwrap()
-        .put(b"replaced0", &[9; 200])
-        .unwrap();
-    tx.commit().unwrap();
+    // The stale group is still on the device (the ring is not erased at open). Small commits
+    // (one 4 KiB group each, once the first has imaged the leaf) bring the log's end exactly
+    // to where it starts; after another crash, it must not be read as their continuation (its
+    // epoch is older than theirs).
+    let mut end = 0;
+    let mut n = 0;
+    while end < stale.0 {
+        let tx = db.begin_write().unwrap();
+        tx.open_table("t")
+            .unwrap()
+            .put(b"replaced0", &[n; 8])
+            .unwrap();
+        end = align_up(tx.commit().unwrap().lsn);
+        n = n.wrapping_add(1);
+    }
+    assert_eq!(
+        end, stale.0,
+        "the padding commits stepped over the stale group"
+    );
     db.abandon();
     let db = Db::open(opts(&d, &raw).sabotage(sabotage)).unwrap();
     let tx = db.begin_read().unwrap();
@@ -314,7 +336,7 @@ fn in_flight_tail_then_a_commit_of_the_same_size(sabotage: Option<Sabotage>) -> 
         .get(b"replaced0")
         .unwrap()
         .is_some());
-    (0..4)
+    (1..5)
         .map(|i| format!("inflight{i}"))
         .filter(|k| {
             tx.open_table("t")

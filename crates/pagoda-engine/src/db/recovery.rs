@@ -87,7 +87,8 @@ pub(super) fn recover(
             scan.end,
             sb.checkpoint_lsn,
         )
-        .sabotaged(opts.sabotage),
+        .sabotaged(opts.sabotage)
+        .gathering(opts.commit_gather),
     );
     let sb = forget_flash_cache(opts, data, sb)?;
     let flash = open_flash(opts, data, log, &sb)?;

@@ -1,89 +1,98 @@
 //! Write-ahead log: redo-only commit records in a ring on the log device, written in groups by a
-//! consolidation array (seed 002).
+//! consolidation array (the log path the pipelined-commit paper studies in WiredTiger).
 //!
-//! Committing threads *join* the open slot: under a short lock they get an LSN range and hand
-//! over their sealed record (built and checksummed before, outside any lock). A waiting thread
-//! that finds no write in progress closes the open slot (later joiners open the next one) and
-//! writes every pending slot as consecutive groups in one device request; a waiting thread
-//! whose record is written but not covered by a sync in flight starts a sync, which makes every
-//! group written before it durable (group commit: one sync serves every commit of the groups).
-//! Writes stay in LSN order; syncs overlap (at most [`MAX_INFLIGHT_GROUPS`] groups unsynced),
-//! so every group header records how far the log was durable when it was written: recovery
-//! ([`scan`]) uses it to tell a torn tail from damage to synced groups.
-//! The write and sync steps are plain functions of `wait_durable`, so a dedicated flush thread
-//! (pipelined commit) can run them instead without changing the format or the join path.
+//! Committing threads *join* the open slot: under a short lock they get an LSN range and copy
+//! in their sealed record (built and checksummed before, outside any lock). Making the log
+//! durable is leader/follower group commit ([`group`]): at most one write+sync is in flight;
+//! the thread that finds none leads a round (it takes every pending slot, the open one closes,
+//! writes them in one request and syncs once), and every record that joins meanwhile rides
+//! the next round. A failed write or sync fails the log: nothing it covers is acknowledged.
+//! The rounds are the same whoever leads them, so a dedicated flush thread (pipelined commit)
+//! runs them without changing the format or the join path.
+//!
+//! A slot's body is built in a 4 KiB-aligned buffer with room for its group header in front,
+//! so a round of one slot writes that buffer as it is (no copy, no O_DIRECT bounce copy).
 //!
 //! Layout: sector 0 of the log device is the log header; the ring starts at sector 1. An LSN is
 //! a byte offset in the unbounded log stream; its position is `4096 + lsn % capacity`. Every
 //! group starts at a sector boundary with a [`GroupHeader`] whose LSN must equal its position's
-//! LSN, so stale groups from an earlier lap are never mistaken for new ones.
+//! LSN, so stale groups from an earlier lap are never mistaken for new ones. Each header also
+//! records how far the log was durable when it was written, which recovery ([`scan`]) uses to
+//! tell a torn tail from damage to synced groups.
 
 use crate::error::{Error, Failure, Result};
 use crate::format::{align_up, seal_record, GroupHeader, LogHeader, GROUP_HEADER, SECTOR};
 use crate::probe::{self, Sabotage};
 use crate::profile::{Phase, Profile, Stamp};
+use pagoda_device::aligned::AlignedBuf;
 use pagoda_device::{DeviceRef, WriteHints};
-use parking_lot::{Condvar, Mutex};
-use std::collections::{BTreeSet, VecDeque};
+use parking_lot::Mutex;
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+mod group;
 mod scan;
 pub(crate) use scan::scan_log;
 pub use scan::{read_ring, scan};
+
+use group::{Group, Wait};
+
+/// The locks of the group-commit protocol (the model test puts loom's in their place).
+mod prims {
+    pub(crate) use std::sync::{Condvar, Mutex, MutexGuard};
+
+    /// Waits on `cv` for at most `d` (`m` is the mutex `g` guards: the model, which cannot
+    /// time a wait, releases and retakes it instead, a timeout at any point).
+    pub(crate) fn wait_for<'a, T>(
+        cv: &Condvar,
+        _m: &'a Mutex<T>,
+        g: MutexGuard<'a, T>,
+        d: std::time::Duration,
+    ) -> MutexGuard<'a, T> {
+        match cv.wait_timeout(g, d) {
+            Ok((g, _)) => g,
+            Err(e) => e.into_inner().0,
+        }
+    }
+}
 
 /// A group reaching this size is closed so that the next joiner opens a new slot. A soft
 /// target for batching only: one record may make a group much larger, and recovery assumes
 /// no group size.
 pub const MAX_GROUP_BYTES: u64 = 1 << 20;
 
-/// A group writer's buffer larger than this is not kept for the next write.
-const KEPT_WRITE_BUF: usize = 4 << 20;
+/// A round takes pending slots up to this many bytes (at least one slot), so one request of
+/// a bulk load stays bounded.
+const MAX_ROUND_BYTES: usize = 16 << 20;
 
-/// Groups written but not yet synced, at most. Syncs overlap (a sync started after a group's
-/// write covers it), so a crash can keep a later group and lose an earlier one; recovery then
-/// discards both, unless a later group's header shows the earlier one was synced.
-pub const MAX_INFLIGHT_GROUPS: usize = 4;
+/// A slot or write buffer larger than this is not kept for the next one.
+const KEPT_BUF: usize = 4 << 20;
+
+/// Spare slot bodies kept.
+const KEPT_SPARES: usize = 4;
 
 #[derive(Debug)]
 struct Slot {
     start: u64,
     end: u64,
     open: bool,
-    /// The group's records, concatenated. A record is copied in by the thread that appends
-    /// it, which then frees it: records freed by the writing thread (the flush thread of
-    /// lazy and pipelined commits) sent every allocation of the committers to glibc's slow
-    /// path (17 % of a no-sync update run's CPU was `_int_malloc`).
-    body: Vec<u8>,
+    /// The group as it will be written: [`GROUP_HEADER`] bytes left for the header, then the
+    /// records. A record is copied in by the thread that appends it, which then frees it:
+    /// records freed by the writing thread (the flush thread of lazy and pipelined commits)
+    /// sent every allocation of the committers to glibc's slow path.
+    body: AlignedBuf,
     records: u32,
 }
 
+/// What committers append to, under the log's lock.
 #[derive(Debug)]
-struct State {
+struct Pending {
     next_lsn: u64,
     slots: VecDeque<Slot>,
-    /// A thread is writing groups (writes are issued in LSN order, one writer at a time).
-    writing: bool,
-    /// Everything before this LSN has been written (not necessarily synced).
-    written: u64,
-    /// Ends of written groups not yet durable (bounded by `MAX_INFLIGHT_GROUPS`).
-    unsynced: VecDeque<u64>,
-    /// Bodies of written groups, kept for the next slots: a fresh one grew by doubling to
-    /// each group's size (a bulk load's groups are 100 KiB and more), in new memory.
-    spare: Vec<Vec<u8>>,
-    /// Largest `written` value a started sync covers.
-    sync_cover: u64,
-    /// Syncs started so far (each is numbered in start order).
-    syncs_started: u64,
-    /// Every sync numbered below this has completed.
-    syncs_done_below: u64,
-    /// Completed syncs numbered at or above `syncs_done_below`.
-    syncs_done: BTreeSet<u64>,
-    /// Successful syncs not counted yet, in completion order: (syncs started when it
-    /// completed, its cover). See [`Wal::wait_durable`].
-    held: VecDeque<(u64, u64)>,
-    durable: u64,
+    /// Bodies of written groups, kept for the next slots (a fresh one grew by doubling to
+    /// each group's size, in new memory).
+    spare: Vec<AlignedBuf>,
     reclaim: u64,
-    failed: Option<Failure>,
 }
 
 /// Log counters.
@@ -106,10 +115,9 @@ pub struct Wal {
     db_id: u64,
     epoch: u32,
     stream: u16,
-    state: Mutex<State>,
-    cond: Condvar,
-    /// The group writer's buffer ([`Wal::write_slots`]).
-    write_buf: Mutex<Vec<u8>>,
+    group: Group<Pending, Failure>,
+    /// The leader's buffer for a round of several slots ([`Wal::write_slots`]).
+    write_buf: Mutex<AlignedBuf>,
     /// Counters.
     pub counters: WalCounters,
     /// Phase times of the log path (and of the transactions of the database using it).
@@ -134,30 +142,20 @@ impl Wal {
         reclaim: u64,
     ) -> Self {
         debug_assert_eq!(next_lsn % SECTOR as u64, 0);
+        let pending = Pending {
+            next_lsn,
+            slots: VecDeque::new(),
+            spare: Vec::new(),
+            reclaim,
+        };
         Self {
             dev,
             capacity,
             db_id: id.db_id,
             epoch: id.epoch,
             stream,
-            state: Mutex::new(State {
-                next_lsn,
-                slots: VecDeque::new(),
-                writing: false,
-                written: next_lsn,
-                unsynced: VecDeque::new(),
-                spare: Vec::new(),
-                sync_cover: next_lsn,
-                syncs_started: 0,
-                syncs_done_below: 0,
-                syncs_done: BTreeSet::new(),
-                held: VecDeque::new(),
-                durable: next_lsn,
-                reclaim,
-                failed: None,
-            }),
-            cond: Condvar::new(),
-            write_buf: Mutex::new(Vec::new()),
+            group: Group::new(pending, next_lsn, true, false),
+            write_buf: Mutex::new(AlignedBuf::default()),
             counters: WalCounters::default(),
             profile: Profile::new(),
             sabotage: None,
@@ -167,6 +165,16 @@ impl Wal {
     /// Removes a safety step on purpose (crash-test self-checks).
     pub(crate) fn sabotaged(mut self, s: Option<Sabotage>) -> Self {
         self.sabotage = s;
+        if probe::is(s, Sabotage::AckBeforeSync) {
+            self.group.ack_before_sync();
+        }
+        self
+    }
+
+    /// Whether a synchronous committer that leads a round first waits briefly for the
+    /// committers the last round acknowledged ([`group`]'s gathering; on by default).
+    pub(crate) fn gathering(mut self, on: bool) -> Self {
+        self.group.set_gathers(on);
         self
     }
 
@@ -177,24 +185,24 @@ impl Wal {
 
     /// Bytes of log between the reclaim point and the end.
     pub fn used(&self) -> u64 {
-        let st = self.state.lock();
-        st.next_lsn - st.reclaim
+        let st = self.group.lock();
+        st.pending.next_lsn - st.pending.reclaim
     }
 
     /// The durable LSN.
     pub fn durable(&self) -> u64 {
-        self.state.lock().durable
+        self.group.lock().durable()
     }
 
     /// The end of the log appended so far: waiting for it makes every appended record durable.
     pub fn end(&self) -> u64 {
-        self.state.lock().next_lsn
+        self.group.lock().pending.next_lsn
     }
 
     /// Lets records before `lsn` be overwritten (after a checkpoint made them unnecessary).
     pub fn set_reclaim(&self, lsn: u64) {
-        let mut st = self.state.lock();
-        st.reclaim = st.reclaim.max(lsn);
+        let mut st = self.group.lock();
+        st.pending.reclaim = st.pending.reclaim.max(lsn);
     }
 
     /// Joins the open slot with an encoded record (see [`CommitRecord::encode`]), which it
@@ -208,237 +216,142 @@ impl Wal {
     }
 
     fn append_inner(&self, rec: &mut [u8]) -> Result<(u64, u64)> {
-        let mut st = self.state.lock();
-        if let Some(f) = &st.failed {
+        let mut guard = self.group.lock();
+        let st = &mut *guard;
+        if let Some(f) = st.failed() {
             return Err(Error::Failed(f.clone()));
         }
+        let p = &mut st.pending;
         let len = rec.len() as u64;
-        let open = st.slots.back().is_some_and(|s| s.open);
+        let open = p.slots.back().is_some_and(|s| s.open);
         let need = len
             + if open {
                 0
             } else {
                 GROUP_HEADER as u64 + SECTOR as u64
             };
-        if st.next_lsn + need - st.reclaim > self.capacity {
+        if p.next_lsn + need - p.reclaim > self.capacity {
             return Err(Error::LogFull {
                 need,
                 capacity: self.capacity,
             });
         }
         if !open {
-            let start = st.next_lsn;
-            let mut body = st.spare.pop().unwrap_or_default();
+            let start = p.next_lsn;
+            let mut body = p.spare.pop().unwrap_or_default();
+            body.clear();
+            body.resize(GROUP_HEADER);
             body.reserve(rec.len());
-            st.slots.push_back(Slot {
+            p.slots.push_back(Slot {
                 start,
                 end: start + GROUP_HEADER as u64,
                 open: true,
                 body,
                 records: 0,
             });
-            st.next_lsn = start + GROUP_HEADER as u64;
+            p.next_lsn = start + GROUP_HEADER as u64;
         }
-        let lsn = st.next_lsn;
+        let lsn = p.next_lsn;
         seal_record(rec, lsn);
-        st.next_lsn += len;
-        let next = st.next_lsn;
-        let Some(slot) = st.slots.back_mut() else {
+        p.next_lsn += len;
+        let next = p.next_lsn;
+        let Some(slot) = p.slots.back_mut() else {
             return Err(Error::Internal("log slot vanished".into()));
         };
         slot.body.extend_from_slice(rec);
         slot.records += 1;
         slot.end = next;
-        let close = slot.end - slot.start >= MAX_GROUP_BYTES;
-        if close {
+        debug_assert_eq!(slot.body.len() as u64, slot.end - slot.start);
+        if slot.end - slot.start >= MAX_GROUP_BYTES {
             slot.open = false;
-            st.next_lsn = align_up(next);
+            p.next_lsn = align_up(next);
         }
+        self.group.joined(&Round { wal: self }, st);
         self.counters.commits.fetch_add(1, Ordering::Relaxed);
         Ok((lsn, next))
     }
 
-    /// Returns once the log is durable up to `target`. The calling thread does the work that
-    /// is due: it writes every closed-or-open slot when no other thread is writing (in LSN
-    /// order), and it starts a sync when no sync in flight covers `target`. Syncs of
-    /// consecutive groups overlap, and the device merges them.
+    /// Returns once the log is durable up to `target`, leading a round (write every pending
+    /// slot, sync once) when none is in flight, else riding the round in flight or the next.
     pub fn wait_durable(&self, target: u64) -> Result<()> {
-        let mut st = self.state.lock();
-        loop {
-            if st.durable >= target {
-                return Ok(());
-            }
-            if let Some(f) = &st.failed {
-                return Err(Error::Failed(f.clone()));
-            }
-            if st.written < target {
-                let room = MAX_INFLIGHT_GROUPS.saturating_sub(st.unsynced.len());
-                if !st.writing && room > 0 && !st.slots.is_empty() {
-                    let take = room.min(st.slots.len());
-                    let mut slots: Vec<Slot> = st.slots.drain(..take).collect();
-                    if let Some(last) = slots.last_mut() {
-                        if last.open {
-                            last.open = false;
-                            st.next_lsn = align_up(st.next_lsn);
-                        }
-                    }
-                    st.writing = true;
-                    // Only syncs completed by now count: commits below it may be acknowledged.
-                    let durable = st.durable;
-                    drop(st);
-                    let t0 = Stamp::now();
-                    let res = self.write_slots(&slots, durable);
-                    self.profile.add(Phase::LogWrite, t0);
-                    st = self.state.lock();
-                    st.writing = false;
-                    match res {
-                        Ok(()) => {
-                            for sl in &slots {
-                                let end = align_up(sl.end);
-                                st.written = end;
-                                st.unsynced.push_back(end);
-                            }
-                        }
-                        Err(e) => st.failed = Some(Failure::new(e)),
-                    }
-                    for sl in slots {
-                        let mut body = sl.body;
-                        if body.capacity() <= KEPT_WRITE_BUF
-                            && st.spare.len() < 2 * MAX_INFLIGHT_GROUPS
-                        {
-                            body.clear();
-                            st.spare.push(body);
-                        }
-                    }
-                    self.cond.notify_all();
-                    continue;
-                }
-                // With every in-flight group unsynced and no sync in flight for them, nobody
-                // else may be due to sync (e.g. the pipelined flush thread alone): sync them
-                // here to make room. Otherwise wait for the writer or the sync in flight.
-                if !(room == 0 && st.sync_cover < st.written) {
-                    let t0 = Stamp::now();
-                    self.cond.wait(&mut st);
-                    self.profile.add(Phase::LogWaitSlot, t0);
-                    continue;
-                }
-            } else if st.sync_cover >= target {
-                // A sync in flight covers the target.
-                let t0 = Stamp::now();
-                self.cond.wait(&mut st);
-                self.profile.add(Phase::LogWaitSync, t0);
-                continue;
-            }
-            let cover = st.written;
-            st.sync_cover = cover;
-            let seq = st.syncs_started;
-            st.syncs_started += 1;
-            drop(st);
-            let t0 = Stamp::now();
-            let res = if probe::is(self.sabotage, Sabotage::SkipLogSync) {
-                Ok(())
-            } else if probe::is(self.sabotage, Sabotage::RetryFailedLogSync) {
-                self.dev.flush().or_else(|_| self.dev.flush())
-            } else {
-                self.dev.flush()
-            };
-            self.profile.add(Phase::LogSync, t0);
-            st = self.state.lock();
-            st.syncs_done.insert(seq);
-            let mut below = st.syncs_done_below;
-            while st.syncs_done.remove(&below) {
-                below += 1;
-            }
-            st.syncs_done_below = below;
-            match res {
-                Ok(()) => {
-                    // Sabotage: counted at once, as if no overlapping sync could fail.
-                    let started = if probe::is(self.sabotage, Sabotage::CountOverlappedSync) {
-                        0
-                    } else {
-                        st.syncs_started
-                    };
-                    st.held.push_back((started, cover));
-                    self.counters.syncs.fetch_add(1, Ordering::Relaxed);
-                }
-                Err(e) => {
-                    if st.failed.is_none() {
-                        st.failed = Some(Failure::new(e.into()));
-                    }
-                }
-            }
-            // A sync's success counts only once every sync that overlapped it has completed
-            // without failing: a failed fsync may have dropped the writes (Linux marks the
-            // pages clean), and an overlapping fsync can then report success without them.
-            // (Found by the crash test's fsync-fail fault with 4 threads.)
-            while st.failed.is_none() {
-                let Some(&(started, cover)) = st.held.front() else {
-                    break;
-                };
-                if started > st.syncs_done_below {
-                    break;
-                }
-                st.held.pop_front();
-                st.durable = st.durable.max(cover);
-                while st.unsynced.front().is_some_and(|&e| e <= cover) {
-                    st.unsynced.pop_front();
-                }
-            }
-            self.cond.notify_all();
-        }
+        self.group
+            .wait_durable(&Round { wal: self }, target, false)
+            .map_err(Error::Failed)
+    }
+
+    /// [`Wal::wait_durable`] for a synchronous committer: as a leader it may first gather the
+    /// committers the last round acknowledged ([`group`]).
+    pub fn wait_committed(&self, target: u64) -> Result<()> {
+        self.group
+            .wait_durable(&Round { wal: self }, target, true)
+            .map_err(Error::Failed)
     }
 
     /// Closes the open group so that the log end is a group boundary, and returns it: every
     /// record appended so far lies before it, every later one after it (a checkpoint's redo
     /// start, taken under the commit lock without waiting for any I/O there).
     pub fn close_group(&self) -> u64 {
-        let mut st = self.state.lock();
-        let open = st.slots.back().is_some_and(|s| s.open);
-        if open {
-            if let Some(s) = st.slots.back_mut() {
+        let mut st = self.group.lock();
+        let p = &mut st.pending;
+        if let Some(s) = p.slots.back_mut() {
+            if s.open {
                 s.open = false;
+                p.next_lsn = align_up(p.next_lsn);
             }
-            st.next_lsn = align_up(st.next_lsn);
         }
-        st.next_lsn
+        p.next_lsn
     }
 
-    /// Writes consecutive groups (one device request; no sync); `durable` is the durable LSN
-    /// their headers record.
-    fn write_slots(&self, slots: &[Slot], durable: u64) -> Result<()> {
-        let Some(first) = slots.first() else {
-            return Ok(());
+    /// Seals a slot for writing: its group header in front (`durable` is the durable LSN the
+    /// header records), zeros to the next sector boundary behind.
+    fn seal_slot(&self, slot: &mut Slot, durable: u64) {
+        let len = slot.body.len();
+        debug_assert_eq!(len as u64, slot.end - slot.start);
+        let buf = slot.body.as_mut_slice();
+        let hdr = GroupHeader {
+            lsn: slot.start,
+            len: len as u32,
+            records: slot.records,
+            body_crc: crc32c::crc32c(&buf[GROUP_HEADER..]),
+            durable,
+            db_id: self.db_id,
+            epoch: self.epoch,
         };
-        // Only one thread writes at a time: the buffer is this writer's alone, kept between
-        // writes (a new one per group was a fresh allocation the kernel zeroed every time).
+        hdr.encode(&mut buf[..GROUP_HEADER]);
+        slot.body.resize(align_up(len as u64) as usize);
+    }
+
+    /// Writes consecutive groups (one device request; no sync): a single slot from its own
+    /// buffer, several through the leader's buffer.
+    fn write_slots(&self, slots: &mut [Slot], durable: u64) -> Result<()> {
+        for slot in slots.iter_mut() {
+            self.seal_slot(slot, durable);
+        }
+        let (first, rest) = match slots {
+            [] => return Ok(()),
+            [one] => {
+                self.write_ring(one.start, one.body.as_slice())?;
+                self.counters
+                    .bytes
+                    .fetch_add(one.body.len() as u64, Ordering::Relaxed);
+                return Ok(());
+            }
+            [first, rest @ ..] => (first, rest),
+        };
         let mut kept = self.write_buf.lock();
         let buf = &mut *kept;
         buf.clear();
-        for slot in slots {
+        buf.extend_from_slice(first.body.as_slice());
+        for slot in rest {
             debug_assert_eq!(slot.start, first.start + buf.len() as u64);
-            let base = buf.len();
-            buf.resize(base + GROUP_HEADER, 0);
-            buf.extend_from_slice(&slot.body);
-            let len = buf.len() - base;
-            debug_assert_eq!(len as u64, slot.end - slot.start);
-            let hdr = GroupHeader {
-                lsn: slot.start,
-                len: len as u32,
-                records: slot.records,
-                body_crc: crc32c::crc32c(&buf[base + GROUP_HEADER..]),
-                durable,
-                db_id: self.db_id,
-                epoch: self.epoch,
-            };
-            hdr.encode(&mut buf[base..base + GROUP_HEADER]);
-            buf.resize(base + align_up(len as u64) as usize, 0);
+            buf.extend_from_slice(slot.body.as_slice());
         }
-        self.write_ring(first.start, buf)?;
+        self.write_ring(first.start, buf.as_slice())?;
         self.counters
             .bytes
             .fetch_add(buf.len() as u64, Ordering::Relaxed);
-        if buf.capacity() > KEPT_WRITE_BUF {
-            *buf = Vec::new();
+        if buf.capacity() > KEPT_BUF {
+            *buf = AlignedBuf::default();
         }
         Ok(())
     }
@@ -453,5 +366,104 @@ impl Wal {
             self.dev.write(1, &buf[first..], hints)?;
         }
         Ok(())
+    }
+
+    fn sync(&self) -> Result<()> {
+        if probe::is(self.sabotage, Sabotage::SkipLogSync) {
+            return Ok(());
+        }
+        if probe::is(self.sabotage, Sabotage::RetryFailedLogSync) {
+            return Ok(self.dev.flush().or_else(|_| self.dev.flush())?);
+        }
+        Ok(self.dev.flush()?)
+    }
+}
+
+/// One round of the log's group commit: the [`group::Io`] of a [`Wal`].
+struct Round<'a> {
+    wal: &'a Wal,
+}
+
+impl group::Io<Pending> for Round<'_> {
+    type Taken = Vec<Slot>;
+    type Error = Failure;
+    type Stamp = Stamp;
+
+    fn take(&self, p: &mut Pending) -> Option<(Self::Taken, u64, u32)> {
+        let mut bytes = 0usize;
+        let mut n = 0;
+        for s in &p.slots {
+            let len = s.body.len();
+            if n > 0 && bytes + len > MAX_ROUND_BYTES {
+                break;
+            }
+            bytes += len;
+            n += 1;
+        }
+        if n == 0 {
+            return None;
+        }
+        let mut taken: Vec<Slot> = p.slots.drain(..n).collect();
+        let last = taken.last_mut()?;
+        if last.open {
+            last.open = false;
+            p.next_lsn = align_up(p.next_lsn);
+        }
+        let end = align_up(last.end);
+        let records = taken.iter().map(|s| s.records).sum();
+        Some((taken, end, records))
+    }
+
+    fn write(&self, taken: &mut Vec<Slot>, durable: u64) -> std::result::Result<(), Failure> {
+        let t0 = Stamp::now();
+        let r = self.wal.write_slots(taken, durable);
+        self.wal.profile.add(Phase::LogWrite, t0);
+        r.map_err(Failure::new)
+    }
+
+    fn sync(&self) -> std::result::Result<(), Failure> {
+        let t0 = Stamp::now();
+        let r = self.wal.sync();
+        self.wal.profile.add(Phase::LogSync, t0);
+        if r.is_ok() {
+            self.wal.counters.syncs.fetch_add(1, Ordering::Relaxed);
+        }
+        r.map_err(Failure::new)
+    }
+
+    fn recycle(&self, p: &mut Pending, taken: Self::Taken) {
+        for s in taken {
+            if s.body.capacity() <= KEPT_BUF && p.spare.len() < KEPT_SPARES {
+                p.spare.push(s.body);
+            }
+        }
+    }
+
+    fn beyond(&self, target: u64, durable: u64) -> Failure {
+        Failure::new(Error::Internal(format!(
+            "asked the log durable to {target}, beyond every record appended (durable to \
+             {durable})"
+        )))
+    }
+
+    fn stamp(&self) -> Stamp {
+        Stamp::now()
+    }
+
+    fn now_ns(&self) -> u64 {
+        static ORIGIN: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+        ORIGIN
+            .get_or_init(std::time::Instant::now)
+            .elapsed()
+            .as_nanos() as u64
+    }
+
+    fn waited(&self, w: Wait, since: Stamp) {
+        let phase = match w {
+            Wait::Slot => Phase::LogWaitSlot,
+            Wait::Sync => Phase::LogWaitSync,
+            Wait::Gather => Phase::LogGather,
+        };
+        self.wal.profile.add(phase, since);
     }
 }

@@ -58,7 +58,17 @@ impl Db {
     }
 
     pub(super) fn wait(&self, end: u64) -> Result<()> {
-        if let Err(e) = self.inner.wal.wait_durable(end) {
+        self.waited(self.inner.wal.wait_durable(end))
+    }
+
+    /// [`Db::wait`] for a synchronous commit: a round's leader may gather the committers the
+    /// last round acknowledged (see the log's group commit).
+    pub(super) fn wait_commit(&self, end: u64) -> Result<()> {
+        self.waited(self.inner.wal.wait_committed(end))
+    }
+
+    fn waited(&self, r: Result<()>) -> Result<()> {
+        if let Err(e) = r {
             return Err(self.fail(e));
         }
         self.inner.mvcc.advance(self.inner.wal.durable());
@@ -77,15 +87,24 @@ impl Db {
         }
         let short = || self.inner.wal.used() + need > cap / 4 * 3;
         if short() {
-            // The checkpoint running (the background thread's, begun at half the log) frees
-            // the log when it ends: wait for it, and take another only if it left too little.
-            // Taking one after it regardless wrote the whole dirty set twice while commits
-            // stood (1.7 s stalls in no-sync runs of a million records).
-            self.check_writable()?;
-            let one = self.inner.ckpt_lock.lock();
-            if short() {
-                self.checkpoint_held(&one)?;
-            }
+            let t0 = Stamp::now();
+            let r = self.make_log_space(&short);
+            self.inner.wal.profile.add(Phase::LogWaitSpace, t0);
+            return r;
+        }
+        Ok(())
+    }
+
+    /// Waits for the checkpoint running, or runs one, until `short()` no longer holds.
+    fn make_log_space(&self, short: &dyn Fn() -> bool) -> Result<()> {
+        // The checkpoint running (the background thread's, begun at half the log) frees
+        // the log when it ends: wait for it, and take another only if it left too little.
+        // Taking one after it regardless wrote the whole dirty set twice while commits
+        // stood (1.7 s stalls in no-sync runs of a million records).
+        self.check_writable()?;
+        let one = self.inner.ckpt_lock.lock();
+        if short() {
+            self.checkpoint_held(&one)?;
         }
         Ok(())
     }
@@ -165,18 +184,20 @@ impl Txn<'_> {
         let pre = self.pre_read()?;
         // Room in the log is checked again under the commit lock (other committers may have
         // used it meanwhile): once a commit has changed pages, its record must fit.
-        let t_lock = Stamp::now();
-        let mut cs = loop {
+        // Waiting for log space is booked apart from the commit lock (`log.wait_space`).
+        let (mut cs, t_apply) = loop {
             db.ensure_log_space(estimate)?;
+            let t_lock = Stamp::now();
             let cs = db.lock_writable()?;
             let cap = db.inner.wal.capacity();
             if db.inner.wal.used() + estimate <= cap / 8 * 7 {
-                break cs;
+                break (cs, prof.add(Phase::CommitLock, t_lock));
             }
             drop(cs);
+            let t_space = prof.add(Phase::CommitLock, t_lock);
             db.checkpoint()?;
+            prof.add(Phase::LogWaitSpace, t_space);
         };
-        let t_apply = prof.add(Phase::CommitLock, t_lock);
         self.validate(&pre)?;
         let cts = cs.next_cts;
         let end = self.apply_and_log(cts, pre)?;

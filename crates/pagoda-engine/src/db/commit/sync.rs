@@ -15,7 +15,7 @@ impl Db {
         let prof = &self.inner.wal.profile;
         let t_wait = prof.add(Phase::CommitApply, t_apply);
         if !probe::is(self.inner.opts.sabotage, Sabotage::AckBeforeDurable) {
-            self.wait(info.lsn)?;
+            self.wait_commit(info.lsn)?;
         }
         prof.add(Phase::WaitDurable, t_wait);
         Ok(self.count_commit(info))

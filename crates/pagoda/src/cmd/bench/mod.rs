@@ -119,6 +119,11 @@ pub struct EngineArgs {
     /// With --commit lazy: the longest a commit waits before the flush thread syncs it.
     #[arg(long, default_value = "10ms")]
     lazy_flush: String,
+    /// With --commit sync: a thread that leads a log round first waits (at most two rounds'
+    /// time) for the committers the last round acknowledged, so that one sync carries all of
+    /// them instead of alternating half-batches. `off` is the ablation.
+    #[arg(long, default_value = "on", value_parser = parse_on_off)]
+    commit_gather: bool,
     /// Commits each client thread may have unresolved at once with --commit pipelined: the
     /// thread hands a commit off and runs its next transaction, but before queuing another
     /// commit waits until fewer than this many are unresolved. 1 keeps one commit in flight per
@@ -508,4 +513,13 @@ fn with_bar<T>(
         b.finish();
     }
     Ok(out?)
+}
+
+/// `on` or `off`, for a switch flag with a default.
+fn parse_on_off(s: &str) -> Result<bool, String> {
+    match s {
+        "on" => Ok(true),
+        "off" => Ok(false),
+        _ => Err(format!("'{s}': use on or off")),
+    }
 }

@@ -64,6 +64,7 @@ fn refuse_pagoda_flags(e: &EngineArgs, kind: PeerKind) -> CliResult<()> {
         ("--torn", e.torn != TornMode::Doublewrite),
         ("--pipeline-depth", e.pipeline_depth != 32),
         ("--lazy-flush", e.lazy_flush != "10ms"),
+        ("--commit-gather", !e.commit_gather),
         ("--flash-cache", e.flash.given()),
     ];
     if let Some((flag, _)) = given.iter().find(|(_, g)| *g) {

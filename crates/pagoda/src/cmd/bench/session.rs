@@ -189,6 +189,7 @@ impl Bench {
             .torn(e.torn)
             .commit(e.commit)
             .lazy_flush_interval(parse_duration(&e.lazy_flush)?)
+            .commit_gather(e.commit_gather)
             .background(!e.no_background);
         if let Some(fc) = flash_opts {
             opts = opts.flash_cache(fc);
@@ -243,7 +244,7 @@ impl Bench {
         };
         let mut config = json!({
             "dir": e.dir, "data": dd, "log": ld, "buffer_bytes": buffer, "load_buffer_bytes": load_buffer, "fast_load": e.fast_load, "background": !e.no_background,
-            "page_size": page_size, "torn": e.torn.to_string(), "commit": e.commit.to_string(), "pipeline_depth": e.pipeline_depth, "lazy_flush": e.lazy_flush, "log_size": e.log_size,
+            "page_size": page_size, "torn": e.torn.to_string(), "commit": e.commit.to_string(), "pipeline_depth": e.pipeline_depth, "lazy_flush": e.lazy_flush, "commit_gather": e.commit_gather, "log_size": e.log_size,
             "commits_in_flight_per_thread": in_flight,
             "seed": e.seed, "threads": p.threads, "load_only": p.load_only, "run_only": p.run_only,
         });

@@ -49,12 +49,13 @@ pub struct CrashtestArgs {
     #[arg(long)]
     buffer: Option<String>,
     /// Remove one safety step of the engine on purpose (skip-log-sync, skip-doublewrite,
-    /// ack-before-durable, skip-wal-rule, skip-checkpoint-flush, non-atomic-pages,
+    /// ack-before-durable, ack-before-sync (with --threads 2 or more), skip-wal-rule,
+    /// skip-checkpoint-flush, non-atomic-pages,
     /// visible-before-durable, redo-partial-writes, merge-unmarked-sibling, ignore-log-epoch,
     /// drop-ops-of-imaged-records, doublewrite-old-images;
     /// with --commit lazy: salvage-torn-log; with --flash-cache: flash-unsynced-writeback, flash-trust-torn-slots;
     /// with --faults: trust-page-checksum (bitrot), trust-page-id (misdirected),
-    /// retry-failed-log-sync and count-overlapped-sync (fsync-fail), ignore-write-error
+    /// retry-failed-log-sync (fsync-fail), ignore-write-error
     /// (eio-write, enospc),
     /// ignore-read-error (eio-read); with --flash-cache and --faults eio-write:
     /// flash-write-after-failure): the crash test
