@@ -152,6 +152,10 @@ pub struct CrashTestOptions {
     pub faults: Vec<FaultKind>,
     /// The share of cycles in which a fault is armed.
     pub fault_chance: f64,
+    /// Every open takes the log device as sparse (`DbOptions::log_ready_bytes(0)`): the engine
+    /// writes zeros ahead of its log writer while the workload runs (with background threads,
+    /// i.e. more than one thread, a thread of its own does).
+    pub sparse_log: bool,
 }
 
 impl Default for CrashTestOptions {
@@ -179,6 +183,7 @@ impl Default for CrashTestOptions {
             flash_cache: None,
             faults: Vec::new(),
             fault_chance: 0.5,
+            sparse_log: false,
         }
     }
 }

@@ -117,6 +117,11 @@ pub(crate) fn db_options(opts: &CrashTestOptions, switch: &Arc<Switch>) -> DbOpt
         .paranoid(true)
         // One thread: no background thread, so that the run is deterministic.
         .background(opts.threads > 1);
+    let o = if opts.sparse_log {
+        o.log_ready_bytes(0)
+    } else {
+        o
+    };
     let o = match opts.commit_spill_bytes {
         Some(b) => o.commit_spill_bytes(b),
         None => o,

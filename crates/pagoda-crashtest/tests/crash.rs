@@ -131,6 +131,33 @@ fn crash_doublewrite_lazy() {
     assert!(r.lazy_commits_lost > 0, "no lazy commit was lost: {r:?}");
 }
 
+/// A sparse log: zeros go ahead of the log writer (its own thread, with four workers) while
+/// power is cut at random points, also during recovery. The sabotage
+/// `write-log-past-ready` proves the check can see zeros written over the log.
+#[test]
+fn crash_sparse_log_four_threads() {
+    let n = cycles(150);
+    let seed = seed() ^ 0x5a75;
+    let report = run(CrashTestOptions {
+        cycles: n,
+        seed,
+        page_size: 4096,
+        threads: 4,
+        sparse_log: true,
+        ..CrashTestOptions::default()
+    })
+    .unwrap_or_else(|e| panic!("crashtest sparse log seed {seed}: {e}"));
+    for f in &report.failures {
+        eprintln!("{f}");
+    }
+    assert!(
+        !report.failed(TornMode::Doublewrite),
+        "crashtest sparse log failed with seed {seed}: {}",
+        report.failures[0]
+    );
+    common::assert_exercised(&report, n);
+}
+
 #[test]
 fn bad_options_are_refused() {
     let bad = |o: CrashTestOptions| run(o).unwrap_err().to_string();

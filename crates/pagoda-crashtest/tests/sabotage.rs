@@ -135,6 +135,30 @@ fn sabotage_ack_before_sync_is_caught() {
 }
 
 #[test]
+fn sabotage_write_log_past_ready_is_caught() {
+    // With a sparse log, a round that writes past the ready prefix without making it ready
+    // first has its groups overwritten by the zeros written ahead of the log (the thread that
+    // writes them runs with background threads: four threads).
+    let (f, _) = caught_on(
+        4,
+        pagoda_crashtest::run,
+        Sabotage::WriteLogPastReady,
+        &[LostCommit, Corruption],
+        300,
+        || CrashTestOptions {
+            sparse_log: true,
+            ..options(TornMode::Doublewrite, CommitMode::Sync, 0x5ba)
+        },
+    );
+    assert!(
+        f.findings
+            .iter()
+            .all(|x| x.kind == LostCommit || x.found.contains("was written after it was synced")),
+        "not a lost acknowledged commit: {f}"
+    );
+}
+
+#[test]
 fn sabotage_visible_before_durable_is_caught() {
     // A reader sees a pipelined commit still waiting for its log sync. Caught at cycle 0 in 6
     // runs of 6.

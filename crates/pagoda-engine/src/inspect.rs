@@ -137,8 +137,8 @@ impl fmt::Display for InspectReport {
 
 /// Inspects the database in directory `path` (`data.pagoda`, `log.pagoda`).
 pub fn inspect_dir(path: &Path) -> Result<InspectReport> {
-    let (data, log) = devices(&DbOptions::in_dir(path), true)?;
-    inspect_devices(&data, &log)
+    let d = devices(&DbOptions::in_dir(path), true)?;
+    inspect_devices(&d.data, &d.log)
 }
 
 /// Inspects a database on the given devices.

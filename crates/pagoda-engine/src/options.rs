@@ -203,6 +203,11 @@ pub struct DbOptions {
     /// Size of a new log file in bytes (written out with zeros at creation so that log writes
     /// never allocate). `None` (the default): see [`DbOptions::new_log_file_bytes`].
     pub(crate) log_file_bytes: Option<u64>,
+    /// The log device allocates on first write (a sparse file given as a device): only this
+    /// many ring bytes are known written, the engine makes the rest ready ahead of its
+    /// writer. `None`: the whole ring is ready (or, for [`DbOptions::in_dir`], read from the
+    /// log file's blocks).
+    pub(crate) log_ready_bytes: Option<u64>,
     /// Periodic checkpoint interval (default 60 s; a checkpoint is also taken when half the
     /// log is in use, and on demand with `Db::checkpoint`). `None`: by log use only.
     pub(crate) checkpoint_interval: Option<Duration>,
@@ -262,6 +267,7 @@ impl Default for DbOptions {
             dw_pages: 128,
             data_file_bytes: 64 << 30,
             log_file_bytes: None,
+            log_ready_bytes: None,
             checkpoint_interval: Some(Duration::from_secs(60)),
             verify_on_open: false,
             paranoid: false,
@@ -404,6 +410,16 @@ impl DbOptions {
     /// Sets the log ring size.
     pub fn log_capacity(mut self, bytes: u64) -> Self {
         self.log_capacity = Some(bytes);
+        self
+    }
+
+    /// Says the log device allocates space on its first write to it (a sparse file passed as
+    /// a device): only its first `ready_bytes` ring bytes are known written. The engine then
+    /// writes zeros ahead of its log writer (an fdatasync after an allocating write also
+    /// commits file-system metadata, several times slower) instead of the caller writing out
+    /// the whole file first. A log that recovery finds longer counts as ready up to its end.
+    pub fn log_ready_bytes(mut self, ready_bytes: u64) -> Self {
+        self.log_ready_bytes = Some(ready_bytes);
         self
     }
 

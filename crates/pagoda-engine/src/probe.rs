@@ -159,11 +159,15 @@ pub enum Sabotage {
     /// A group-commit round acknowledges the commits it wrote before its sync completes (a
     /// follower, or a pipelined ticket, is told "durable" while its record may still be lost).
     AckBeforeSync,
+    /// A log round writes past the ring's ready prefix without making the room ready first,
+    /// so the thread that zero-fills a sparse log ahead of the writer later writes zeros over
+    /// acknowledged groups.
+    WriteLogPastReady,
 }
 
 impl Sabotage {
     /// Every sabotage.
-    pub const ALL: [Sabotage; 23] = [
+    pub const ALL: [Sabotage; 24] = [
         Self::SkipLogSync,
         Self::SkipDoublewrite,
         Self::AckBeforeDurable,
@@ -187,6 +191,7 @@ impl Sabotage {
         Self::IgnoreReadError,
         Self::FlashWriteAfterFailure,
         Self::AckBeforeSync,
+        Self::WriteLogPastReady,
     ];
 
     /// Whether the sabotage only has an effect with a flash cache.
@@ -223,6 +228,7 @@ impl Sabotage {
             Self::IgnoreReadError => "ignore-read-error",
             Self::FlashWriteAfterFailure => "flash-write-after-failure",
             Self::AckBeforeSync => "ack-before-sync",
+            Self::WriteLogPastReady => "write-log-past-ready",
         }
     }
 }

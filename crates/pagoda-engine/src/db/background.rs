@@ -189,6 +189,25 @@ impl Db {
         if let Some(h) = h {
             self.join("pagoda-bg", h);
         }
+        let h = self.inner.log_prep.lock().take();
+        if let Some(h) = h {
+            self.join("pagoda-log-prep", h);
+        }
+    }
+
+    /// Starts the thread that makes a new log file's ring ready ahead of the log's end
+    /// (when part of it is not ready yet).
+    pub(super) fn start_log_prep(&self) {
+        if !self.inner.wal.preparing() {
+            return;
+        }
+        let weak: Weak<Inner> = Arc::downgrade(&self.inner);
+        let handle = std::thread::Builder::new()
+            .name("pagoda-log-prep".into())
+            .spawn(move || guarded("pagoda-log-prep", weak, log_prep));
+        if let Ok(h) = handle {
+            *self.inner.log_prep.lock() = Some(h);
+        }
     }
 
     /// Joins an engine thread; a panic that escaped it fails the database.
@@ -306,6 +325,31 @@ fn lazy_flusher(weak: Weak<Inner>, lazy: Arc<LazyFlush>, every: Duration) {
             }
         }
         if stopping {
+            return;
+        }
+    }
+}
+
+/// The log-preparing thread: keeps the ring ready ahead of the log's end until all of it is.
+/// A failed zero write ends it quietly: the rounds then make their own room (and meet the
+/// device's error themselves, if it persists).
+fn log_prep(weak: Weak<Inner>) {
+    loop {
+        let Some(inner) = weak.upgrade() else { return };
+        if !inner.wal.preparing() || inner.closed.load(Ordering::Acquire) {
+            return;
+        }
+        match inner.wal.prepare_ahead() {
+            Ok(true) => {}
+            Ok(false) => {
+                let mut stop = inner.bg_stop.lock();
+                if !*stop {
+                    inner.bg_cond.wait_for(&mut stop, Duration::from_millis(10));
+                }
+            }
+            Err(_) => return,
+        }
+        if *inner.bg_stop.lock() {
             return;
         }
     }

@@ -28,10 +28,23 @@ pub(super) fn check_atomic_unit(torn: TornMode, data: &DeviceRef, page_size: usi
     }
 }
 
+/// The devices an options value names.
+pub(crate) struct Devices {
+    pub(crate) data: DeviceRef,
+    pub(crate) log: DeviceRef,
+    /// Bytes the log file holds on disk (its ready prefix, see the log's `prepare`), when
+    /// the engine made the log file itself; `None` for devices given by the caller.
+    pub(crate) log_allocated: Option<u64>,
+}
+
 /// Opens the devices an options value names.
-pub(crate) fn devices(opts: &DbOptions, read_only: bool) -> Result<(DeviceRef, DeviceRef)> {
+pub(crate) fn devices(opts: &DbOptions, read_only: bool) -> Result<Devices> {
     if let (Some(d), Some(l)) = (&opts.data, &opts.log) {
-        return Ok((d.clone(), l.clone()));
+        return Ok(Devices {
+            data: d.clone(),
+            log: l.clone(),
+            log_allocated: None,
+        });
     }
     let Some(dir) = &opts.dir else {
         return Err(Error::config("no directory and no devices given"));
@@ -79,7 +92,7 @@ pub(crate) fn devices(opts: &DbOptions, read_only: bool) -> Result<(DeviceRef, D
     // The data file first: when it is refused (no atomic writes there), no log was written.
     let d = open(&data, opts.data_file_bytes, atomic, false)?;
     if !read_only && !log.exists() {
-        preallocate_log_file(&log, opts.new_log_file_bytes() + SECTOR as u64)?;
+        create_sparse_log_file(&log, opts.new_log_file_bytes() + SECTOR as u64)?;
     }
     // The log bypasses the page cache where the file system allows it (not tmpfs): a commit's
     // write then goes to the device at once and its fdatasync has only the flush left to do
@@ -89,12 +102,38 @@ pub(crate) fn devices(opts: &DbOptions, read_only: bool) -> Result<(DeviceRef, D
         Ok(l) => l,
         Err(_) => open(&log, log_bytes, None, false)?,
     };
-    Ok((d, l))
+    let log_allocated = if read_only {
+        None
+    } else {
+        use std::os::unix::fs::MetadataExt;
+        let m = std::fs::metadata(&log)
+            .map_err(|e| Error::Device(pagoda_device::DeviceError::io(&log, e)))?;
+        // A block device (or a file system without block counts) is taken as all ready.
+        (m.is_file() && m.blocks() > 0).then(|| m.blocks() * 512)
+    };
+    Ok(Devices {
+        data: d,
+        log: l,
+        log_allocated,
+    })
+}
+
+/// Creates a new log file of `bytes`, sparse (nothing written): the log makes its ring ready
+/// ahead of its writer (the log's `prepare`), so creating a database writes no log.
+fn create_sparse_log_file(path: &std::path::Path, bytes: u64) -> Result<()> {
+    let io = |e| Error::Device(pagoda_device::DeviceError::io(path, e));
+    let tmp = path.with_extension("pagoda.tmp");
+    let f = std::fs::File::create(&tmp).map_err(io)?;
+    f.set_len(bytes).map_err(io)?;
+    f.sync_all().map_err(io)?;
+    std::fs::rename(&tmp, path).map_err(io)?;
+    Ok(())
 }
 
 /// Writes a new log file full of zeros, so that log writes never allocate blocks (an fsync
 /// after an allocating write also commits file-system metadata: several times slower). For
-/// callers that open a `file:` log device themselves; [`DbOptions::in_dir`] does it already.
+/// callers that open a `file:` log device themselves and pass it as a device;
+/// [`DbOptions::in_dir`] makes its log file ready as it goes instead.
 pub fn preallocate_log_file(path: &std::path::Path, bytes: u64) -> Result<()> {
     use std::io::Write;
     let io = |e| Error::Device(pagoda_device::DeviceError::io(path, e));

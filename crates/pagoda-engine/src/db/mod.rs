@@ -13,8 +13,8 @@ mod stats;
 mod txn;
 
 pub use crate::buffer::flash::FlashCacheStats;
-pub(crate) use devices::devices;
 pub use devices::preallocate_log_file;
+pub(crate) use devices::{devices, Devices};
 pub use handles::{ReadOnlyTable, ReadTxn, Table, WriteTxn};
 pub use scan::Scan;
 pub use stats::{BufferStats, CheckpointInfo, DbStats, RecoveryStats};
@@ -71,6 +71,8 @@ struct Inner {
     bg_stop: Mutex<bool>,
     bg_cond: Condvar,
     bg: Mutex<Option<std::thread::JoinHandle<()>>>,
+    /// The thread making a new log file ready ahead of the log (see the log's `prepare`).
+    log_prep: Mutex<Option<std::thread::JoinHandle<()>>>,
     corrupt: RwLock<BTreeSet<u64>>,
     rec_times: Mutex<(f64, u64)>,
     opts: DbOptions,
@@ -136,7 +138,11 @@ impl Db {
     /// damaged page or log position, [`Error::Device`] for I/O errors.
     pub fn open(opts: DbOptions) -> Result<Db> {
         opts.validate()?;
-        let (data, log) = devices(&opts, false)?;
+        let Devices {
+            data,
+            log,
+            log_allocated,
+        } = devices(&opts, false)?;
         let started = Instant::now();
         let dcaps = data.caps();
         let sb = match read_sb(&data)? {
@@ -153,7 +159,7 @@ impl Db {
             sb,
             stats: rec,
             corrupt,
-        } = recover(&opts, &data, &log, sb)?;
+        } = recover(&opts, &data, &log, sb, log_allocated)?;
         let meta_page = sb.meta_page;
         let next_cts = rec.last_cts + 1;
         let inner = Arc::new(Inner {
@@ -175,6 +181,7 @@ impl Db {
             bg_stop: Mutex::new(false),
             bg_cond: Condvar::new(),
             bg: Mutex::new(None),
+            log_prep: Mutex::new(None),
             corrupt: RwLock::new(corrupt),
             rec_times: Mutex::new((0.0, 0)),
             data_stream: Stream::Data.on(&dcaps),
@@ -196,6 +203,7 @@ impl Db {
         *db.inner.rec_times.lock() = (started.elapsed().as_secs_f64() * 1000.0, reads);
         if db.inner.opts.background {
             db.start_background();
+            db.start_log_prep();
         }
         db.start_flusher()?;
         db.start_lazy_flusher()?;

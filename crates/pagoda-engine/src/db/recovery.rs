@@ -12,7 +12,7 @@ use crate::format::{
 use crate::options::{DbOptions, TornMode};
 use crate::probe::{self, Event, RecoveryStep};
 use crate::stream::Stream;
-use crate::wal::{self, Wal};
+use crate::wal::{self, ready_from_allocated, Wal};
 use pagoda_device::DeviceRef;
 use pagoda_device::WriteHints;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -40,6 +40,7 @@ pub(super) fn recover(
     data: &DeviceRef,
     log: &DeviceRef,
     sb: Superblock,
+    log_allocated: Option<u64>,
 ) -> Result<Recovered> {
     let page_size = sb.page_size as usize;
     let lcaps = log.caps();
@@ -88,7 +89,8 @@ pub(super) fn recover(
             sb.checkpoint_lsn,
         )
         .sabotaged(opts.sabotage)
-        .gathering(opts.commit_gather),
+        .gathering(opts.commit_gather)
+        .prepared(log_ready(opts, log_allocated, sb.log_capacity, scan.end)),
     );
     let sb = forget_flash_cache(opts, data, sb)?;
     let flash = open_flash(opts, data, log, &sb)?;
@@ -330,4 +332,14 @@ fn redo(
         corrupt,
     )?;
     Ok(last_cts)
+}
+
+/// Ring bytes of the log known written (`None`: all of them): what the caller says, or what
+/// the log file holds on disk, and at least the log recovery found (zeros must never go
+/// below its end; beyond it lie only a torn tail and groups of earlier opens).
+fn log_ready(opts: &DbOptions, allocated: Option<u64>, capacity: u64, end: u64) -> Option<u64> {
+    let said = opts
+        .log_ready_bytes
+        .or_else(|| allocated.map(|a| ready_from_allocated(a, capacity)))?;
+    Some(said.max(end.min(capacity)))
 }

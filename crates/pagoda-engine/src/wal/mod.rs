@@ -31,7 +31,9 @@ use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 mod group;
+mod prepare;
 mod scan;
+pub(crate) use prepare::ready_from_allocated;
 pub(crate) use scan::scan_log;
 pub use scan::{read_ring, scan};
 
@@ -116,6 +118,9 @@ pub struct Wal {
     epoch: u32,
     stream: u16,
     group: Group<Pending, Failure>,
+    /// The ring's ready prefix, when the log file is made ready as it goes ([`prepare`]);
+    /// `None`: every byte of the ring is ready.
+    prep: Option<prepare::Prepare>,
     /// The leader's buffer for a round of several slots ([`Wal::write_slots`]).
     write_buf: Mutex<AlignedBuf>,
     /// Counters.
@@ -155,6 +160,7 @@ impl Wal {
             epoch: id.epoch,
             stream,
             group: Group::new(pending, next_lsn, true, false),
+            prep: None,
             write_buf: Mutex::new(AlignedBuf::default()),
             counters: WalCounters::default(),
             profile: Profile::new(),
@@ -176,6 +182,29 @@ impl Wal {
     pub(crate) fn gathering(mut self, on: bool) -> Self {
         self.group.set_gathers(on);
         self
+    }
+
+    /// The log's file holds only the first `ready` bytes of the ring (a new file is sparse):
+    /// the rest is made ready ahead of the writer ([`prepare`]). `None`: all of it is.
+    pub(crate) fn prepared(mut self, ready: Option<u64>) -> Self {
+        self.prep = ready
+            .map(|r| prepare::Prepare::new(self.capacity, r, self.stream))
+            .filter(|p| !p.complete());
+        self
+    }
+
+    /// Whether part of the ring still has to be made ready ([`Wal::prepare_ahead`]).
+    pub(crate) fn preparing(&self) -> bool {
+        self.prep.as_ref().is_some_and(|p| !p.complete())
+    }
+
+    /// One step of making the ring ready ahead of the log's end (the background thread's);
+    /// returns whether it wrote anything.
+    pub(crate) fn prepare_ahead(&self) -> Result<bool> {
+        let Some(p) = &self.prep else {
+            return Ok(false);
+        };
+        p.step(&self.dev, self.end())
     }
 
     /// Ring capacity in bytes.
@@ -357,6 +386,12 @@ impl Wal {
     }
 
     fn write_ring(&self, lsn: u64, buf: &[u8]) -> Result<()> {
+        if let Some(p) = &self.prep {
+            // Only the first lap can meet space that is not ready.
+            if lsn < self.capacity && !probe::is(self.sabotage, Sabotage::WriteLogPastReady) {
+                p.ensure(&self.dev, lsn + buf.len() as u64)?;
+            }
+        }
         let hints = WriteHints::stream(self.stream);
         let off = lsn % self.capacity;
         let first = ((self.capacity - off) as usize).min(buf.len());

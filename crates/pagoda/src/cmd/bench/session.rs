@@ -37,6 +37,8 @@ pub(crate) struct Bench {
     load: Option<Value>,
     /// With `--fast-load`: the devices whose latency is paused until the load is done.
     paused: Vec<DeviceRef>,
+    /// The first `Db::open` of this process, whole (files created, recovery), in ms.
+    open_ms: f64,
 }
 
 /// Table and key where a persistent database records what was loaded into it.
@@ -207,10 +209,12 @@ impl Bench {
         for d in &paused {
             d.pause_timing(true);
         }
+        let t_open = Instant::now();
         let db = Db::open(match load_buffer {
             Some(b) => opts.buffer_bytes(b as usize),
             None => opts,
         })?;
+        let open_ms = t_open.elapsed().as_secs_f64() * 1000.0;
         let (dd, ld) = (
             e.data
                 .clone()
@@ -266,6 +270,7 @@ impl Bench {
             regime: None,
             load: None,
             paused,
+            open_ms,
         };
         bench.check_loaded(p.run_only, &dir)?;
         Ok(bench)
@@ -323,6 +328,7 @@ impl Bench {
             .make_durable()
             .map_err(|e| CliError::Workload(WorkloadError::store("checkpointing the load", e)))?;
         let timing = summary::LoadTiming {
+            open_ms: self.open_ms,
             acked_s,
             durable_s: super::since_start(),
             make_durable_s: t.elapsed().as_secs_f64(),

@@ -103,6 +103,11 @@ pub struct CrashtestArgs {
     /// Share of the cycles in which a fault is armed (with --faults).
     #[arg(long, value_name = "P", default_value_t = 0.5)]
     fault_chance: f64,
+    /// Take the log device as sparse at every open: the engine writes zeros ahead of its log
+    /// writer while the workload runs (as it does for a new log file), and power cuts meet
+    /// those writes too.
+    #[arg(long)]
+    sparse_log: bool,
 }
 
 /// Whether the device `spec` names can have its power cut (refused before anything is created).
@@ -249,6 +254,7 @@ pub fn run(a: &CrashtestArgs) -> CliResult<()> {
         flash_cache: flash,
         faults,
         fault_chance: a.fault_chance,
+        sparse_log: a.sparse_log,
         ..CrashTestOptions::default()
     };
     opts.validate()?;
