@@ -170,6 +170,10 @@ fn bad_flags_fail_before_any_work() {
         "larger than this machine's memory",
     );
     fails_with(&pagoda(&["bench", "ycsb", "--threads", "0"]), "threads");
+    fails_with(
+        &pagoda(&["bench", "ycsb", "--commit-gather", "maybe"]),
+        "use on or off",
+    );
     fails_with(&pagoda(&["bench", "ycsb", "--workload", "z"]), "workload");
     fails_with(
         &pagoda(&["bench", "ycsb", "--page-size", "3KiB"]),

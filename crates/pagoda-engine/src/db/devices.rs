@@ -108,8 +108,8 @@ pub(crate) fn devices(opts: &DbOptions, read_only: bool) -> Result<Devices> {
         use std::os::unix::fs::MetadataExt;
         let m = std::fs::metadata(&log)
             .map_err(|e| Error::Device(pagoda_device::DeviceError::io(&log, e)))?;
-        // A block device (or a file system without block counts) is taken as all ready.
-        (m.is_file() && m.blocks() > 0).then(|| m.blocks() * 512)
+        // A block device is taken as all ready.
+        m.is_file().then(|| m.blocks() * 512)
     };
     Ok(Devices {
         data: d,

@@ -32,10 +32,12 @@ use super::prims::{wait_for, Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 
 /// A leader waits for returning committers at most this many times a round's (write+sync)
-/// time. Measured with `pagoda bench ycsb --workload update-only` on an ext4 file, 10 s per
-/// cell: at 4 threads a limit of 0 / 1 / 2 rounds gave 14.8k / 15.3k / 16.5k commits/s
-/// (2.2 / 3.7 / 3.8 commits per sync); at 16 threads throughput stayed within noise
-/// (25.5k / 23.7k / 23.9k), commits per sync 5.6 / 6.4 / 12.6.
+/// time. `pagoda bench ycsb --workload update-only`, 100,000 records, 10 s on an ext4 file,
+/// one run each of 0 / 1 / 2 rounds at 4 threads: 2.2 / 3.7 / 3.8 commits per sync, at 16
+/// threads 5.6 / 6.4 / 12.6. Gathering on against off, three alternating runs each (medians):
+/// 4 threads 14.3k vs 14.0k updates/s, 3.8 vs 2.2 commits per sync, p50 192 vs 217 us; 16
+/// threads 21.9k vs 20.6k, 12.5 vs 5.4 commits per sync. Throughput moves within the noise on
+/// that disk (it runs overlapping fdatasyncs side by side); the syncs saved are device work.
 const GATHER_ROUNDS: u64 = 2;
 
 /// The longest a leader waits for returning committers, whatever a round takes.

@@ -122,7 +122,7 @@ pub struct EngineArgs {
     /// With --commit sync: a thread that leads a log round first waits (at most two rounds'
     /// time) for the committers the last round acknowledged, so that one sync carries all of
     /// them instead of alternating half-batches. `off` is the ablation.
-    #[arg(long, default_value = "on", value_parser = parse_on_off)]
+    #[arg(long, default_value = "on", value_parser = parse_on_off, action = clap::ArgAction::Set)]
     commit_gather: bool,
     /// Commits each client thread may have unresolved at once with --commit pipelined: the
     /// thread hands a commit off and runs its next transaction, but before queuing another

@@ -53,7 +53,8 @@ pub struct CrashtestArgs {
     /// skip-checkpoint-flush, non-atomic-pages,
     /// visible-before-durable, redo-partial-writes, merge-unmarked-sibling, ignore-log-epoch,
     /// drop-ops-of-imaged-records, doublewrite-old-images;
-    /// with --commit lazy: salvage-torn-log; with --flash-cache: flash-unsynced-writeback, flash-trust-torn-slots;
+    /// with --commit lazy: salvage-torn-log; with --sparse-log and --threads 2 or more:
+    /// write-log-past-ready; with --flash-cache: flash-unsynced-writeback, flash-trust-torn-slots;
     /// with --faults: trust-page-checksum (bitrot), trust-page-id (misdirected),
     /// retry-failed-log-sync (fsync-fail), ignore-write-error
     /// (eio-write, enospc),
