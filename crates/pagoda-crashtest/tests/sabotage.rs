@@ -109,6 +109,17 @@ fn sabotage_ack_before_durable_is_caught() {
     );
 }
 
+/// Every finding of `f` is a lost acknowledged commit: the oracle missed one, or the log's
+/// own check did (a later group's header records a durable LSN past a group that was lost).
+fn assert_lost_acknowledged(f: &Failure) {
+    assert!(
+        f.findings
+            .iter()
+            .all(|x| x.kind == LostCommit || x.found.contains("was written after it was synced")),
+        "not a lost acknowledged commit: {f}"
+    );
+}
+
 #[test]
 fn sabotage_ack_before_sync_is_caught() {
     // A group-commit round tells the commits it carries "durable" once their records are
@@ -124,14 +135,7 @@ fn sabotage_ack_before_sync_is_caught() {
         300,
         || options(TornMode::Doublewrite, CommitMode::Sync, 0xac5),
     );
-    // Either the oracle misses an acknowledged commit, or the log's own check does: a later
-    // group's header records a durable LSN past a group the cut dropped.
-    assert!(
-        f.findings
-            .iter()
-            .all(|x| x.kind == LostCommit || x.found.contains("was written after it was synced")),
-        "not a lost acknowledged commit: {f}"
-    );
+    assert_lost_acknowledged(&f);
 }
 
 #[test]
@@ -150,12 +154,7 @@ fn sabotage_write_log_past_ready_is_caught() {
             ..options(TornMode::Doublewrite, CommitMode::Sync, 0x5ba)
         },
     );
-    assert!(
-        f.findings
-            .iter()
-            .all(|x| x.kind == LostCommit || x.found.contains("was written after it was synced")),
-        "not a lost acknowledged commit: {f}"
-    );
+    assert_lost_acknowledged(&f);
 }
 
 #[test]
