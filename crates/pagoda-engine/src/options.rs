@@ -341,9 +341,9 @@ impl DbOptions {
     }
 
     /// Whether a synchronous committer leading a log round first gathers the committers the
-    /// last round acknowledged (at most half a round's time; on by default). Off: every round
-    /// starts at once, and threads whose work is shorter than a sync alternate in two
-    /// cohorts, each sync carrying about half of them.
+    /// last round acknowledged (at most two rounds' time, only while the log is busy and they
+    /// come back quickly; on by default). Off: every round starts at once, and threads whose
+    /// work is shorter than a sync alternate in two cohorts, each sync carrying about half.
     pub fn commit_gather(mut self, on: bool) -> Self {
         self.commit_gather = on;
         self

@@ -21,9 +21,10 @@
 //! the others ride sync k+1), so each sync carries about half the threads. A leader that
 //! knows the previous sync acknowledged `n` committers therefore waits, briefly, for `n`
 //! records to arrive after that sync ended: at most [`GATHER_ROUNDS`] times the measured time
-//! of a round (and at most [`MAX_GATHER`]), and not at all while the
-//! acknowledged committers have recently come back too late for it to pay (a long
-//! transaction). Only synchronous committers gather; a flush thread never does.
+//! of a round (and at most [`MAX_GATHER`]); only when others joined during the last round (the
+//! log was busy back to back), and not while the acknowledged committers have lately taken
+//! longer than a round to come back (long transactions: the wait would only add latency).
+//! Only synchronous committers gather; a flush thread never does.
 //!
 //! This file uses nothing of the crate but `super::prims` (the locks), so the model test
 //! compiles it with loom's locks in their place.
@@ -32,12 +33,15 @@ use super::prims::{wait_for, Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 
 /// A leader waits for returning committers at most this many times a round's (write+sync)
-/// time. `pagoda bench ycsb --workload update-only`, 100,000 records, 10 s on an ext4 file,
-/// one run each of 0 / 1 / 2 rounds at 4 threads: 2.2 / 3.7 / 3.8 commits per sync, at 16
-/// threads 5.6 / 6.4 / 12.6. Gathering on against off, three alternating runs each (medians):
-/// 4 threads 14.3k vs 14.0k updates/s, 3.8 vs 2.2 commits per sync, p50 192 vs 217 us; 16
-/// threads 21.9k vs 20.6k, 12.5 vs 5.4 commits per sync. Throughput moves within the noise on
-/// that disk (it runs overlapping fdatasyncs side by side); the syncs saved are device work.
+/// time. `pagoda bench ycsb --workload update-only`, 100,000 records, 10 s on an ext4 file:
+/// a limit of 0 / 1 / 2 rounds gave 2.2 / 3.7 / 3.8 commits per sync at 4 threads. Gathering
+/// whenever the committers came back within the limit cost TPC-C 15 % of its tpmC (`bench
+/// tpcc --threads 4`, 93k vs 107-115k: its long transactions rarely come back in time), so a
+/// leader gathers only while the log is busy and the committers came back within one round.
+/// With that rule, on vs off (one or two 10 s runs each): TPC-C 96k, 110k vs 101k, 112k tpmC;
+/// update-only 4 threads 15.0k vs 13.1k updates/s (3.7 vs 2.2 commits per sync), 16 threads
+/// 20.2k vs 21.1k (6.3 vs 5.7); on the emulated NVMe (`reproduce pipelined-commit --scale
+/// quick`) sync commits carry 4.0 / 7.9 / 15.6 per sync at 4 / 8 / 16 threads.
 const GATHER_ROUNDS: u64 = 2;
 
 /// The longest a leader waits for returning committers, whatever a round takes.
@@ -100,6 +104,13 @@ pub(crate) struct State<P, E> {
     acked_last: u32,
     /// Records appended since the last round ended.
     joined_since: u32,
+    /// Records appended while the round in flight runs; and whether the log is busy: others
+    /// joined during the last round, or it was gathered (then everyone rode it, and nobody was
+    /// left to join). Only a busy log gains from gathering.
+    joined_in_round: u32,
+    busy: bool,
+    /// The round in flight was gathered.
+    gathered: bool,
     /// When the last round ended ([`Io::now_ns`]).
     done_at: Option<u64>,
     /// A leader is gathering (appends wake it).
@@ -165,6 +176,9 @@ impl<P, E: Clone> Group<P, E> {
                 failed: None,
                 acked_last: 0,
                 joined_since: 0,
+                joined_in_round: 0,
+                busy: false,
+                gathered: false,
                 done_at: None,
                 gathering: false,
                 round_ns: 0,
@@ -198,6 +212,9 @@ impl<P, E: Clone> Group<P, E> {
     /// leader wakes once the committers the last sync acknowledged are back.
     pub(crate) fn joined<I: Io<P>>(&self, io: &I, st: &mut State<P, E>) {
         st.joined_since += 1;
+        if st.leader {
+            st.joined_in_round += 1;
+        }
         if st.joined_since == st.acked_last {
             if let Some(at) = st.done_at {
                 let ns = io.now_ns().saturating_sub(at);
@@ -238,6 +255,7 @@ impl<P, E: Clone> Group<P, E> {
                 continue;
             }
             st.leader = true;
+            st.gathered = false;
             if gather && self.gathers {
                 st = self.gather(st, io);
             }
@@ -246,6 +264,7 @@ impl<P, E: Clone> Group<P, E> {
                 return Err(io.beyond(target, st.durable));
             };
             st.cover = end;
+            st.joined_in_round = 0;
             let durable = st.durable;
             drop(st);
             let started = io.now_ns();
@@ -274,6 +293,7 @@ impl<P, E: Clone> Group<P, E> {
                         st.return_ns = ewma(st.return_ns, late);
                     }
                     st.acked_last = records;
+                    st.busy = st.joined_in_round > 0 || st.gathered;
                     st.joined_since = 0;
                     st.done_at = Some(io.now_ns());
                     st.round_ns = ewma(st.round_ns, round);
@@ -300,11 +320,15 @@ impl<P, E: Clone> Group<P, E> {
         let Some(done_at) = st.done_at else {
             return st;
         };
-        if st.joined_since >= st.acked_last {
+        // Nobody joined during the last round: the log is not the bottleneck, and waiting
+        // would only add latency (TPC-C's long transactions lost 15 % of tpmC to it).
+        if !st.busy || st.joined_since >= st.acked_last {
             return st;
         }
         let limit = Duration::from_nanos(st.round_ns * GATHER_ROUNDS).min(MAX_GATHER);
-        if Duration::from_nanos(st.return_ns) > limit {
+        // The committers must have come back well inside the limit lately: a wait that
+        // often runs to its end holds the round's commits for nothing.
+        if Duration::from_nanos(st.return_ns.saturating_mul(2)) > limit {
             return st;
         }
         let since = io.now_ns().saturating_sub(done_at);
@@ -320,6 +344,7 @@ impl<P, E: Clone> Group<P, E> {
         // spurious one only shortens the gather.
         st = wait_for(&self.gather, &self.state, st, left);
         st.gathering = false;
+        st.gathered = true;
         io.waited(Wait::Gather, t0);
         st
     }
