@@ -39,14 +39,21 @@ const SYNC_EVERY: u64 = 16 << 20;
 /// The ready prefix of a log ring.
 #[derive(Debug)]
 pub(crate) struct Prepare {
-    /// Ring bytes from its start that are allocated (zeros or log); the lock is held while
-    /// zeros are written past it, so a round never writes where zeros are still going.
-    ready: Mutex<u64>,
+    /// The ready prefix, locked while zeros are written past it, so a round never writes
+    /// where zeros are still going.
+    ready: Mutex<Ready>,
     /// `ready`, readable without the lock (a round's fast check).
     hint: AtomicU64,
     capacity: u64,
     stream: u16,
-    zeros: Mutex<AlignedBuf>,
+}
+
+/// The ready prefix and the zeros that grow it (used only under its lock).
+#[derive(Debug)]
+struct Ready {
+    /// Ring bytes from its start that are allocated (zeros or log).
+    end: u64,
+    zeros: AlignedBuf,
 }
 
 impl Prepare {
@@ -54,11 +61,13 @@ impl Prepare {
     pub(crate) fn new(capacity: u64, ready: u64, stream: u16) -> Self {
         let ready = ready.min(capacity) / SECTOR as u64 * SECTOR as u64;
         Self {
-            ready: Mutex::new(ready),
+            ready: Mutex::new(Ready {
+                end: ready,
+                zeros: AlignedBuf::default(),
+            }),
             hint: AtomicU64::new(ready),
             capacity,
             stream,
-            zeros: Mutex::new(AlignedBuf::default()),
         }
     }
 
@@ -81,9 +90,8 @@ impl Prepare {
             return Ok(());
         }
         let mut ready = self.ready.lock();
-        while *ready < end {
-            *ready = self.zero_chunk(dev, *ready)?;
-            self.hint.store(*ready, Ordering::Release);
+        while ready.end < end {
+            self.zero_chunk(dev, &mut ready)?;
         }
         Ok(())
     }
@@ -99,13 +107,10 @@ impl Prepare {
         let mut done = 0;
         while done < SYNC_EVERY {
             let mut ready = self.ready.lock();
-            if *ready >= target {
+            if ready.end >= target {
                 break;
             }
-            let next = self.zero_chunk(dev, *ready)?;
-            done += next - *ready;
-            *ready = next;
-            self.hint.store(next, Ordering::Release);
+            done += self.zero_chunk(dev, &mut ready)?;
             wrote = true;
         }
         if wrote {
@@ -114,22 +119,24 @@ impl Prepare {
         Ok(wrote)
     }
 
-    /// Writes zeros from ring byte `at` to the next chunk boundary (or the ring's end);
-    /// returns where they end.
-    fn zero_chunk(&self, dev: &DeviceRef, at: u64) -> Result<u64> {
+    /// Writes zeros from the ready end to the next chunk boundary (or the ring's end) and
+    /// moves the end there; returns the bytes made ready.
+    fn zero_chunk(&self, dev: &DeviceRef, ready: &mut Ready) -> Result<u64> {
         let chunk = chunk(self.capacity);
+        let at = ready.end;
         let end = ((at / chunk + 1) * chunk).min(self.capacity);
         let len = (end - at) as usize;
-        let mut zeros = self.zeros.lock();
-        if zeros.len() < len {
-            zeros.resize(chunk as usize);
+        if ready.zeros.len() < len {
+            ready.zeros.resize(chunk as usize);
         }
         dev.write(
             (SECTOR as u64 + at) / SECTOR as u64,
-            &zeros.as_slice()[..len],
+            &ready.zeros.as_slice()[..len],
             WriteHints::stream(self.stream),
         )?;
-        Ok(end)
+        ready.end = end;
+        self.hint.store(end, Ordering::Release);
+        Ok(end - at)
     }
 }
 
