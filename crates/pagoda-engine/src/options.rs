@@ -211,6 +211,11 @@ pub struct DbOptions {
     /// Periodic checkpoint interval (default 60 s; a checkpoint is also taken when half the
     /// log is in use, and on demand with `Db::checkpoint`). `None`: by log use only.
     pub(crate) checkpoint_interval: Option<Duration>,
+    /// The share (0..=1) of the log a background checkpoint spreads its page writes over:
+    /// of the gap between the log in use when it begins and the point where commits would
+    /// wait for space (and the same share of the checkpoint interval). 0 writes at full
+    /// speed. Default 0.5.
+    pub(crate) checkpoint_pacing: f64,
     /// Verify every allocated page's checksum at open, so that damage is reported at once by
     /// page id. Default off: it reads the whole database, so open time would grow with it
     /// (damage is still found by checksum when a page is read).
@@ -269,6 +274,7 @@ impl Default for DbOptions {
             log_file_bytes: None,
             log_ready_bytes: None,
             checkpoint_interval: Some(Duration::from_secs(60)),
+            checkpoint_pacing: 0.5,
             verify_on_open: false,
             paranoid: false,
             allow_corrupt: false,
@@ -429,6 +435,14 @@ impl DbOptions {
         self
     }
 
+    /// Spreads a background checkpoint's page writes over this share (0..=1) of the log
+    /// left before commits would wait for space, and of the checkpoint interval; a commit
+    /// that waits for space turns it to full speed. 0 writes at full speed (the ablation).
+    pub fn checkpoint_pacing(mut self, share: f64) -> Self {
+        self.checkpoint_pacing = share;
+        self
+    }
+
     /// Verifies all pages at open.
     pub fn verify_on_open(mut self, on: bool) -> Self {
         self.verify_on_open = on;
@@ -496,6 +510,13 @@ impl DbOptions {
             return Err(Error::config(format!(
                 "lazy flush interval {:?} is outside 100 µs ..= 10 s",
                 self.lazy_flush_interval
+            )));
+        }
+        if !(0.0..=1.0).contains(&self.checkpoint_pacing) {
+            return Err(Error::config(format!(
+                "checkpoint pacing {} is outside 0..=1 (the share of the log a checkpoint \
+                 spreads its writes over; 0 writes at full speed)",
+                self.checkpoint_pacing
             )));
         }
         if !(4..=1024).contains(&self.dw_pages) {

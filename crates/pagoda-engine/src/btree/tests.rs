@@ -88,7 +88,7 @@ fn run(torn: TornMode) {
             ap.put(ROOT, &key(i), Val::Inline(vec![1; 10])).unwrap();
         }
     });
-    pool.flush_dirty(None).unwrap();
+    pool.flush_dirty(None, &mut |_, _| {}).unwrap();
     let Node::Internal { children, .. } = pool.read(ROOT).unwrap().node.clone() else {
         panic!("the root did not split");
     };
@@ -136,7 +136,7 @@ fn run(torn: TornMode) {
     let pages: Vec<u64> = ap.touched.iter().chain(&ap.freed).copied().collect();
     pool.stamp(&pages, 300, &Default::default()).unwrap();
     pool.applied.store(301, Ordering::Release);
-    pool.flush_dirty(None).unwrap();
+    pool.flush_dirty(None, &mut |_, _| {}).unwrap();
     let merged = entries(a);
     for k in a_keys[..1].iter().chain(&b_keys) {
         assert!(merged.contains(k), "key lost by the merge");
@@ -161,7 +161,7 @@ fn written_page(pool: &Pool, fill: u8) -> u64 {
             })
             .unwrap();
     });
-    pool.flush_dirty(None).unwrap();
+    pool.flush_dirty(None, &mut |_, _| {}).unwrap();
     p
 }
 
@@ -178,7 +178,7 @@ fn evict_all(pool: &Pool, first_lsn: u64) {
                 .unwrap();
             }
         });
-        pool.flush_dirty(None).unwrap();
+        pool.flush_dirty(None, &mut |_, _| {}).unwrap();
     }
 }
 
@@ -246,7 +246,7 @@ fn a_stale_hint_is_refused() {
         };
         ap.mark(&mut w, true);
     });
-    pool.flush_dirty(None).unwrap();
+    pool.flush_dirty(None, &mut |_, _| {}).unwrap();
     evict_all(&pool, 400);
     for _ in 0..2 {
         let node = pool.read(p).unwrap().node.clone();
@@ -282,7 +282,7 @@ fn leaf_sizes(order: impl Iterator<Item = usize>) -> Vec<usize> {
             n => panic!("page {c} is not a leaf: {n:?}"),
         })
         .collect();
-    pool.flush_dirty(None).unwrap();
+    pool.flush_dirty(None, &mut |_, _| {}).unwrap();
     assert_eq!((pool.dirty_frames(), pool.count_dirty_frames()), (0, 0));
     sizes
 }

@@ -141,8 +141,14 @@ impl Pool {
     /// Writes every page first dirtied before `below` (all dirty pages with `None`), then syncs.
     /// The dirty set goes out in one ascending sweep of page numbers, a batch at a time, not
     /// in cold-LRU batches: on a disk that is long sequential runs instead of a seek per page
-    /// (seed 004: I/O that no client waits for is sorted by page number).
-    pub fn flush_dirty(&self, below: Option<u64>) -> Result<()> {
+    /// (seed 004: I/O that no client waits for is sorted by page number). `pace(written,
+    /// total)` is called before each batch but the first, outside the cleaner's lock (a paced
+    /// checkpoint waits there); `total` is the pages the scan found.
+    pub(crate) fn flush_dirty(
+        &self,
+        below: Option<u64>,
+        pace: &mut dyn FnMut(usize, usize),
+    ) -> Result<()> {
         let wanted = |f: &super::Frame| {
             let st = f.state.lock();
             st.dirty && below.is_none_or(|b| st.rec_lsn < b)
@@ -163,10 +169,15 @@ impl Pool {
                 break;
             }
             pending.sort_unstable();
+            let total = pending.len();
+            let mut done = 0;
             let mut idle = 0;
             while !pending.is_empty() {
                 let mut written = 0;
-                for chunk in pending.chunks(self.batch_limit()) {
+                for (n, chunk) in pending.chunks(self.batch_limit()).enumerate() {
+                    if n > 0 || done > 0 {
+                        pace(done + written, total);
+                    }
                     let _one = self.clean_lock.lock();
                     let pins: Vec<Pin> = chunk
                         .iter()
@@ -174,6 +185,7 @@ impl Pool {
                         .collect();
                     written += self.write_pinned(&pins)?;
                 }
+                done += written;
                 pending.retain(|&(_, i)| wanted(&self.frames[i as usize]));
                 if written == 0 && !pending.is_empty() {
                     idle += 1;

@@ -1,103 +1,17 @@
 //! Checkpoints and the background threads: the checkpointer/cleaner, the pipelined-commit
 //! flush thread and the lazy-commit flush thread.
 
-use super::{CheckpointInfo, Db, Inner};
+use super::{Db, Inner};
 use crate::error::{Error, Failure, Result};
 use crate::options::CommitMode;
 use crate::pipeline::{Pipeline, Target};
-use crate::probe::{self, Event, Sabotage};
-use pagoda_device::WriteHints;
-use parking_lot::{Condvar, Mutex, MutexGuard};
+use parking_lot::{Condvar, Mutex};
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 impl Db {
-    /// Takes a fuzzy checkpoint: notes the log end, writes every page dirtied before it (commits
-    /// continue meanwhile), syncs, and records the new redo start in the superblock; the log
-    /// before it is reused.
-    pub fn checkpoint(&self) -> Result<CheckpointInfo> {
-        self.check_writable()?;
-        let one = self.inner.ckpt_lock.lock();
-        self.checkpoint_held(&one)
-    }
-
-    /// [`Db::checkpoint`] by the holder of the checkpoint lock (`_one`).
-    pub(super) fn checkpoint_held(&self, _one: &MutexGuard<'_, ()>) -> Result<CheckpointInfo> {
-        let t0 = Instant::now();
-        let obs = &self.inner.opts.observer;
-        probe::emit(obs, Event::CheckpointBegin);
-        let res = (|| {
-            // The redo start is fixed under the commit lock (every commit before it has
-            // stamped its pages); the log sync that makes it durable happens outside the lock.
-            let (c, cts) = {
-                crate::buffer::latch_order::assert_no_latch("the commit lock");
-                let cs = self.inner.commit.lock();
-                (self.inner.wal.close_group(), cs.next_cts - 1)
-            };
-            self.inner.wal.wait_durable(c)?;
-            if !probe::is(self.inner.opts.sabotage, Sabotage::SkipCheckpointFlush) {
-                self.inner.pool.flush_dirty(Some(c))?;
-            }
-            // Pages a commit spilled past the budget are clean now: the pool is back to its size.
-            self.inner.pool.trim();
-            // With a flash cache the pages went there: the superblock names the cache and how
-            // far its ring had got, so a missing or older cache is never taken for it.
-            let fc = self.inner.pool.flash();
-            let (fc_id, fc_seq, fc_dep) = fc.map_or((0, 0, false), |f| {
-                (f.cache_id(), f.next_seq(), f.has_dirty())
-            });
-            self.inner.pool.move_redo_start(c, || {
-                self.write_superblock(|sb| {
-                    sb.checkpoint_lsn = c;
-                    sb.checkpoint_cts = cts;
-                    sb.flash_cache_id = fc_id;
-                    sb.flash_seq = fc_seq;
-                    sb.flash_dependent = fc_dep;
-                })
-            })?;
-            self.inner.wal.set_reclaim(c);
-            Ok::<_, Error>(c)
-        })();
-        probe::emit(obs, Event::CheckpointEnd);
-        match res {
-            Ok(lsn) => {
-                self.inner
-                    .counters
-                    .checkpoints
-                    .fetch_add(1, Ordering::Relaxed);
-                Ok(CheckpointInfo {
-                    lsn,
-                    duration_ms: t0.elapsed().as_secs_f64() * 1000.0,
-                })
-            }
-            // Until the superblock names the new checkpoint nothing durable depends on it, so
-            // only an I/O error (or a bug) fails the database; a stalled checkpoint is retried.
-            Err(e) => Err(self.fail(e)),
-        }
-    }
-
-    /// Writes the next superblock (into the other slot) changed by `f`, and syncs it.
-    pub(super) fn write_superblock(
-        &self,
-        f: impl FnOnce(&mut crate::format::Superblock),
-    ) -> Result<()> {
-        let mut sb = self.inner.sb.lock();
-        let mut next = sb.clone();
-        next.generation += 1;
-        f(&mut next);
-        let slot = next.generation % 2;
-        self.inner.data.write(
-            slot,
-            &next.encode(),
-            WriteHints::stream(self.inner.data_stream),
-        )?;
-        self.inner.data.flush()?;
-        *sb = next;
-        Ok(())
-    }
-
     /// Starts the flush thread of pipelined commit.
     pub(super) fn start_flusher(&self) -> Result<()> {
         let Some(pipe) = self.inner.pipe.clone() else {
@@ -380,23 +294,30 @@ pub(super) fn background(weak: Weak<Inner>) {
             .checkpoint_interval
             .is_some_and(|every| last_ckpt.elapsed() >= every);
         if db.inner.wal.used() > cap / 2 || due {
-            let _ = db.checkpoint();
+            let _ = db.checkpoint_background();
             last_ckpt = Instant::now();
         }
-        if db.inner.pool.dirty_frames() * 2 > db.inner.pool.frames() {
-            if let Err(e) = db.inner.pool.clean_batch(None) {
+        chores(&db);
+    }
+}
+
+/// The background thread's work besides checkpoints (also done by a paced checkpoint while
+/// it waits): cleaning when half the pool is dirty, the flash cache's staged clean pages,
+/// the pool back to its size, old versions dropped.
+pub(super) fn chores(db: &Db) {
+    if db.inner.pool.dirty_frames() * 2 > db.inner.pool.frames() {
+        if let Err(e) = db.inner.pool.clean_batch(None) {
+            db.fail(e);
+        }
+    }
+    if let Some(fc) = db.inner.pool.flash() {
+        // Clean pages evicted from DRAM wait for a ring write (pages `all`).
+        if fc.staged_full() {
+            if let Err(e) = fc.write(Vec::new()) {
                 db.fail(e);
             }
         }
-        if let Some(fc) = db.inner.pool.flash() {
-            // Clean pages evicted from DRAM wait for a ring write (pages `all`).
-            if fc.staged_full() {
-                if let Err(e) = fc.write(Vec::new()) {
-                    db.fail(e);
-                }
-            }
-        }
-        db.inner.pool.trim();
-        db.inner.mvcc.gc();
     }
+    db.inner.pool.trim();
+    db.inner.mvcc.gc();
 }

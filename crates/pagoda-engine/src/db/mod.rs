@@ -4,6 +4,7 @@ mod background;
 mod bootstrap;
 mod bulk;
 mod catalog;
+mod checkpoint;
 mod commit;
 mod devices;
 mod handles;
@@ -41,7 +42,7 @@ use parking_lot::{Condvar, Mutex, RwLock};
 use recovery::{recover, Recovered};
 use stats::Counters;
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -68,6 +69,8 @@ struct Inner {
     counters: Counters,
     recovery: RecoveryStats,
     ckpt_lock: Mutex<()>,
+    /// Commits waiting for log space: a paced checkpoint then writes at full speed.
+    ckpt_hurry: AtomicUsize,
     bg_stop: Mutex<bool>,
     bg_cond: Condvar,
     bg: Mutex<Option<std::thread::JoinHandle<()>>>,
@@ -178,6 +181,7 @@ impl Db {
             counters: Counters::default(),
             recovery: rec,
             ckpt_lock: Mutex::new(()),
+            ckpt_hurry: AtomicUsize::new(0),
             bg_stop: Mutex::new(false),
             bg_cond: Condvar::new(),
             bg: Mutex::new(None),

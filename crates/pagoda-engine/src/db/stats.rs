@@ -74,6 +74,8 @@ pub struct DbStats {
     pub commits_per_sync: f64,
     /// Checkpoints taken.
     pub checkpoints: u64,
+    /// Of those, background checkpoints whose page writes were paced.
+    pub paced_checkpoints: u64,
     /// Log bytes in use (since the last checkpoint).
     pub log_used_bytes: u64,
     /// Versions held in memory for snapshots.
@@ -110,6 +112,7 @@ pub(super) struct Counters {
     pub(super) commits: AtomicU64,
     pub(super) conflicts: AtomicU64,
     pub(super) checkpoints: AtomicU64,
+    pub(super) paced_checkpoints: AtomicU64,
 }
 
 impl Db {
@@ -154,6 +157,7 @@ impl Db {
                 commits as f64 / syncs as f64
             },
             checkpoints: i.counters.checkpoints.load(Ordering::Relaxed),
+            paced_checkpoints: i.counters.paced_checkpoints.load(Ordering::Relaxed),
             log_used_bytes: i.wal.used(),
             mvcc_versions: i.mvcc.versions() as u64,
             recovery,

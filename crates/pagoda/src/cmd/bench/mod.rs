@@ -124,6 +124,12 @@ pub struct EngineArgs {
     /// them instead of alternating half-batches. `off` is the ablation.
     #[arg(long, default_value = "on", value_parser = parse_on_off, action = clap::ArgAction::Set)]
     commit_gather: bool,
+    /// The share (0 to 1) of the log left before commits would wait for space over which a
+    /// background checkpoint spreads its page writes (and of the checkpoint interval); a
+    /// commit that waits for space turns it to full speed. 0 writes at full speed (the
+    /// ablation).
+    #[arg(long, default_value_t = 0.5)]
+    checkpoint_pacing: f64,
     /// Commits each client thread may have unresolved at once with --commit pipelined: the
     /// thread hands a commit off and runs its next transaction, but before queuing another
     /// commit waits until fewer than this many are unresolved. 1 keeps one commit in flight per

@@ -65,6 +65,7 @@ fn refuse_pagoda_flags(e: &EngineArgs, kind: PeerKind) -> CliResult<()> {
         ("--pipeline-depth", e.pipeline_depth != 32),
         ("--lazy-flush", e.lazy_flush != "10ms"),
         ("--commit-gather", !e.commit_gather),
+        ("--checkpoint-pacing", e.checkpoint_pacing != 0.5),
         ("--flash-cache", e.flash.given()),
     ];
     if let Some((flag, _)) = given.iter().find(|(_, g)| *g) {

@@ -192,6 +192,7 @@ impl Bench {
             .commit(e.commit)
             .lazy_flush_interval(parse_duration(&e.lazy_flush)?)
             .commit_gather(e.commit_gather)
+            .checkpoint_pacing(e.checkpoint_pacing)
             .background(!e.no_background);
         if let Some(fc) = flash_opts {
             opts = opts.flash_cache(fc);
@@ -248,7 +249,7 @@ impl Bench {
         };
         let mut config = json!({
             "dir": e.dir, "data": dd, "log": ld, "buffer_bytes": buffer, "load_buffer_bytes": load_buffer, "fast_load": e.fast_load, "background": !e.no_background,
-            "page_size": page_size, "torn": e.torn.to_string(), "commit": e.commit.to_string(), "pipeline_depth": e.pipeline_depth, "lazy_flush": e.lazy_flush, "commit_gather": e.commit_gather, "log_size": e.log_size,
+            "page_size": page_size, "torn": e.torn.to_string(), "commit": e.commit.to_string(), "pipeline_depth": e.pipeline_depth, "lazy_flush": e.lazy_flush, "commit_gather": e.commit_gather, "checkpoint_pacing": e.checkpoint_pacing, "log_size": e.log_size,
             "commits_in_flight_per_thread": in_flight,
             "seed": e.seed, "threads": p.threads, "load_only": p.load_only, "run_only": p.run_only,
         });
@@ -443,13 +444,15 @@ impl Bench {
         let (data, log) = self.store.db().device_stats();
         let flash_dev = self.store.db().flash_device_stats();
         eprintln!(
-            "engine: buffer hit ratio {:.4}, buffer reads {}, writes {}; commits {}, log syncs {} ({:.1} commits/sync)",
+            "engine: buffer hit ratio {:.4}, buffer reads {}, writes {}; commits {}, log syncs {} ({:.1} commits/sync); checkpoints {} ({} paced)",
             stats.buffer.hit_ratio,
             stats.buffer.reads,
             stats.buffer.writes,
             stats.commits,
             stats.log_syncs,
-            stats.commits_per_sync
+            stats.commits_per_sync,
+            stats.checkpoints,
+            stats.paced_checkpoints
         );
         let flash_line = flash_dev.as_ref().map_or_else(String::new, |f| {
             format!(
