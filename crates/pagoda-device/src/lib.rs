@@ -43,6 +43,10 @@ pub struct WriteHints {
     /// Write stream (placement hint): 0 is the default stream. Devices with one stream accept
     /// only 0.
     pub stream: u16,
+    /// The write belongs to a long stream the caller flushes at its end (a bulk load): a
+    /// device with a write-back cache starts writing it out now (a file: `sync_file_range`),
+    /// so the final flush finds little left. Changes nothing a reader or a power cut sees.
+    pub write_behind: bool,
 }
 
 impl WriteHints {
@@ -50,6 +54,7 @@ impl WriteHints {
     pub const NORMAL: Self = Self {
         atomic: false,
         stream: 0,
+        write_behind: false,
     };
 
     /// A plain write on stream `stream`.
@@ -57,6 +62,7 @@ impl WriteHints {
         Self {
             atomic: false,
             stream,
+            write_behind: false,
         }
     }
 
@@ -65,6 +71,15 @@ impl WriteHints {
         Self {
             atomic: true,
             stream,
+            write_behind: false,
+        }
+    }
+
+    /// These hints with [`WriteHints::write_behind`] set.
+    pub fn behind(self) -> Self {
+        Self {
+            write_behind: true,
+            ..self
         }
     }
 }

@@ -626,6 +626,7 @@ pub fn replay_iter(
         let mut hints = WriteHints {
             atomic: rec.atomic,
             stream: rec.stream,
+            write_behind: false,
         };
         if opts.relax_hints {
             if caps.atomic_write_unit.is_none() {

@@ -270,3 +270,23 @@ fn atomic_unit_is_refused_with_what_statx_reported() {
         assert!(matches!(e, DeviceError::Config(_)), "{bad}: {e}");
     }
 }
+
+#[test]
+fn a_write_behind_write_reads_back_and_counts_as_a_write() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = small(&dir, "wb");
+    let data = pattern(9, 8);
+    d.write(16, &data, WriteHints::stream(1).behind()).unwrap();
+    let mut back = vec![0; 8 * SECTOR_SIZE];
+    d.read(16, &mut back).unwrap();
+    assert_eq!(back, data);
+    let s = d.stats();
+    assert_eq!(s.host_write_pages, 8);
+    assert_eq!(s.streams[1].host_write_pages, 8);
+    assert_eq!(s.flushes, 0, "the hint starts write-back; it is no flush");
+    d.flush().unwrap();
+    drop(d);
+    let d = small(&dir, "wb");
+    d.read(16, &mut back).unwrap();
+    assert_eq!(back, data);
+}

@@ -143,7 +143,7 @@ proptest! {
         for (i, (sector, sectors, atomic, stream)) in batch.into_iter().enumerate() {
             // Atomic requests must be valid: inside one 16 KiB unit.
             let (sector, sectors) = if atomic { (sector / 4 * 4, sectors) } else { (sector, sectors) };
-            let hints = WriteHints { atomic, stream };
+            let hints = WriteHints { atomic, stream, ..WriteHints::NORMAL };
             let data: Vec<u8> = (0..sectors * SECTOR_SIZE).map(|j| (i * 13 + j / SECTOR_SIZE) as u8).collect();
             alone.write(sector, &data, hints).unwrap();
             reqs.push(WriteRequest { sector, data, hints });

@@ -516,6 +516,11 @@ impl BlockDevice for FileDevice {
         } else {
             put(buf)?;
         }
+        // Direct writes bypass the page cache: nothing to write behind.
+        if hints.write_behind && !self.direct {
+            sys::start_writeback(&self.file, offset, buf.len())
+                .map_err(|e| DeviceError::io(&self.path, e))?;
+        }
         self.counters.write_pages.fetch_add(n, Relaxed);
         self.counters.write_requests.fetch_add(1, Relaxed);
         self.counters.streams[usize::from(hints.stream)].fetch_add(n, Relaxed);

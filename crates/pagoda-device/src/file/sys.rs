@@ -171,6 +171,27 @@ pub(crate) fn check_atomic_unit(path: &Path, file: &File, unit: usize) -> Result
     })
 }
 
+/// Starts write-back of `len` bytes at `offset` from the page cache without waiting for it
+/// (`sync_file_range(SYNC_FILE_RANGE_WRITE)`): a later `fdatasync` then waits for less. Not
+/// a durability step (no metadata, no device cache flush). `Ok(false)` when the file system
+/// does not support it (a hint, nothing lost).
+pub(crate) fn start_writeback(file: &File, offset: u64, len: usize) -> std::io::Result<bool> {
+    let (Ok(off), Ok(n)) = (i64::try_from(offset), i64::try_from(len)) else {
+        return Ok(false);
+    };
+    // SAFETY: integers and an fd owned by `file`, which outlives the call.
+    let rc =
+        unsafe { libc::sync_file_range(file.as_raw_fd(), off, n, libc::SYNC_FILE_RANGE_WRITE) };
+    if rc == 0 {
+        return Ok(true);
+    }
+    let e = std::io::Error::last_os_error();
+    match e.raw_os_error() {
+        Some(libc::EINVAL | libc::ENOSYS | libc::ESPIPE | libc::EOPNOTSUPP) => Ok(false),
+        _ => Err(e),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
