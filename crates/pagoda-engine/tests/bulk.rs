@@ -189,3 +189,36 @@ fn a_full_device_refuses_the_load_and_keeps_the_table_empty() {
     db.check().unwrap();
     db.close().unwrap();
 }
+
+#[test]
+fn a_write_failing_mid_load_returns_its_error_and_loads_nothing() {
+    use pagoda_device::fault::{Failure, Fault, FaultDevice, Op};
+    let mem: DeviceRef = Arc::new(MemDevice::with_capacity(64 << 20).unwrap());
+    let fault = Arc::new(FaultDevice::new(mem));
+    let d: DeviceRef = fault.clone();
+    let l: DeviceRef = Arc::new(MemDevice::with_capacity(8 << 20).unwrap());
+    let db = Db::open(opts(&d, &l)).unwrap();
+    db.create_table("t").unwrap();
+    // 20,000 rows are many runs of 256 pages: the third run's write fails, in the writer
+    // thread, while the builder encodes the next.
+    fault
+        .inject(Fault::Fail {
+            op: Op::Write,
+            after: 2,
+            times: 1,
+            failure: Failure::Eio,
+        })
+        .unwrap();
+    let e = db.bulk_load("t", &mut rows(20_000)).unwrap_err();
+    assert!(
+        matches!(&e, Error::Device(_)) || e.to_string().contains("I/O"),
+        "the device's error, not the builder's: {e}"
+    );
+    assert!(!e.to_string().contains("writer stopped"), "{e}");
+    fault.clear();
+    drop(db);
+    // Nothing of the load is visible after a reopen (the table stays empty).
+    let db = Db::open(opts(&d, &l)).unwrap();
+    assert_eq!(common::count(&db, "t"), 0);
+    db.close().unwrap();
+}

@@ -23,7 +23,8 @@ impl Pool {
         self.dev.write(
             self.sector_of(first),
             bytes,
-            WriteHints::stream(self.data_stream),
+            // The load flushes at its end: the device may start on these now.
+            WriteHints::stream(self.data_stream).behind(),
         )?;
         self.counters.writes.fetch_add(pages, Ordering::Relaxed);
         Ok(())

@@ -1,5 +1,7 @@
 //! Bulk load: rows in ascending key order build a table's B+tree bottom-up, each page written
-//! once, straight to the data device (as LMDB's append or RocksDB's file ingestion do).
+//! once, straight to the data device (as LMDB's append or RocksDB's file ingestion do). A
+//! second thread writes each 4 MiB run while the next is encoded, with the write-behind hint,
+//! so the device makes the load durable as it goes rather than all at the final flush.
 //!
 //! Crash safety without logging the rows: the new pages go to never-used page ids (above the
 //! meta page's `next_page`), which nothing reads until a record links them, and they are
@@ -23,6 +25,7 @@ use crate::error::{Error, Result};
 use crate::format::{encode_page, internal_entry_len, leaf_entry_len, Key, Node, Page, Val};
 use crate::limits::MAX_VALUE_LEN;
 use crate::probe::{self, Sabotage};
+use std::sync::mpsc;
 
 /// Pages per device write (4 MiB of 16 KiB pages).
 const RUN_PAGES: usize = 256;
@@ -67,27 +70,30 @@ impl Db {
             _ => return Err(Error::corrupt(meta, "expected the meta page")),
         };
         let max_val = MAX_VALUE_LEN.min((self.inner.wal.capacity() / 4) as usize);
-        let mut b = Builder::new(pool, next_page, end.saturating_sub(1));
-        let mut prev: Option<Vec<u8>> = None;
-        for (i, (k, v)) in rows.enumerate() {
-            Txn::check_key(&k)?;
-            if v.len() > max_val {
-                return Err(Error::ValueTooLarge {
-                    len: v.len(),
-                    max: max_val,
-                });
+        let built = with_writer(pool, |sink| {
+            let mut b = Builder::new(pool, next_page, end.saturating_sub(1), sink);
+            let mut prev: Option<Vec<u8>> = None;
+            for (i, (k, v)) in rows.enumerate() {
+                Txn::check_key(&k)?;
+                if v.len() > max_val {
+                    return Err(Error::ValueTooLarge {
+                        len: v.len(),
+                        max: max_val,
+                    });
+                }
+                if prev.as_ref().is_some_and(|p| p.as_slice() >= k.as_slice()) {
+                    return Err(Error::KeysNotAscending {
+                        table: table.to_string(),
+                        row: i as u64,
+                    });
+                }
+                b.push(&k, &v)?;
+                prev = Some(k);
             }
-            if prev.as_ref().is_some_and(|p| p.as_slice() >= k.as_slice()) {
-                return Err(Error::KeysNotAscending {
-                    table: table.to_string(),
-                    row: i as u64,
-                });
-            }
-            b.push(&k, &v)?;
-            prev = Some(k);
-        }
-        let n = b.rows;
-        let Some((top, next_after)) = b.finish()? else {
+            let n = b.rows;
+            Ok(b.finish()?.map(|t| (n, t)))
+        })?;
+        let Some((n, (top, next_after))) = built else {
             return Ok(0);
         };
         if !probe::is(self.inner.opts.sabotage, Sabotage::BulkSkipSync) {
@@ -125,10 +131,82 @@ fn install(ap: &mut Apply<'_>, root: u64, top: Node, next_page: u64) -> Result<(
     Ok(())
 }
 
+/// Runs `build` with a [`Sink`] whose runs a second thread writes, so that encoding the next
+/// run overlaps writing this one (two runs in flight at most: the one being written and the one
+/// queued). Each run goes out with the write-behind hint: the device starts making it durable
+/// during the load instead of all of it at the final flush. The first error wins: a failed
+/// write ends the writer, and the builder's next hand-off returns it.
+fn with_writer<R>(pool: &Pool, build: impl FnOnce(&mut Sink) -> Result<R>) -> Result<R> {
+    std::thread::scope(|s| {
+        let (tx, rx) = mpsc::sync_channel::<(u64, Vec<u8>)>(1);
+        let (back_tx, back) = mpsc::channel();
+        let writer = std::thread::Builder::new()
+            .name("pagoda-bulk-write".into())
+            .spawn_scoped(s, move || -> Result<()> {
+                for (first, mut run) in rx {
+                    write_run(pool, first, &run)?;
+                    run.clear();
+                    // The builder may be done already: then the buffer is just dropped.
+                    let _ = back_tx.send(run);
+                }
+                Ok(())
+            })
+            .map_err(|e| Error::config(format!("cannot start the bulk-load writer: {e}")))?;
+        let mut sink = Sink { tx: Some(tx), back };
+        let built = build(&mut sink);
+        sink.tx = None;
+        let written = writer.join().unwrap_or_else(|p| {
+            Err(Error::Failed(crate::error::Failure::from_panic(
+                "pagoda-bulk-write",
+                p.as_ref(),
+            )))
+        });
+        // A write error explains a build that stopped because the writer was gone.
+        written.and(built)
+    })
+}
+
+/// Writes one run of encoded pages (ids from `first`) and refreshes any frame holding one of
+/// those ids.
+fn write_run(pool: &Pool, first: u64, run: &[u8]) -> Result<()> {
+    pool.write_fresh(first, run)?;
+    for (i, bytes) in run.chunks(pool.page_size()).enumerate() {
+        pool.refresh_if_resident(first + i as u64, bytes)?;
+    }
+    Ok(())
+}
+
+/// The builder's end of the writer thread.
+struct Sink {
+    tx: Option<mpsc::SyncSender<(u64, Vec<u8>)>>,
+    /// Buffers the writer is done with, for reuse.
+    back: mpsc::Receiver<Vec<u8>>,
+}
+
+impl Sink {
+    /// Hands a run to the writer; `Err(())` when the writer has stopped (on an error it
+    /// returns from its thread).
+    fn send(&self, first: u64, run: Vec<u8>) -> std::result::Result<(), ()> {
+        self.tx
+            .as_ref()
+            .ok_or(())?
+            .send((first, run))
+            .map_err(|_| ())
+    }
+
+    /// An empty buffer for the next run: one the writer is done with, or a new one.
+    fn buffer(&self, cap: usize) -> Vec<u8> {
+        self.back
+            .try_recv()
+            .unwrap_or_else(|_| Vec::with_capacity(cap))
+    }
+}
+
 /// Builds the tree bottom-up: leaves (and overflow chains) as rows come, then each internal
 /// level from the one below. Pages get consecutive ids from `next` and are written in runs.
 struct Builder<'a> {
     pool: &'a Pool,
+    sink: &'a mut Sink,
     page_size: usize,
     lsn: u64,
     /// Next page id to allocate.
@@ -148,9 +226,10 @@ struct Builder<'a> {
 }
 
 impl<'a> Builder<'a> {
-    fn new(pool: &'a Pool, next: u64, lsn: u64) -> Self {
+    fn new(pool: &'a Pool, next: u64, lsn: u64, sink: &'a mut Sink) -> Self {
         Self {
             pool,
+            sink,
             page_size: pool.page_size(),
             lsn,
             next,
@@ -192,16 +271,17 @@ impl<'a> Builder<'a> {
         Ok(id)
     }
 
+    /// Hands the run to the writer thread and starts the next in a free buffer.
     fn write_run(&mut self) -> Result<()> {
         if self.run.is_empty() {
             return Ok(());
         }
-        self.pool.write_fresh(self.run_first, &self.run)?;
-        for (i, bytes) in self.run.chunks(self.page_size).enumerate() {
-            self.pool
-                .refresh_if_resident(self.run_first + i as u64, bytes)?;
+        let next = self.sink.buffer(RUN_PAGES * self.page_size);
+        let run = std::mem::replace(&mut self.run, next);
+        if self.sink.send(self.run_first, run).is_err() {
+            // The writer's own error is what the load returns (see `with_writer`).
+            return Err(Error::Stalled("the bulk-load writer stopped"));
         }
-        self.run.clear();
         self.run_first = self.next;
         Ok(())
     }
