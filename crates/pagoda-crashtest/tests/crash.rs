@@ -56,25 +56,36 @@ fn crash(torn: TornMode, commit: CommitMode, cycles: u64, salt: u64) -> CrashTes
     report
 }
 
+/// Runs `crash` until a cut has fallen between a batch's double-write copy and its in-place
+/// write (at most three seeds; every run must pass on its own). Where the cuts fall depends on
+/// how the worker threads interleave: on a loaded machine (the whole suite at once) a run of
+/// 150 cycles has missed that window, while alone it hits it 3-10 times.
+fn crash_until_mid_doublewrite(torn: TornMode, salt: u64) -> Vec<CrashTestReport> {
+    let mut runs = Vec::new();
+    for extra in 0..3u64 {
+        let r = crash(torn, CommitMode::Sync, cycles(150), salt + 1000 * extra);
+        let hit = r.cuts_mid_doublewrite > 0;
+        runs.push(r);
+        if hit {
+            return runs;
+        }
+    }
+    panic!("no cut between double-write and in-place in three runs: {runs:?}");
+}
+
 #[test]
 fn crash_doublewrite_sync() {
-    let r = crash(TornMode::Doublewrite, CommitMode::Sync, cycles(150), 1);
-    assert!(r.torn_pages_repaired > 0, "no torn page repaired: {r:?}");
-    assert!(
-        r.cuts_mid_doublewrite > 0,
-        "no cut between double-write and in-place: {r:?}"
-    );
+    let runs = crash_until_mid_doublewrite(TornMode::Doublewrite, 1);
+    let repaired: u64 = runs.iter().map(|r| r.torn_pages_repaired).sum();
+    assert!(repaired > 0, "no torn page repaired: {runs:?}");
 }
 
 /// The InnoDB-like baseline (every flushed page copied first) survives the same cuts.
 #[test]
 fn crash_doublewrite_full_sync() {
-    let r = crash(TornMode::DoublewriteFull, CommitMode::Sync, cycles(150), 16);
-    assert!(r.torn_pages_repaired > 0, "no torn page repaired: {r:?}");
-    assert!(
-        r.cuts_mid_doublewrite > 0,
-        "no cut between double-write and in-place: {r:?}"
-    );
+    let runs = crash_until_mid_doublewrite(TornMode::DoublewriteFull, 16);
+    let repaired: u64 = runs.iter().map(|r| r.torn_pages_repaired).sum();
+    assert!(repaired > 0, "no torn page repaired: {runs:?}");
 }
 
 #[test]
