@@ -118,7 +118,7 @@ impl Fs {
         self.check_up()?;
         if let Some(size) = a.size {
             // Blocks a truncate frees must have no write on its way to them.
-            self.drain_io();
+            self.drain_io()?;
             self.truncate(ino, size)?;
         }
         let now = Time::now();
@@ -190,7 +190,7 @@ impl Fs {
     /// PUNCH_HOLE|KEEP_SIZE frees whole blocks and zeroes the partial ends.
     pub fn fallocate(&mut self, ino: u64, offset: u64, len: u64, mode: i32) -> Result<()> {
         self.check_up()?;
-        self.drain_io();
+        self.drain_io()?;
         self.file(ino)?;
         let end = offset.saturating_add(len);
         if len == 0 || end > self.max_size() {

@@ -307,8 +307,9 @@ impl Fs {
             FsError::Invalid("this device cannot emulate a power cut (use an emulated one)".into())
         })?;
         // The cut falls between requests served outside the lock, never inside one, so the
-        // image (`backing.rs`) copies back after every write the device acknowledged.
-        self.drain_io();
+        // image (`backing.rs`) copies back after every write the device acknowledged. (A
+        // write that failed meanwhile does not stop the cut; the cut takes it down anyway.)
+        let _ = self.gate.drain();
         let report = pc.power_cut(seed)?;
         self.down = Some(why.to_string());
         self.last_cut = Some(report.clone());
@@ -358,8 +359,9 @@ impl Fs {
     /// the freed sectors become reusable (and are trimmed).
     pub(crate) fn commit(&mut self) -> Result<()> {
         self.check_up()?;
-        // The data a commit names must be on the device, then durable, before the commit is.
-        self.drain_io();
+        // The data a commit names must be on the device, then durable, before the commit is:
+        // the wait for the I/O in flight also fails on any write among it that failed.
+        self.drain_io()?;
         self.dev_flush()?;
         let img = layout::encode_meta(self.gen + 1, self.next_ino, &self.inodes);
         let have = self.sb.slot_sectors as usize * SECTOR;

@@ -8,6 +8,9 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 pub(crate) struct Gate {
     in_flight: Mutex<u64>,
     empty: Condvar,
+    /// The first device write that failed outside the lock, recorded before its ticket ends:
+    /// whoever drains the gate then sees it, before it can name the blocks that write missed.
+    failed: Mutex<Option<String>>,
 }
 
 impl Gate {
@@ -25,19 +28,38 @@ impl Gate {
         (Ticket(Arc::clone(self)), *n)
     }
 
-    /// Waits until no I/O is in flight. The caller holds the file system's lock, so no new
-    /// I/O starts meanwhile; the I/O in flight does not need that lock to end.
-    pub(crate) fn drain(&self) {
+    /// Waits until no I/O is in flight, then returns the first failed write recorded (and
+    /// keeps it). The caller holds the file system's lock, so no new I/O starts meanwhile;
+    /// the I/O in flight does not need that lock to end.
+    pub(crate) fn drain(&self) -> Option<String> {
         let mut n = self.count();
         while *n > 0 {
             n = self.empty.wait(n).unwrap_or_else(PoisonError::into_inner);
         }
+        drop(n);
+        self.failure()
+    }
+
+    /// The first failed write recorded, if any.
+    pub(crate) fn failure(&self) -> Option<String> {
+        self.failed
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
 }
 
 /// One I/O in flight; dropping it ends it.
 #[derive(Debug)]
 pub(crate) struct Ticket(Arc<Gate>);
+
+impl Ticket {
+    /// Records that this I/O's device write failed (`why`), before the ticket ends.
+    pub(crate) fn fail(&self, why: String) {
+        let mut f = self.0.failed.lock().unwrap_or_else(PoisonError::into_inner);
+        f.get_or_insert(why);
+    }
+}
 
 impl Drop for Ticket {
     fn drop(&mut self) {

@@ -68,6 +68,13 @@ impl WritePlan {
     /// may then wait for the lock to finish.
     pub(crate) fn run(&mut self, data: &[u8], write: &mut DevWrite<'_>) -> Result<()> {
         let r = self.run_io(data, write);
+        // A failed write is recorded in the gate before the ticket ends: a commit draining
+        // the gate must not name blocks whose data never reached the device.
+        if let (Err(e), Some(t)) = (&r, &self.ticket) {
+            if self.write_failed {
+                t.fail(format!("device error: {e}"));
+            }
+        }
         self.ticket = None;
         r
     }
@@ -131,9 +138,13 @@ impl Fs {
         })
     }
 
-    /// Waits for the data I/O running outside the lock (see the module's comment).
-    pub(crate) fn drain_io(&self) {
-        self.gate.drain();
+    /// Waits for the data I/O running outside the lock (see the module's comment); a device
+    /// write among it that failed takes the file system down (an error from here on).
+    pub(crate) fn drain_io(&mut self) -> Result<()> {
+        if let Some(why) = self.gate.drain() {
+            self.down.get_or_insert(why);
+        }
+        self.check_up()
     }
 
     pub(crate) fn file(&self, ino: u64) -> Result<&crate::layout::Inode> {
@@ -297,6 +308,10 @@ impl Fs {
         if self.dirty {
             return self.commit().map(|()| None);
         }
+        // A write that failed outside the lock since: the file system is down.
+        if let Some(why) = self.gate.failure() {
+            self.down.get_or_insert(why);
+        }
         self.check_up()?;
         self.stats.flushes += 1;
         let (ticket, _) = self.gate.enter();
@@ -312,5 +327,71 @@ impl Fs {
             self.down = Some(format!("device error: {e}"));
         }
         FsError::Device(e)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use crate::{Fs, FsError, FsOptions, Kind, ROOT};
+    use pagoda_device::fault::{Failure, Fault, FaultDevice, Op};
+    use pagoda_device::mem::MemDevice;
+    use pagoda_device::DeviceRef;
+    use std::sync::Arc;
+
+    /// A write served outside the lock fails at the device; before its finish takes the lock,
+    /// an fsync commits. The commit must fail (it would name blocks that never got their
+    /// data), and so must every call after.
+    #[test]
+    fn an_fsync_after_a_failed_detached_write_fails() {
+        let mem: DeviceRef = Arc::new(MemDevice::with_capacity(16 << 20).unwrap());
+        let fault = Arc::new(FaultDevice::new(mem));
+        let mut fs = Fs::format(fault.clone(), FsOptions::default()).unwrap();
+        let f = fs
+            .create(ROOT, "f", Kind::File, 0o644, (0, 0), b"")
+            .unwrap();
+        fs.fsync(f.ino).unwrap();
+        let data = vec![9u8; 64 << 10];
+        // New blocks: the commit would name them.
+        let mut plan = fs.plan_write(f.ino, 0, data.len(), false, true).unwrap();
+        fault
+            .inject(Fault::Fail {
+                op: Op::Write,
+                after: 0,
+                times: 1,
+                failure: Failure::Eio,
+            })
+            .unwrap();
+        let dev = plan.device();
+        let r = plan.run(&data, &mut |s, b, h| Ok(dev.write(s, b, h)?));
+        assert!(r.is_err());
+        // The finish has not taken the lock yet; the file system is not marked down.
+        fs.dirty = true;
+        let e = fs.fsync(f.ino).unwrap_err();
+        assert!(
+            matches!(e, FsError::PoweredOff(ref why) if why.contains("device error")),
+            "{e}"
+        );
+        assert!(fs.finish_write(plan, r).is_err());
+        assert!(fs.fsync(f.ino).is_err(), "the file system stays down");
+    }
+
+    /// The same without a failure: the fsync after the finish succeeds (the control).
+    #[test]
+    fn an_fsync_after_a_detached_write_succeeds() {
+        let mem: DeviceRef = Arc::new(MemDevice::with_capacity(16 << 20).unwrap());
+        let mut fs = Fs::format(mem, FsOptions::default()).unwrap();
+        let f = fs
+            .create(ROOT, "f", Kind::File, 0o644, (0, 0), b"")
+            .unwrap();
+        let data = vec![9u8; 64 << 10];
+        let mut plan = fs.plan_write(f.ino, 0, data.len(), false, true).unwrap();
+        let dev = plan.device();
+        let r = plan.run(&data, &mut |s, b, h| Ok(dev.write(s, b, h)?));
+        fs.dirty = true;
+        fs.fsync(f.ino).unwrap();
+        assert_eq!(fs.finish_write(plan, r).unwrap(), data.len());
+        fs.fsync(f.ino).unwrap();
+        assert_eq!(fs.read(f.ino, 0, data.len()).unwrap(), data);
     }
 }
