@@ -20,6 +20,8 @@ SABOTAGE_CYCLES=${SABOTAGE_CYCLES:-1000}
 SABOTAGE_SEEDS=${SABOTAGE_SEEDS:-4}
 mkdir -p "$OUT"
 cargo build --release -q -p pagoda
+# The crash tester is its own binary (built with fault injection); `pagoda crashtest` runs it.
+cargo build --release -q -p pagoda-crashtest-cli
 P=${CARGO_TARGET_DIR:-target}/release/pagoda
 # PUBLISH=FILE: every run also appends its row to that Markdown page (crashtest --publish).
 pub=()

@@ -12,6 +12,8 @@ SEED=${2:-1}
 OUT=${OUT:-target/crashtest-long}
 mkdir -p "$OUT"
 cargo build --release -q -p pagoda
+# The crash tester is its own binary (built with fault injection); `pagoda crashtest` runs it.
+cargo build --release -q -p pagoda-crashtest-cli
 P=target/release/pagoda
 pub=()
 if [ -n "${PUBLISH:-}" ]; then pub=(--publish "$PUBLISH"); fi

@@ -12,6 +12,8 @@ SEED=${SEED:-1}
 OUT=${OUT:-target/crashtest}
 mkdir -p "$OUT"
 cargo build --release -q -p pagoda
+# The crash tester is its own binary (built with fault injection); `pagoda crashtest` runs it.
+cargo build --release -q -p pagoda-crashtest-cli
 P=target/release/pagoda
 # PUBLISH=FILE: every run also appends its row to that Markdown page (crashtest --publish).
 pub=()

@@ -64,6 +64,9 @@ if [ ${#need[@]} -gt 0 ]; then
 fi
 if [ -z "$PAGODA" ]; then
   cargo build --release -q -p pagoda || die "cargo build --release -p pagoda failed"
+  # The crash cells run `pagoda crashtest`, which runs the crash tester built beside it.
+  cargo build --release -q -p pagoda-crashtest-cli \
+    || die "cargo build --release -p pagoda-crashtest-cli failed"
   PAGODA=${CARGO_TARGET_DIR:-target}/release/pagoda
 fi
 [ -x "$PAGODA" ] || die "$PAGODA is not an executable pagoda binary (--pagoda PATH)"

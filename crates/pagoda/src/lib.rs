@@ -1,5 +1,6 @@
-//! The `pagoda` crate: the command-line tool (`src/main.rs`) and the adapter that puts the
-//! engine behind the workload crate's `Store` trait, public so that tests and other drivers
-//! can use it.
+//! The `pagoda` crate: the command-line tool (`src/main.rs`), the adapter that puts the
+//! engine behind the workload crate's `Store` trait (public so that tests and other drivers
+//! can use it), and the pieces its binaries share (`cli`).
 
+pub mod cli;
 pub mod store;

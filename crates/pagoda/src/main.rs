@@ -1,12 +1,11 @@
 //! The `pagoda` command line. See `../shared/docs/CLI.md` for the contract.
 
 mod cmd;
-mod error;
 mod plot;
-mod progress;
-mod provenance;
 mod readme;
-mod report;
+
+// Shared with the crash tester's binary; `crate::error` etc. resolve through these.
+use pagoda::cli::{error, progress, provenance, report};
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -52,8 +51,15 @@ enum Command {
     /// Workloads on the engine: YCSB, TPC-C, LinkBench.
     #[command(subcommand)]
     Bench(cmd::bench::BenchCommand),
-    /// Power-cut crash test of the engine on an emulated device.
-    Crashtest(cmd::crashtest::CrashtestArgs),
+    /// Power-cut crash test of the engine on an emulated device: runs the crash tester, the
+    /// separate binary `pagoda-crashtest` beside this one (built with fault injection, which
+    /// stays out of this binary): `cargo build --release -p pagoda-crashtest-cli`.
+    #[command(disable_help_flag = true)]
+    Crashtest {
+        /// The crash tester's flags (`pagoda crashtest --help` lists them).
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true, num_args = 0..)]
+        args: Vec<std::ffi::OsString>,
+    },
     /// Reproduce the seeds' experiments: report, JSON and plots; sharded runs (plan/cell/report).
     #[command(subcommand)]
     Reproduce(cmd::reproduce::ReproduceCommand),
@@ -75,12 +81,12 @@ fn main() -> ExitCode {
     tune_allocator();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
-        Err(e) => return usage_error(&e),
+        Err(e) => return pagoda::cli::usage_error("pagoda", &e),
     };
     let result = match cli.command {
         Command::Ssd(c) => cmd::ssd::run(c),
         Command::Bench(c) => cmd::bench::run(c),
-        Command::Crashtest(a) => cmd::crashtest::run(&a),
+        Command::Crashtest { args } => cmd::crashtest::forward(&args),
         Command::Reproduce(c) => cmd::reproduce::run(c),
         Command::Inspect { path } => cmd::inspect::run(&path),
         Command::Advise(c) => cmd::advise::run(c),
@@ -93,32 +99,4 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
-}
-
-/// Help and version go to stdout as clap prints them; real usage errors become the one line
-/// CLI.md promises.
-fn usage_error(e: &clap::Error) -> ExitCode {
-    use clap::error::ErrorKind;
-    if matches!(
-        e.kind(),
-        ErrorKind::DisplayHelp
-            | ErrorKind::DisplayVersion
-            | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
-    ) {
-        let _ = e.print();
-        return ExitCode::SUCCESS;
-    }
-    let text = e.to_string();
-    let first = text
-        .lines()
-        .find(|l| !l.trim().is_empty())
-        .unwrap_or("bad arguments")
-        .trim_start_matches("error: ");
-    let tip = text
-        .lines()
-        .find_map(|l| l.trim().strip_prefix("tip: "))
-        .map(|t| format!("; {t}"))
-        .unwrap_or_default();
-    eprintln!("pagoda: error: {first}{tip}; see `pagoda --help` (or COMMAND --help)");
-    ExitCode::from(2)
 }

@@ -1,11 +1,11 @@
-//! `pagoda crashtest`: concurrent transactions, power cuts at random points, recovery, checks.
+//! The crash tester's flags and run: concurrent transactions, power cuts at random points,
+//! recovery, checks.
 
-mod publish;
-
-use crate::error::{CliError, CliResult};
-use crate::progress::Progress;
-use crate::report::write_json;
+use crate::publish;
 use clap::Args;
+use pagoda::cli::error::{CliError, CliResult};
+use pagoda::cli::progress::Progress;
+use pagoda::cli::report::write_json;
 use pagoda_crashtest::{
     self as crashtest, CrashFlashCache, CrashTestOptions, CrashTestReport, FaultKind, Sabotage,
 };

@@ -1,6 +1,6 @@
 //! Result presentation: aligned text tables and JSON files.
 
-use crate::error::{CliError, CliResult};
+use super::error::{CliError, CliResult};
 use serde::Serialize;
 use std::fmt::Write as _;
 use std::path::Path;

@@ -5,7 +5,7 @@
 //! not write. Runs with `--faults` go to their own page (`docs/results/crashtest-faults.md`),
 //! one row per fault kind.
 
-use crate::error::{CliError, CliResult};
+use pagoda::cli::error::{CliError, CliResult};
 use pagoda_crashtest::CrashTestReport;
 use std::io::Write;
 use std::path::Path;
@@ -49,7 +49,7 @@ pub(super) fn verdict(report: &CrashTestReport, failed: bool) -> &'static str {
 
 /// The page's text before its first row: title, provenance of the first run, how to read it.
 fn preamble() -> String {
-    let machine = crate::provenance::machine();
+    let machine = pagoda::cli::provenance::machine();
     format!(
         "{TITLE}\n\n{}Each row is one run of `pagoda crashtest ... --publish FILE`, appended by \
          that run: cycles of concurrent transactions on emulated devices, a power cut at a \
@@ -59,13 +59,13 @@ fn preamble() -> String {
          violations` must be 0 in a run that passes; `unverified` counts transactions of cycles whose \
          check stopped at a detected torn page (torn mode `none`). A run with `--sabotage` removes one \
          safety step on purpose; its row says whether the checker caught it.\n\n{HEADER}",
-        crate::provenance::provenance(&machine)
+        pagoda::cli::provenance::provenance(&machine)
     )
 }
 
 /// The page of runs with faults, before its first row.
 fn faults_preamble() -> String {
-    let machine = crate::provenance::machine();
+    let machine = pagoda::cli::provenance::machine();
     format!(
         "{FAULTS_TITLE}\n\n{}Each row is one fault kind of one run of `pagoda crashtest \
          --faults ... --publish FILE`, appended by that run: power-cut cycles as in the \
@@ -76,7 +76,7 @@ fn faults_preamble() -> String {
          requests nobody saw), `wrong values` (damaged values served) and `lost` (acknowledged \
          commits missing) must be 0; `undetectable` counts what the oracle found after a \
          misdirected write's lost half, which no checksum can see.\n\n{FAULTS_HEADER}",
-        crate::provenance::provenance(&machine)
+        pagoda::cli::provenance::provenance(&machine)
     )
 }
 
@@ -87,7 +87,7 @@ fn fault_rows(report: &CrashTestReport, flags: &str, failed: bool) -> String {
     for (kind, c) in &report.faults {
         out += &format!(
             "| {date} | {} | `{flags}` | {} | {} | {} | {kind} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
-            crate::provenance::commit(),
+            pagoda::cli::provenance::commit(),
             report.cycles,
             report.commits_acknowledged,
             report.cuts_during_recovery,
@@ -111,7 +111,7 @@ fn row(report: &CrashTestReport, flags: &str, failed: bool) -> String {
     let date = humantime::format_rfc3339_seconds(std::time::SystemTime::now());
     format!(
         "| {date} | {} | `{flags}` | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
-        crate::provenance::commit(),
+        pagoda::cli::provenance::commit(),
         report.cycles,
         report.commits_acknowledged,
         report.transactions_checked,
@@ -155,8 +155,8 @@ pub(super) fn check(path: &Path, faults: bool) -> CliResult<()> {
 pub(super) fn append(path: &Path, report: &CrashTestReport, failed: bool) -> CliResult<()> {
     let faults = !report.faults.is_empty();
     check(path, faults)?;
+    // The binary's own arguments (`pagoda crashtest ARGS` runs it with ARGS).
     let flags: Vec<String> = std::env::args()
-        .skip_while(|a| a != "crashtest")
         .skip(1)
         .map(|a| a.replace(['`', '|'], ""))
         .collect();

@@ -1,0 +1,38 @@
+//! What the `pagoda` and `pagoda-crashtest` binaries share: the error type, progress bars,
+//! JSON and table output, the provenance of published results, and the one-line usage error.
+//! Not a stable API.
+
+pub mod error;
+pub mod progress;
+pub mod provenance;
+pub mod report;
+
+use std::process::ExitCode;
+
+/// Help and version go to stdout as clap prints them; real usage errors become the one line
+/// the CLI contract promises, naming `program`'s help.
+pub fn usage_error(program: &str, e: &clap::Error) -> ExitCode {
+    use clap::error::ErrorKind;
+    if matches!(
+        e.kind(),
+        ErrorKind::DisplayHelp
+            | ErrorKind::DisplayVersion
+            | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+    ) {
+        let _ = e.print();
+        return ExitCode::SUCCESS;
+    }
+    let text = e.to_string();
+    let first = text
+        .lines()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("bad arguments")
+        .trim_start_matches("error: ");
+    let tip = text
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("tip: "))
+        .map(|t| format!("; {t}"))
+        .unwrap_or_default();
+    eprintln!("{program}: error: {first}{tip}; see `{program} --help` (or COMMAND --help)");
+    ExitCode::from(2)
+}
