@@ -15,9 +15,11 @@
 use crate::error::{Error, Result};
 
 mod flash;
+mod leaf_bytes;
 mod log;
 pub use crate::stream::Stream;
 pub use flash::*;
+pub(crate) use leaf_bytes::LeafBytes;
 pub use log::*;
 #[cfg(test)]
 mod tests;

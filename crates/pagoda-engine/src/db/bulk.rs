@@ -1,7 +1,8 @@
 //! Bulk load: rows in ascending key order build a table's B+tree bottom-up, each page written
 //! once, straight to the data device (as LMDB's append or RocksDB's file ingestion do). A
 //! second thread writes each 4 MiB run while the next is encoded, with the write-behind hint,
-//! so the device makes the load durable as it goes rather than all at the final flush.
+//! so the device makes the load durable as it goes rather than all at the final flush. Rows go
+//! straight into leaf bytes in the run (`format::LeafBytes`), never into decoded entries.
 //!
 //! Crash safety without logging the rows: the new pages go to never-used page ids (above the
 //! meta page's `next_page`), which nothing reads until a record links them, and they are
@@ -22,7 +23,7 @@ use super::Db;
 use crate::btree::{inline_max, payload_max, Apply};
 use crate::buffer::Pool;
 use crate::error::{Error, Result};
-use crate::format::{encode_page, internal_entry_len, leaf_entry_len, Key, Node, Page, Val};
+use crate::format::{decode_page, encode_page, internal_entry_len, Key, LeafBytes, Node, Page};
 use crate::limits::MAX_VALUE_LEN;
 use crate::probe::{self, Sabotage};
 use std::sync::mpsc;
@@ -214,11 +215,12 @@ struct Builder<'a> {
     /// Encoded pages not yet written: ids `run_first..next`.
     run: Vec<u8>,
     run_first: u64,
-    /// The leaf being filled and its payload bytes.
-    leaf: Vec<(Key, Val)>,
-    leaf_len: usize,
-    /// A full leaf not written yet: when it is the only one, it becomes the root itself.
-    held: Option<Vec<(Key, Val)>>,
+    /// The leaf being filled, encoded as its rows come, and its lowest key.
+    leaf: LeafBytes,
+    leaf_low: Option<Key>,
+    /// A full leaf not written yet (with its lowest key): when it is the only one, it becomes
+    /// the root itself.
+    held: Option<(LeafBytes, Key)>,
     /// Written leaves: (lowest key, page id).
     leaves: Vec<(Key, u64)>,
     rows: u64,
@@ -235,8 +237,8 @@ impl<'a> Builder<'a> {
             next,
             run: Vec::new(),
             run_first: next,
-            leaf: Vec::new(),
-            leaf_len: 4,
+            leaf: LeafBytes::new(),
+            leaf_low: None,
             held: None,
             leaves: Vec::new(),
             rows: 0,
@@ -250,6 +252,19 @@ impl<'a> Builder<'a> {
 
     /// Gives `node` the next page id and queues it for writing.
     fn alloc(&mut self, node: Node) -> Result<u64> {
+        let mut scratch = std::mem::take(&mut self.scratch);
+        let r = self.alloc_with(|id, lsn, page_size, run| {
+            let page = Page { id, lsn, node };
+            encode_page(&page, page_size, &mut scratch);
+            run.extend_from_slice(&scratch);
+        });
+        self.scratch = scratch;
+        r
+    }
+
+    /// Gives the next page id to the page `put` appends to the run (with the load's LSN and
+    /// the page size), and writes the run when it is full.
+    fn alloc_with(&mut self, put: impl FnOnce(u64, u64, usize, &mut Vec<u8>)) -> Result<u64> {
         let id = self.next;
         if id >= self.pool.capacity_pages() {
             return Err(Error::Full {
@@ -258,13 +273,7 @@ impl<'a> Builder<'a> {
             });
         }
         self.next += 1;
-        let page = Page {
-            id,
-            lsn: self.lsn,
-            node,
-        };
-        encode_page(&page, self.page_size, &mut self.scratch);
-        self.run.extend_from_slice(&self.scratch);
+        put(id, self.lsn, self.page_size, &mut self.run);
         if self.run.len() >= RUN_PAGES * self.page_size {
             self.write_run()?;
         }
@@ -286,24 +295,34 @@ impl<'a> Builder<'a> {
         Ok(())
     }
 
+    /// Encodes the row straight into the leaf being filled (its value into overflow pages
+    /// first when it is too large to sit in a leaf).
     fn push(&mut self, key: &[u8], value: &[u8]) -> Result<()> {
-        let val = if value.len() > inline_max(self.page_size) {
-            self.overflow(value)?
+        let overflow = if value.len() > inline_max(self.page_size) {
+            Some(self.overflow(value)?)
         } else {
-            Val::Inline(value.to_vec())
+            None
         };
-        let len = leaf_entry_len(key, &val);
-        if !self.leaf.is_empty() && self.leaf_len + len > self.payload_max() {
+        let len = match overflow {
+            Some(_) => 2 + key.len() + 1 + 16,
+            None => LeafBytes::inline_len(key, value),
+        };
+        if !self.leaf.is_empty() && self.leaf.len() + len > self.payload_max() {
             self.close_leaf()?;
         }
-        self.leaf.push((Key::from_slice(key), val));
-        self.leaf_len += len;
+        if self.leaf.is_empty() {
+            self.leaf_low = Some(Key::from_slice(key));
+        }
+        match overflow {
+            Some((first, total)) => self.leaf.push_overflow(key, first, total),
+            None => self.leaf.push_inline(key, value),
+        }
         self.rows += 1;
         Ok(())
     }
 
-    /// A chain of overflow pages with consecutive ids.
-    fn overflow(&mut self, value: &[u8]) -> Result<Val> {
+    /// A chain of overflow pages with consecutive ids: (its first page, the value's length).
+    fn overflow(&mut self, value: &[u8]) -> Result<(u64, u64)> {
         let cap = self.payload_max() - 12;
         let first = self.next;
         let chunks = value.len().div_ceil(cap);
@@ -314,24 +333,24 @@ impl<'a> Builder<'a> {
                 data: c.to_vec(),
             })?;
         }
-        Ok(Val::Overflow {
-            first,
-            len: value.len() as u64,
-        })
+        Ok((first, value.len() as u64))
     }
 
     fn close_leaf(&mut self) -> Result<()> {
-        let full = std::mem::take(&mut self.leaf);
-        self.leaf_len = 4;
-        if let Some(prev) = self.held.replace(full) {
-            self.write_leaf(prev)?;
+        let full = std::mem::replace(&mut self.leaf, LeafBytes::new());
+        let Some(low) = self.leaf_low.take() else {
+            return Ok(());
+        };
+        if let Some((prev, prev_low)) = self.held.replace((full, low)) {
+            self.write_leaf(prev, prev_low)?;
         }
         Ok(())
     }
 
-    fn write_leaf(&mut self, entries: Vec<(Key, Val)>) -> Result<()> {
-        let low = entries[0].0.clone();
-        let pid = self.alloc(Node::Leaf(entries))?;
+    fn write_leaf(&mut self, mut leaf: LeafBytes, low: Key) -> Result<()> {
+        let pid = self.alloc_with(|id, lsn, page_size, run| {
+            leaf.encode_into(id, lsn, page_size, run);
+        })?;
         self.leaves.push((low, pid));
         Ok(())
     }
@@ -342,15 +361,17 @@ impl<'a> Builder<'a> {
         if !self.leaf.is_empty() {
             self.close_leaf()?;
         }
-        let Some(last) = self.held.take() else {
+        let Some((mut last, last_low)) = self.held.take() else {
             return Ok(None);
         };
         if self.leaves.is_empty() {
-            // One leaf: it is the root.
+            // One leaf: it is the root, installed as a node (decoded from its bytes).
             self.write_run()?;
-            return Ok(Some((Node::Leaf(last), self.next)));
+            let mut page = Vec::with_capacity(self.page_size);
+            last.encode_into(0, self.lsn, self.page_size, &mut page);
+            return Ok(Some((decode_page(&page, 0)?.node, self.next)));
         }
-        self.write_leaf(last)?;
+        self.write_leaf(last, last_low)?;
         let mut level = std::mem::take(&mut self.leaves);
         loop {
             let groups = self.groups(&level);
