@@ -58,6 +58,8 @@ impl Db {
         let t0 = Instant::now();
         let obs = &self.inner.opts.observer;
         probe::emit(obs, Event::CheckpointBegin);
+        // Set once the pacer actually held the writes back (what `paced_checkpoints` counts).
+        let held = std::cell::Cell::new(false);
         let res = (|| {
             // The redo start is fixed under the commit lock (every commit before it has
             // stamped its pages); the log sync that makes it durable happens outside the lock.
@@ -66,7 +68,7 @@ impl Db {
                 let cs = self.inner.commit.lock();
                 (self.inner.wal.close_group(), cs.next_cts - 1)
             };
-            let pacer = paced.then(|| Pacer::new(self, c, t0));
+            let pacer = paced.then(|| Pacer::new(self, c, t0, &held));
             self.inner.wal.wait_durable(c)?;
             if !probe::is(self.inner.opts.sabotage, Sabotage::SkipCheckpointFlush) {
                 let mut pace = |done: usize, total: usize| {
@@ -101,7 +103,7 @@ impl Db {
             Ok(lsn) => {
                 let c = &self.inner.counters;
                 c.checkpoints.fetch_add(1, Ordering::Relaxed);
-                if paced {
+                if held.get() {
                     c.paced_checkpoints.fetch_add(1, Ordering::Relaxed);
                 }
                 Ok(CheckpointInfo {
@@ -154,10 +156,12 @@ struct Pacer<'a> {
     t0: Instant,
     /// Its share of the time window.
     window: Duration,
+    /// Set when it first waits.
+    held: &'a std::cell::Cell<bool>,
 }
 
 impl<'a> Pacer<'a> {
-    fn new(db: &'a Db, c: u64, t0: Instant) -> Self {
+    fn new(db: &'a Db, c: u64, t0: Instant, held: &'a std::cell::Cell<bool>) -> Self {
         let share = db.inner.opts.checkpoint_pacing;
         let wal = &db.inner.wal;
         let gap = (wal.capacity() / 4 * 3).saturating_sub(wal.used());
@@ -168,6 +172,7 @@ impl<'a> Pacer<'a> {
             span: (gap as f64 * share) as u64,
             t0,
             window: window.mul_f64(share),
+            held,
         }
     }
 
@@ -195,6 +200,7 @@ impl<'a> Pacer<'a> {
             ) {
                 return;
             }
+            self.held.set(true);
             super::background::chores(self.db);
             let mut stop = inner.bg_stop.lock();
             if !*stop {

@@ -74,7 +74,8 @@ pub struct DbStats {
     pub commits_per_sync: f64,
     /// Checkpoints taken.
     pub checkpoints: u64,
-    /// Of those, background checkpoints whose page writes were paced.
+    /// Of those, background checkpoints whose pacing held their page writes back at least once
+    /// (one hurried from the start is not counted).
     pub paced_checkpoints: u64,
     /// Log bytes in use (since the last checkpoint).
     pub log_used_bytes: u64,
