@@ -23,14 +23,28 @@ fn alone(extra: Option<&str>) -> (tempfile::TempDir, std::path::PathBuf) {
     (dir, bin)
 }
 
+/// Runs `cmd`, retrying while the kernel says a freshly written executable is busy: another
+/// test thread's fork can briefly hold the write descriptor of a file just written (ETXTBSY).
+fn output(cmd: &mut Command) -> std::process::Output {
+    for _ in 0..100 {
+        match cmd.output() {
+            Err(e) if e.kind() == std::io::ErrorKind::ExecutableFileBusy => {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            r => return r.unwrap(),
+        }
+    }
+    panic!("the copied binary stayed busy (ETXTBSY) for 2 s");
+}
+
 #[test]
 fn crashtest_without_the_crash_tester_says_how_to_build_it() {
     let (dir, bin) = alone(None);
-    let o = Command::new(&bin)
-        .args(["crashtest", "--cycles", "3"])
-        .env("PATH", dir.path())
-        .output()
-        .unwrap();
+    let o = output(
+        Command::new(&bin)
+            .args(["crashtest", "--cycles", "3"])
+            .env("PATH", dir.path()),
+    );
     assert!(!o.status.success());
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(
@@ -42,11 +56,11 @@ fn crashtest_without_the_crash_tester_says_how_to_build_it() {
 #[test]
 fn crashtest_hands_every_argument_and_the_exit_status_to_the_crash_tester() {
     let (dir, bin) = alone(Some("#!/bin/sh\necho \"args: $*\"\nexit 7\n"));
-    let o = Command::new(&bin)
-        .args(["crashtest", "--torn", "atomic", "--cycles", "3", "--help"])
-        .env("PATH", dir.path())
-        .output()
-        .unwrap();
+    let o = output(
+        Command::new(&bin)
+            .args(["crashtest", "--torn", "atomic", "--cycles", "3", "--help"])
+            .env("PATH", dir.path()),
+    );
     assert_eq!(o.status.code(), Some(7));
     assert_eq!(
         String::from_utf8_lossy(&o.stdout).trim(),
