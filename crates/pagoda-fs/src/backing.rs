@@ -18,12 +18,17 @@
 //! After an I/O error on the image, every later write, trim and flush fails: a failed
 //! fdatasync may have dropped dirty pages that a later, successful one would not write, so
 //! acknowledging a flush then could lose data that an fsync reported as durable.
+//!
+//! The image is an [`ImageFile`]: a [`File`] in `pagoda mount`; a test puts it in a store
+//! that forgets what was never synced when the "process dies" (`tests/kill.rs`), which a
+//! kill of the process alone cannot show (the kernel keeps its page cache).
 
 use pagoda_device::{
     BlockDevice, Capabilities, DeviceError, DeviceRef, DeviceStats, PowerCut, PowerCutReport,
     Result, WriteHints, SECTOR_SIZE,
 };
 use std::fs::File;
+use std::io;
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
@@ -33,11 +38,69 @@ use std::sync::{Mutex, MutexGuard, PoisonError, RwLock};
 const CHUNK: usize = 256;
 const S: u64 = SECTOR_SIZE as u64;
 
+/// What an image lives in: the positional I/O and syncs of a file. Offsets and lengths are
+/// whole sectors, except the size.
+pub trait ImageFile: Send + Sync + std::fmt::Debug {
+    /// The length in bytes.
+    fn size(&self) -> io::Result<u64>;
+    /// Sets the length (a new image: zeros, sparse where possible).
+    fn set_size(&self, len: u64) -> io::Result<()>;
+    /// Reads `buf.len()` bytes at `offset`.
+    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()>;
+    /// Writes `buf` at `offset`; durable only after [`ImageFile::sync_data`].
+    fn write_all_at(&self, buf: &[u8], offset: u64) -> io::Result<()>;
+    /// Makes every write (and hole, and the size) so far durable: fdatasync.
+    fn sync_data(&self) -> io::Result<()>;
+    /// Zeros `len` bytes at `offset` by punching a hole, keeping the size; `EOPNOTSUPP`
+    /// where holes cannot be punched (the caller then writes zeros).
+    fn punch_hole(&self, offset: u64, len: u64) -> io::Result<()>;
+}
+
+impl ImageFile for File {
+    fn size(&self) -> io::Result<u64> {
+        Ok(self.metadata()?.len())
+    }
+
+    fn set_size(&self, len: u64) -> io::Result<()> {
+        self.set_len(len)
+    }
+
+    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        FileExt::read_exact_at(self, buf, offset)
+    }
+
+    fn write_all_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+        FileExt::write_all_at(self, buf, offset)
+    }
+
+    fn sync_data(&self) -> io::Result<()> {
+        File::sync_data(self)
+    }
+
+    fn punch_hole(&self, offset: u64, len: u64) -> io::Result<()> {
+        let mode = libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE;
+        // SAFETY: fallocate on a descriptor `self` owns; no memory is passed.
+        let r = unsafe {
+            libc::fallocate(
+                self.as_raw_fd(),
+                mode,
+                offset as libc::off_t,
+                len as libc::off_t,
+            )
+        };
+        if r == 0 {
+            Ok(())
+        } else {
+            Err(io::Error::last_os_error())
+        }
+    }
+}
+
 /// A device whose contents are mirrored into an image file that is durable at each flush.
 #[derive(Debug)]
 pub struct ImageDevice {
     inner: DeviceRef,
-    file: File,
+    file: Box<dyn ImageFile>,
     path: PathBuf,
     /// Writes and trims hold it shared, a flush or a power cut alone: neither then runs while
     /// a request is in the device but not yet in the image.
@@ -73,17 +136,31 @@ impl ImageDevice {
                  give another image file",
             )));
         }
+        let new = file.metadata().map_err(err)?.len() == 0;
+        let opened = Self::open_in(Box::new(file), path, inner)?;
+        // The new name must outlive a crash too.
+        if let Some(dir) = path.parent().filter(|d| new && !d.as_os_str().is_empty()) {
+            File::open(dir)
+                .and_then(|d| d.sync_all())
+                .map_err(|e| DeviceError::io(dir, e))?;
+        }
+        Ok(opened)
+    }
+
+    /// As [`ImageDevice::open`], with the image in `file` (`path` names it in messages):
+    /// created (sized, synced) when empty, else loaded into `inner`. The caller keeps other
+    /// users away from `file`.
+    pub fn open_in(
+        file: Box<dyn ImageFile>,
+        path: &Path,
+        inner: DeviceRef,
+    ) -> Result<(Self, bool)> {
+        let err = |e| DeviceError::io(path, e);
         let cap = inner.caps().capacity_bytes();
-        let len = file.metadata().map_err(err)?.len();
+        let len = file.size().map_err(err)?;
         let loaded = if len == 0 {
-            file.set_len(cap).map_err(err)?;
-            file.sync_all().map_err(err)?;
-            // The new name must outlive a crash too.
-            if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-                File::open(dir)
-                    .and_then(|d| d.sync_all())
-                    .map_err(|e| DeviceError::io(dir, e))?;
-            }
+            file.set_size(cap).map_err(err)?;
+            file.sync_data().map_err(err)?;
             false
         } else if len != cap {
             return Err(DeviceError::config(format!(
@@ -92,7 +169,7 @@ impl ImageDevice {
                 path.display()
             )));
         } else {
-            load(&file, path, &inner)?;
+            load(&*file, path, &inner)?;
             true
         };
         let dev = Self {
@@ -153,15 +230,9 @@ impl ImageDevice {
 
     /// Zeros in the image: a hole where the file system can punch one.
     fn punch(&self, sector: u64, sectors: u64) -> std::io::Result<()> {
-        let mode = libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE;
-        let (off, len) = ((sector * S) as libc::off_t, (sectors * S) as libc::off_t);
-        // SAFETY: fallocate on a descriptor we own; no memory is passed.
-        if unsafe { libc::fallocate(self.file.as_raw_fd(), mode, off, len) } == 0 {
-            return Ok(());
-        }
-        let e = std::io::Error::last_os_error();
-        if e.raw_os_error() != Some(libc::EOPNOTSUPP) {
-            return Err(e);
+        match self.file.punch_hole(sector * S, sectors * S) {
+            Err(e) if e.raw_os_error() == Some(libc::EOPNOTSUPP) => {}
+            done => return done,
         }
         let zero = vec![0u8; CHUNK.min(sectors as usize) * SECTOR_SIZE];
         let mut s = sector;
@@ -206,7 +277,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 /// Writes the image into `dev` (runs of zero sectors trimmed) and flushes it.
-fn load(file: &File, path: &Path, dev: &DeviceRef) -> Result<()> {
+fn load(file: &dyn ImageFile, path: &Path, dev: &DeviceRef) -> Result<()> {
     let cap = dev.caps().capacity_sectors;
     let mut buf = vec![0u8; CHUNK * SECTOR_SIZE];
     let mut first = 0;
