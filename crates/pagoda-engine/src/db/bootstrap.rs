@@ -11,8 +11,7 @@ use crate::stream::Stream;
 use pagoda_device::{DeviceRef, WriteHints};
 
 pub(super) fn read_sb(dev: &DeviceRef) -> Result<Option<Superblock>> {
-    let mut buf = vec![0u8; 2 * SECTOR];
-    dev.read(0, &mut buf)?;
+    let buf = read_area(dev)?;
     check_version(&buf)?;
     let a = Superblock::decode(&buf[..SECTOR]);
     let b = Superblock::decode(&buf[SECTOR..]);
@@ -24,13 +23,72 @@ pub(super) fn read_sb(dev: &DeviceRef) -> Result<Option<Superblock>> {
             if is_zero(&buf) {
                 Ok(None)
             } else {
+                // Never a fresh database over it: the pages and the log are still there.
                 Err(Error::corrupt(
                     0,
-                    format!("both superblocks are invalid ({ea}; {eb})"),
+                    format!(
+                        "both superblock copies (data device sectors 0 and 1) are damaged \
+                         (copy 0: {ea}; copy 1: {eb}), so no checkpoint can be trusted"
+                    ),
                 ))
             }
         }
     }
+}
+
+fn read_area(dev: &DeviceRef) -> Result<Vec<u8>> {
+    let mut buf = vec![0u8; 2 * SECTOR];
+    dev.read(0, &mut buf)?;
+    Ok(buf)
+}
+
+/// What the superblock copy other than `sb` (the one recovery starts from) says.
+#[derive(Debug, Default)]
+pub(super) struct OtherCopy {
+    /// Its redo start, when it is intact and older: the log from there on is kept.
+    pub(super) checkpoint_lsn: Option<u64>,
+    /// Why it is not usable, when it was written and is now damaged (or torn).
+    pub(super) damage: Option<String>,
+    /// Whether the damaged copy was the newer one (its generation field reads higher).
+    pub(super) newer: bool,
+}
+
+/// Reads the copy in the other slot than `sb`'s.
+pub(super) fn other_copy(dev: &DeviceRef, sb: &Superblock) -> Result<OtherCopy> {
+    let buf = read_area(dev)?;
+    let slot = (1 - sb.generation % 2) as usize;
+    let raw = &buf[slot * SECTOR..(slot + 1) * SECTOR];
+    Ok(match Superblock::decode(raw) {
+        Ok(o) if o.db_id == sb.db_id && o.generation < sb.generation => OtherCopy {
+            checkpoint_lsn: Some(o.checkpoint_lsn),
+            ..OtherCopy::default()
+        },
+        // A new database's second slot was never written.
+        Err(_) if is_zero(raw) => OtherCopy::default(),
+        Err(why) => {
+            // The damage may be anywhere, the generation field too: it only says which copy
+            // the report calls the newer one.
+            let generation = u64::from_le_bytes(raw[16..24].try_into().unwrap_or_default());
+            let newer = generation > sb.generation;
+            OtherCopy {
+                checkpoint_lsn: None,
+                damage: Some(format!(
+                    "superblock copy {slot} (data device sector {slot}) is damaged ({why}; its \
+                     generation field reads {generation}): recovery started from copy {}, \
+                     generation {}, {}",
+                    1 - slot,
+                    sb.generation,
+                    if newer {
+                        "the older copy"
+                    } else {
+                        "the newest copy"
+                    }
+                )),
+                newer,
+            }
+        }
+        Ok(_) => OtherCopy::default(),
+    })
 }
 
 /// Writes a fresh database's log header, meta page, catalog root and first superblock.

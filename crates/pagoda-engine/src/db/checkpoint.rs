@@ -1,8 +1,10 @@
 //! Fuzzy checkpoints, and the pacing of the background one.
 //!
 //! A checkpoint notes the log end `c`, writes every page first dirtied before it, syncs, and
-//! moves the redo start (and the log's reclaim point) to `c`. The background thread starts one
-//! when half the log ring is in use; a commit waits for log space only at three quarters. A
+//! moves the redo start to `c` in both superblock copies (one after the other, so that one is
+//! always intact), and only then the log's reclaim point: recovery from either copy finds its
+//! whole redo range in the log. The background thread starts one when half the log ring is in
+//! use; a commit waits for log space only at three quarters. A
 //! background checkpoint spreads its page writes over a share of that gap (as PostgreSQL's
 //! `checkpoint_completion_target` spreads them over the checkpoint distance): it writes a
 //! batch, then, while its share of pages written is ahead of the share of the gap the log has
@@ -28,9 +30,9 @@ const DEFAULT_WINDOW: Duration = Duration::from_secs(60);
 
 impl Db {
     /// Takes a fuzzy checkpoint: notes the log end, writes every page dirtied before it (commits
-    /// continue meanwhile), syncs, and records the new redo start in the superblock; the log
-    /// before it is reused. Its page writes go at full speed (only the background thread's
-    /// checkpoints are paced).
+    /// continue meanwhile), syncs, and records the new redo start in both superblock copies;
+    /// the log before it is reused. Its page writes go at full speed (only the background
+    /// thread's checkpoints are paced).
     pub fn checkpoint(&self) -> Result<CheckpointInfo> {
         self.check_writable()?;
         self.hurrying(|| {
@@ -93,7 +95,11 @@ impl Db {
                     sb.flash_cache_id = fc_id;
                     sb.flash_seq = fc_seq;
                     sb.flash_dependent = fc_dep;
-                })
+                })?;
+                // The same again into the other slot. Recovery falls back to the older copy
+                // when the newest is torn or damaged, and must find that copy's redo range in
+                // the log: only once both copies name `c` may the log before it be reused.
+                self.write_superblock(|_| {})
             })?;
             self.inner.wal.set_reclaim(c);
             Ok::<_, Error>(c)

@@ -65,6 +65,13 @@ pub(super) fn recover(
         sb.checkpoint_lsn,
         opts.sabotage,
     )?;
+    // A crash between a checkpoint's two superblock writes leaves the other copy naming the
+    // previous redo start: were `sb` lost, recovery would start there, so the log keeps that
+    // range until the open's checkpoint has written both copies (`Db::checkpoint_held`).
+    let other = super::bootstrap::other_copy(data, &sb)?;
+    let reclaim = other
+        .checkpoint_lsn
+        .map_or(sb.checkpoint_lsn, |c| c.min(sb.checkpoint_lsn));
     probe::emit(&obs, Event::Recovery(RecoveryStep::NewEpoch));
     // Groups that were in flight at a crash may sit after the end: this open's groups
     // carry a newer epoch, so the scan never takes one of those for their continuation
@@ -86,7 +93,7 @@ pub(super) fn recover(
             id,
             Stream::Log.on(&lcaps),
             scan.end,
-            sb.checkpoint_lsn,
+            reclaim,
         )
         .sabotaged(opts.sabotage)
         .gathering(opts.commit_gather)
@@ -112,6 +119,8 @@ pub(super) fn recover(
         checkpoint_lsn: sb.checkpoint_lsn,
         log_groups: scan.groups,
         torn_log_tail: scan.torn_tail,
+        superblock_fallback: other.newer,
+        superblock_damage: other.damage,
         ..RecoveryStats::default()
     };
     if opts.torn.uses_doublewrite_area() {

@@ -27,6 +27,13 @@ pub struct RecoveryStats {
     pub checkpoint_lsn: u64,
     /// Highest commit timestamp recovered.
     pub last_cts: u64,
+    /// Whether recovery started from the older superblock copy because the newer one was
+    /// damaged or torn (the log holds the older copy's redo range too: nothing committed is
+    /// lost).
+    pub superblock_fallback: bool,
+    /// Which superblock copy was found damaged, why, and which copy recovery used (the open's
+    /// checkpoint then wrote over the damaged one).
+    pub superblock_damage: Option<String>,
 }
 
 /// Buffer pool counters.
