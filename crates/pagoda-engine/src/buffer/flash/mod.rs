@@ -16,11 +16,13 @@ use crate::error::{Error, Failure, Result};
 use crate::format::{check_page, SECTOR};
 use crate::probe::{self, Event, FlashStep, Observer, Sabotage};
 use crate::{FlashPages, FlashPolicy};
+use damage::SlotFault;
 use pagoda_device::{DeviceRef, WriteHints};
 use parking_lot::Mutex;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 
+mod damage;
 mod geometry;
 mod lru;
 mod rebuild;
@@ -190,6 +192,7 @@ struct Counters {
     dir_ckpts: AtomicU64,
     dir_bytes: AtomicU64,
     corrupt: AtomicU64,
+    rereads: AtomicU64,
 }
 
 /// What the open found.
@@ -288,9 +291,9 @@ impl FlashCache {
         probe::is(self.sabotage, s)
     }
 
-    /// Reads the newest flash copy of `pid`, if the cache has one. A damaged slot is dropped
-    /// and the page read from the data device, unless that copy is older (then the page is
-    /// lost: `Corruption`, never a stale version).
+    /// Reads the newest flash copy of `pid`, if the cache has one. A damaged or unreadable
+    /// slot is dropped and the page read from the data device, unless that copy is older (then
+    /// the read fails naming the slot and the page, never a stale version: [`damage`]).
     pub(crate) fn read(&self, pid: u64) -> Result<Option<Vec<u8>>> {
         loop {
             let (slot, meta) = {
@@ -309,7 +312,7 @@ impl FlashCache {
                 (slot, st.slots[slot as usize])
             };
             let mut buf = vec![0u8; self.page_size];
-            self.dev.read(self.geo.slot_sector(slot), &mut buf)?;
+            let got = self.dev.read(self.geo.slot_sector(slot), &mut buf);
             {
                 // The slot may have been reused during the read: then look again.
                 let st = self.state.lock();
@@ -317,42 +320,15 @@ impl FlashCache {
                     continue;
                 }
             }
-            if slot_ok(&buf, &meta) {
-                self.c.hits.fetch_add(1, Ordering::Relaxed);
-                return Ok(Some(buf));
-            }
-            self.c.corrupt.fetch_add(1, Ordering::Relaxed);
-            {
-                let mut st = self.state.lock();
-                if st.dir.get(&pid) == Some(&slot) && st.slots[slot as usize].seq == meta.seq {
-                    st.evict(slot, self.policy == FlashPolicy::Lru);
+            let fault = match got {
+                Ok(()) if slot_ok(&buf, &meta) => {
+                    self.c.hits.fetch_add(1, Ordering::Relaxed);
+                    return Ok(Some(buf));
                 }
-            }
-            return self.other_copy(&meta).map(Some);
-        }
-    }
-
-    /// The data device's copy of a page whose flash copy `meta` is damaged, if it is as new.
-    fn other_copy(&self, meta: &Slot) -> Result<Vec<u8>> {
-        let mut buf = vec![0u8; self.page_size];
-        self.data.read(self.data_sector(meta.pid), &mut buf)?;
-        match check_page(&buf, meta.pid) {
-            Ok(l) if l >= meta.lsn => Ok(buf),
-            Ok(l) => Err(Error::corrupt(
-                meta.pid,
-                format!(
-                    "its newest copy (LSN {}) in the flash cache is damaged and the data device \
-                     holds only LSN {l}",
-                    meta.lsn
-                ),
-            )),
-            Err(e) => Err(Error::corrupt(
-                meta.pid,
-                format!(
-                    "its flash cache copy (LSN {}) is damaged and so is the data device's: {e}",
-                    meta.lsn
-                ),
-            )),
+                Ok(()) => SlotFault::Damaged,
+                Err(e) => SlotFault::Unreadable(e),
+            };
+            return self.reread(slot, &meta, fault).map(Some);
         }
     }
 
@@ -481,13 +457,12 @@ impl FlashCache {
         self.emit(FlashStep::WriteBack);
         let mut out: Vec<(u64, Vec<u8>)> = Vec::with_capacity(todo.len());
         let slots = self.read_slots(todo)?;
-        for ((_, meta), buf) in todo.iter().zip(slots) {
+        for ((slot, meta), buf) in todo.iter().zip(slots) {
             if slot_ok(&buf, meta) {
                 out.push((meta.pid, buf));
             } else {
                 // Damaged in flash: fine only if the data device already has this version.
-                self.c.corrupt.fetch_add(1, Ordering::Relaxed);
-                self.other_copy(meta)?;
+                self.instead_of(*slot, meta, SlotFault::Damaged)?;
             }
         }
         out.sort_by_key(|(p, _)| *p);
@@ -618,6 +593,7 @@ impl FlashCache {
             dir_checkpoints: c.dir_ckpts.load(Ordering::Relaxed),
             dir_checkpoint_bytes: c.dir_bytes.load(Ordering::Relaxed),
             corrupt_slots: c.corrupt.load(Ordering::Relaxed),
+            data_rereads: c.rereads.load(Ordering::Relaxed),
             warm_start: self.start.warm,
             start_note: self.start.note.clone(),
             rebuild_ms: self.start.rebuild_ms,

@@ -36,8 +36,11 @@ pub struct FlashCacheStats {
     pub dir_checkpoints: u64,
     /// Bytes of directory checkpoints written.
     pub dir_checkpoint_bytes: u64,
-    /// Slots whose checksum failed when read (the page was read from its other copy).
+    /// Slots found damaged (checksum) or unreadable when read.
     pub corrupt_slots: u64,
+    /// Of those, reads served from the data device's copy instead, as new as the slot's (a
+    /// slot holding the only newest copy fails the read, naming the slot and the page).
+    pub data_rereads: u64,
     /// Whether the cache came up warm at open (its directory rebuilt) rather than empty.
     pub warm_start: bool,
     /// Why it started cold, when it did.
