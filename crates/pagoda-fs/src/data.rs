@@ -187,23 +187,30 @@ impl Fs {
     }
 
     /// fallocate: mode 0 and KEEP_SIZE reserve blocks (trimmed, so they read as zeros);
-    /// PUNCH_HOLE|KEEP_SIZE frees whole blocks and zeroes the partial ends.
+    /// PUNCH_HOLE|KEEP_SIZE frees whole blocks and zeroes the partial ends. A range past the
+    /// largest file is [`FsError::TooLarge`] (EFBIG), another mode [`FsError::Unsupported`]
+    /// (EOPNOTSUPP).
     pub fn fallocate(&mut self, ino: u64, offset: u64, len: u64, mode: i32) -> Result<()> {
         self.check_up()?;
         self.drain_io()?;
         self.file(ino)?;
         let end = offset.saturating_add(len);
-        if len == 0 || end > self.max_size() {
-            return Err(FsError::Invalid(format!(
-                "fallocate range {offset}+{len} is empty or past the largest file size"
-            )));
+        if len == 0 {
+            return Err(FsError::Invalid("fallocate of an empty range".into()));
+        }
+        // EFBIG, as a write there: not EOPNOTSUPP, which tells the caller (posix_fallocate)
+        // to write zeros instead.
+        if end > self.max_size() {
+            return Err(FsError::TooLarge {
+                max: self.max_size(),
+            });
         }
         let keep_size = mode & libc::FALLOC_FL_KEEP_SIZE != 0;
         if mode == libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE {
             return self.punch_hole(ino, offset, end);
         }
         if mode & !libc::FALLOC_FL_KEEP_SIZE != 0 {
-            return Err(FsError::Invalid(format!(
+            return Err(FsError::Unsupported(format!(
                 "fallocate mode {mode:#x} is not supported (only 0, KEEP_SIZE, PUNCH_HOLE)"
             )));
         }

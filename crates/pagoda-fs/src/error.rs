@@ -35,6 +35,9 @@ pub enum FsError {
     /// A bad argument (EINVAL).
     #[error("invalid argument: {0}")]
     Invalid(String),
+    /// An operation, or a mode of one, this file system does not provide (EOPNOTSUPP).
+    #[error("not supported: {0}")]
+    Unsupported(String),
     /// The serialized metadata outgrew its region.
     #[error(
         "the metadata no longer fits its region ({need} of {have} bytes): use a larger device"
@@ -86,6 +89,7 @@ impl FsError {
             FsError::TooLarge { .. } => libc::EFBIG,
             FsError::BadName(n) if n.len() > 255 => libc::ENAMETOOLONG,
             FsError::BadName(_) | FsError::Invalid(_) => libc::EINVAL,
+            FsError::Unsupported(_) => libc::EOPNOTSUPP,
             FsError::PoweredOff(_) => libc::EIO,
             FsError::TooSmall { .. }
             | FsError::NotFormatted

@@ -585,7 +585,6 @@ impl Filesystem for PagodaFuse {
         let _blocks = self.ranges.lock(ino, 0, u64::MAX);
         match self.fs().fallocate(ino, offset as u64, length as u64, mode) {
             Ok(()) => reply.ok(),
-            Err(FsError::Invalid(_)) => reply.error(libc::EOPNOTSUPP),
             Err(e) => reply.error(e.errno()),
         }
     }
