@@ -25,7 +25,6 @@ struct State {
     durable: Vec<u8>,
     /// Changes since the last sync, in order.
     unsynced: Vec<Change>,
-    syncs: u64,
 }
 
 #[derive(Debug)]
@@ -65,11 +64,6 @@ impl VolatileImage {
         }
         s.current = img.clone();
         s.durable = img;
-    }
-
-    /// fdatasyncs so far.
-    pub fn syncs(&self) -> u64 {
-        self.state().syncs
     }
 
     /// Changes not yet synced.
@@ -121,7 +115,6 @@ impl ImageFile for VolatileImage {
             apply(&mut img, &c);
         }
         s.durable = img;
-        s.syncs += 1;
         Ok(())
     }
 
