@@ -1,9 +1,10 @@
 //! One cycle's workload: workers run transactions, DDL and checkpoints until the power is cut
 //! (or they finish), and the cycle's history is kept for the oracle.
 
+use crate::met::Met;
 use crate::oracle::{Finding, FindingKind, Model};
 use crate::power::{CutPoint, Switch};
-use crate::workload::{Met, Shared, WorkCfg, Write, WrongRead, DYN_PREFIX, MARKS};
+use crate::workload::{Shared, WorkCfg, Write, WrongRead, DYN_PREFIX, MARKS};
 use crate::CrashTestOptions;
 use pagoda_engine::{stats::FlashCacheStats, Db, Failure};
 use parking_lot::Mutex;
@@ -29,10 +30,14 @@ pub(crate) struct Pending {
     pub(crate) flash: Option<FlashCacheStats>,
     /// Values read while running that the crash test never wrote there.
     pub(crate) wrong: Vec<WrongRead>,
-    /// The cause of the engine's failure with the power on, if it failed.
+    /// The database's failure, if it failed (also when the power cut came after it).
     pub(crate) failure: Option<Failure>,
     /// Errors the workers met.
     pub(crate) met: Vec<Met>,
+    /// Tagged errors that reached the database's failure path (see `Switch::heard`).
+    pub(crate) heard: Vec<String>,
+    /// Findings known when the workload ended (an injected failure nobody heard of).
+    pub(crate) found: Vec<Finding>,
     /// The fault armed in the cycle, if any (`--faults`).
     pub(crate) fault: Option<String>,
 }
@@ -142,14 +147,16 @@ pub(crate) fn workload(run: &Run<'_>, db: Db, rng: &mut SmallRng, uid_next: &mut
             }
             if !single {
                 // Frequent checkpoints, so that cuts fall inside them.
-                let (stop, running, db) = (&stop, &running, &db);
+                let (stop, running, db, shared) = (&stop, &running, &db, &shared);
                 s.spawn(move || {
                     while !stop.load(Ordering::Acquire)
                         && !switch.is_dead()
                         && running.load(Ordering::Acquire) > 0
                     {
                         std::thread::sleep(std::time::Duration::from_millis(2));
-                        if db.checkpoint().is_err() {
+                        let r = db.checkpoint();
+                        shared.met(&r);
+                        if r.is_err() {
                             break;
                         }
                     }
@@ -158,8 +165,13 @@ pub(crate) fn workload(run: &Run<'_>, db: Db, rng: &mut SmallRng, uid_next: &mut
         });
     }
     stop.store(true, Ordering::Release);
-    // The engine must fail only because the power went (or an injected fault, see `Ledger`).
-    let failure = if switch.is_dead() { None } else { db.failure() };
+    // The engine must fail only because the power went (or an injected fault, see `Ledger`);
+    // a failure that came before the cut still tells whether a fault was reported.
+    let failure = db.failure();
+    let engine_failure = failure
+        .as_ref()
+        .filter(|_| !switch.is_dead())
+        .map(ToString::to_string);
     let flash = db.stats().flash_cache;
     db.abandon();
     // A workload that ended before the chosen operation is cut at a quiet moment.
@@ -169,10 +181,12 @@ pub(crate) fn workload(run: &Run<'_>, db: Db, rng: &mut SmallRng, uid_next: &mut
         cycle,
         txns: txns.into_inner(),
         exposed: exposed.load(Ordering::Acquire),
-        engine_failure: failure.as_ref().map(ToString::to_string),
+        engine_failure,
         failure,
+        heard: switch.heard(),
         met: met.into_inner(),
         fault: None,
+        found: Vec::new(),
         wrong: wrong.into_inner(),
         ddl: ddl.into_inner(),
         cut: switch.cut_point(),

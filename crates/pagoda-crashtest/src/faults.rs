@@ -13,7 +13,8 @@
 //! no checksum can see once the log no longer covers it. What follows one is counted as
 //! undetectable, not as a failure, and the database is re-created.
 
-use crate::workload::Met;
+use crate::met::{corrupt_pages, is_corruption, Met, TAG_START};
+use crate::oracle::{Finding, FindingKind};
 use pagoda_device::fault::{Failure, Fault, FaultDevice, Op};
 use pagoda_device::{DeviceRef, SECTOR_SIZE};
 use pagoda_engine::{fault::Sabotage, Error, Result};
@@ -168,6 +169,10 @@ pub(crate) struct Armed {
     pub kind: FaultKind,
     /// What was armed where, for reports.
     pub what: String,
+    /// The fault device it was armed on (its name in the tags).
+    dev: &'static str,
+    /// The tag number of the first error it can inject (see [`FaultDevice::tag`]).
+    first_tag: u64,
     /// Requests that injected faults acted on, on data and log, before arming.
     base: u64,
     /// The fault put damage on the medium at once (persistent bit rot).
@@ -201,8 +206,8 @@ impl Injector {
         data: DeviceRef,
         log: DeviceRef,
     ) -> (Self, DeviceRef, DeviceRef) {
-        let data = Arc::new(FaultDevice::new(data));
-        let log = Arc::new(FaultDevice::new(log));
+        let data = Arc::new(FaultDevice::new(data).named("data"));
+        let log = Arc::new(FaultDevice::new(log).named("log"));
         data.record(true);
         let (d, l): (DeviceRef, DeviceRef) = (data.clone(), log.clone());
         let me = Self {
@@ -360,6 +365,8 @@ impl Injector {
                 return Ok(Some(Armed {
                     kind,
                     what,
+                    dev: "data",
+                    first_tag: self.data.failures(),
                     base,
                     on_medium: false,
                     // The stray copy lands on `to`; a lost write leaves `from` stale.
@@ -378,10 +385,17 @@ impl Injector {
                 ..
             }
         );
+        let first_tag = dev.failures();
         dev.inject(fault)?;
         Ok(Some(Armed {
             kind,
             what,
+            dev: if Arc::ptr_eq(dev, &self.data) {
+                "data"
+            } else {
+                "log"
+            },
+            first_tag,
             base,
             on_medium,
             pages: damaged,
@@ -440,21 +454,17 @@ fn signature(kind: FaultKind, detail: &str) -> bool {
     }
 }
 
-/// Whether `e` reports a device failure.
-fn is_device(e: &Error) -> bool {
-    match e {
-        Error::Device(_) => true,
-        Error::Failed(f) => is_device(f.cause()),
-        _ => false,
-    }
-}
-
-/// Whether `e` reports detected corruption.
-fn is_corruption(e: &Error) -> bool {
-    match e {
-        Error::Failed(f) => is_corruption(f.cause()),
-        e => e.is_corruption(),
-    }
+/// Whether `text` carries the tag of an error that device `dev` injected with a number at or
+/// above `first`: the error of that very fault, not one that happened to arrive.
+fn carries_tag(text: &str, dev: &str, first: u64) -> bool {
+    let start = format!("{TAG_START}{dev}#");
+    text.match_indices(&start).any(|(at, _)| {
+        let rest = &text[at + start.len()..];
+        rest.split(']')
+            .next()
+            .and_then(|n| n.parse::<u64>().ok())
+            .is_some_and(|n| n >= first)
+    })
 }
 
 impl Ledger {
@@ -469,34 +479,40 @@ impl Ledger {
 
     /// After the workload of a cycle with `armed`: counts what the fault did and returns
     /// whether the engine's failure with the power on (`failure`) is the report of that fault
-    /// (then it is no finding). `met`: the errors the workers met.
+    /// (then it is no finding), and the finding of a failed request nobody heard of. `met`:
+    /// the errors the workers met; `heard`: the tagged errors that reached the database's
+    /// failure path. A failed request counts as reported only by an error carrying its own
+    /// tag; damage only by the check named for it, on the page it hit.
     pub(crate) fn settle(
         &mut self,
         inj: &Injector,
         armed: &Armed,
         failure: Option<&Error>,
         met: &[Met],
-    ) -> bool {
+        heard: &[String],
+    ) -> (bool, Option<Finding>) {
         let kind = armed.kind;
         let fired = inj.fired(armed);
         let damaging = matches!(
             kind,
             FaultKind::Bitrot | FaultKind::Misdirected | FaultKind::LostWrite
         );
+        let on_page = |pages: &[u64]| pages.iter().any(|p| armed.pages.contains(p));
+        let tagged = |t: &str| carries_tag(t, armed.dev, armed.first_tag);
         let reports = |e: &Error| {
             if damaging {
-                is_corruption(e) && signature(kind, &e.to_string())
+                is_corruption(e) && signature(kind, &e.to_string()) && on_page(&corrupt_pages(e))
             } else {
-                is_device(e)
+                tagged(&e.to_string())
             }
         };
         let seen = met.iter().any(|m| {
             if damaging {
-                m.corruption && signature(kind, &m.text)
+                m.corruption && signature(kind, &m.text) && on_page(&m.pages)
             } else {
-                m.device
+                tagged(&m.text)
             }
-        });
+        }) || (!damaging && heard.iter().any(|h| tagged(h)));
         // Nothing can detect a lost write: what it breaks counts as undetectable.
         let lost = kind == FaultKind::LostWrite;
         let detected = fired && !lost && (failure.is_some_and(reports) || seen);
@@ -507,9 +523,20 @@ impl Ledger {
         c.fired += u64::from(fired);
         c.detected += u64::from(detected);
         c.undetectable += u64::from(lost && failure.is_some_and(reports));
-        if fired && !damaging && !detected {
+        let unreported = (fired && !damaging && !detected).then(|| {
             c.unreported += 1;
-        }
+            Finding {
+                kind: FindingKind::Unreported,
+                table: String::new(),
+                key: String::new(),
+                txn: None,
+                expected: format!(
+                    "an error tagged {} or later reaches a caller or fails the database",
+                    FaultDevice::tag(armed.dev, armed.first_tag)
+                ),
+                found: format!("{kind} fired ({}) and no caller heard of it", armed.what),
+            }
+        });
         if leaves_damage {
             // What the cycle wrote before or after the damage is not known: pages written
             // whole after the cycle clear it (see `overwritten`).
@@ -526,7 +553,7 @@ impl Ledger {
             }
             self.latest = Some(kind);
         }
-        failure.is_some_and(reports)
+        (failure.is_some_and(reports), unreported)
     }
 
     /// Whether the outstanding damage explains a report of corruption of `pages` saying

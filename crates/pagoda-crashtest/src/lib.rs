@@ -33,6 +33,7 @@
 mod bulk;
 mod cycle;
 mod faults;
+mod met;
 mod oracle;
 mod power;
 mod run;
@@ -495,6 +496,9 @@ pub struct CrashTestReport {
     /// Values read during the run that the crash test never wrote there (runs with faults,
     /// whose workers check what they read). Must be 0.
     pub wrong_values: u64,
+    /// Injected failures that fired and that no caller heard of (runs with `--faults`). Must
+    /// be 0.
+    pub unreported: u64,
     /// What the injected faults did, by kind (runs with `--faults`).
     pub faults: BTreeMap<String, FaultCounts>,
     /// Failed cycles (the first ones, in full).
@@ -559,6 +563,7 @@ impl CrashTestReport {
             || self.isolation_violations > 0
             || self.undetected_torn > 0
             || self.wrong_values > 0
+            || self.unreported > 0
             || self.faults.values().any(|c| c.unreported > 0)
             || (!excused && self.corruption_detected > 0)
             || self

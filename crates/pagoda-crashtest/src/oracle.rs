@@ -51,6 +51,9 @@ pub enum FindingKind {
     /// After recovery, a flash cache slot held a version older than the data device's copy of
     /// its page (a read would have served the stale version).
     StaleVersion,
+    /// A request failed (an injected fault fired) and no caller heard of it: the engine went
+    /// on as if it had worked.
+    Unreported,
 }
 
 /// One thing the oracle found wrong.

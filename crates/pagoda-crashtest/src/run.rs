@@ -333,6 +333,7 @@ pub(crate) fn tally(report: &mut CrashTestReport, findings: &[Finding], excused:
             }
             FindingKind::WrongValue => report.wrong_values += 1,
             FindingKind::Corruption => report.corruption_detected += 1,
+            FindingKind::Unreported => report.unreported += 1,
             FindingKind::RecoveryFailed | FindingKind::EngineFailed | FindingKind::StaleVersion => {
             }
         }
@@ -458,6 +459,7 @@ pub fn run(opts: CrashTestOptions) -> Result<CrashTestReport> {
             report.lazy_commits_lost += verdict.suffix_lost;
             verdict.findings.extend(flash_findings);
             verdict.findings.extend(p.wrong.iter().map(wrong_value));
+            verdict.findings.extend(p.found.iter().cloned());
             if let Some(why) = &p.engine_failure {
                 verdict.findings.push(note(
                     FindingKind::EngineFailed,
@@ -559,10 +561,11 @@ pub fn run(opts: CrashTestOptions) -> Result<CrashTestReport> {
         let mut p = workload(&run, db, &mut rng, &mut uid_next);
         if let (Some(inj), Some(a)) = (&devs.injector, &armed) {
             let cause = p.failure.as_ref().map(pagoda_engine::Failure::cause);
-            let expected = ledger.settle(inj, a, cause, &p.met);
+            let (expected, unreported) = ledger.settle(inj, a, cause, &p.met, &p.heard);
             if expected {
                 p.engine_failure = None;
             }
+            p.found.extend(unreported);
             p.fault = Some(format!("{}: {}", a.kind, a.what));
             inj.disarm();
         }

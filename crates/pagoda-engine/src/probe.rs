@@ -47,7 +47,7 @@ impl fmt::Display for RecoveryStep {
 }
 
 /// Something the engine is about to do or has done.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Event {
     /// A step of recovery at open starts.
     Recovery(RecoveryStep),
@@ -59,6 +59,10 @@ pub enum Event {
     CheckpointEnd,
     /// The flash cache starts a step (from any thread).
     Flash(FlashStep),
+    /// An error reached the database's failure path (the text of the error). Every one is
+    /// reported, not only the first cause that [`crate::Db::failure`] keeps: a test can then
+    /// tell whether an error it injected was heard even when another failure came first.
+    Failed(String),
 }
 
 /// A step of the flash cache, reported before it starts.
