@@ -127,7 +127,9 @@ pub(crate) fn detecting(s: Sabotage) -> Option<&'static [FaultKind]> {
         Sabotage::TrustPageChecksum => Some(&[FaultKind::Bitrot]),
         Sabotage::TrustPageId => Some(&[FaultKind::Misdirected]),
         Sabotage::RetryFailedLogSync => Some(&[FaultKind::FsyncFail]),
-        Sabotage::IgnoreWriteError => Some(&[FaultKind::EioWrite, FaultKind::Enospc]),
+        Sabotage::IgnoreWriteError | Sabotage::IgnoreLogWriteError => {
+            Some(&[FaultKind::EioWrite, FaultKind::Enospc])
+        }
         Sabotage::IgnoreReadError => Some(&[FaultKind::EioRead]),
         Sabotage::FlashWriteAfterFailure => Some(&[
             FaultKind::EioWrite,

@@ -234,6 +234,28 @@ fn sabotage_ignore_write_error_is_caught_with_a_full_device() {
 }
 
 #[test]
+fn sabotage_ignore_log_write_error_is_caught_as_unreported() {
+    // The failed log write's error, tagged with its number, reaches no caller and no failure:
+    // the run reports it as unreported (the acknowledged commits it held may be lost too).
+    // Detection comes only from that tag, never from the power cut that ends the cycle.
+    let (f, control) = caught(
+        Sabotage::IgnoreLogWriteError,
+        &[Unreported, LostCommit, PartialTransaction],
+        500,
+        || every_cycle(FaultKind::EioWrite),
+    );
+    assert!(
+        f.findings
+            .iter()
+            .any(|x| x.kind == Unreported && x.found.contains("log write")),
+        "{f}"
+    );
+    let c = &control.faults["eio-write"];
+    assert_eq!((c.unreported, control.unreported), (0, 0), "{c:?}");
+    assert!(c.fired > 0 && c.detected == c.fired, "{c:?}");
+}
+
+#[test]
 fn sabotage_ignore_read_error_is_caught() {
     // An unreadable page taken as an empty leaf loses the rows it held, or breaks the tree
     // that the check after recovery walks.

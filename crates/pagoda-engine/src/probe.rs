@@ -167,11 +167,14 @@ pub enum Sabotage {
     /// so the thread that zero-fills a sparse log ahead of the writer later writes zeros over
     /// acknowledged groups.
     WriteLogPastReady,
+    /// A failed log write counts as done: the round goes on to sync and acknowledges its
+    /// commits, whose records never reached the log.
+    IgnoreLogWriteError,
 }
 
 impl Sabotage {
     /// Every sabotage.
-    pub const ALL: [Sabotage; 24] = [
+    pub const ALL: [Sabotage; 25] = [
         Self::SkipLogSync,
         Self::SkipDoublewrite,
         Self::AckBeforeDurable,
@@ -196,6 +199,7 @@ impl Sabotage {
         Self::FlashWriteAfterFailure,
         Self::AckBeforeSync,
         Self::WriteLogPastReady,
+        Self::IgnoreLogWriteError,
     ];
 
     /// Whether the sabotage only has an effect with a flash cache.
@@ -233,6 +237,7 @@ impl Sabotage {
             Self::FlashWriteAfterFailure => "flash-write-after-failure",
             Self::AckBeforeSync => "ack-before-sync",
             Self::WriteLogPastReady => "write-log-past-ready",
+            Self::IgnoreLogWriteError => "ignore-log-write-error",
         }
     }
 }
