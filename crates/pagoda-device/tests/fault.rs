@@ -137,6 +137,17 @@ fn a_misdirected_write_lands_elsewhere_and_a_lost_one_nowhere() {
     f.write(20, &[sector(5), sector(6)].concat(), WriteHints::default())
         .unwrap();
     assert_eq!(read(&f, 20), sector(1), "lost: the old contents");
+    // The lost write is kept for the test to inspect: what stayed and what was lost.
+    let lost = f.take_lost();
+    assert_eq!(
+        lost,
+        vec![pagoda_device::fault::LostSector {
+            sector: 20,
+            kept: sector(1),
+            lost: sector(5),
+        }]
+    );
+    assert!(f.take_lost().is_empty(), "taken once");
     assert_eq!(
         read(&f, 21),
         sector(2),

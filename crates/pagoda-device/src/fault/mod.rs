@@ -150,6 +150,19 @@ struct State {
     injected: [u64; 4],
     /// Errors injected so far (each carries its number in its tag, see [`FaultDevice::tag`]).
     failures: u64,
+    /// Sectors whose writes a [`Fault::LoseWrite`] lost, not yet taken.
+    lost: Vec<LostSector>,
+}
+
+/// A sector write that a [`Fault::LoseWrite`] acknowledged without doing it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LostSector {
+    /// The sector.
+    pub sector: u64,
+    /// What it kept (its contents before the write).
+    pub kept: Vec<u8>,
+    /// What the lost write carried.
+    pub lost: Vec<u8>,
 }
 
 /// See the module documentation.
@@ -329,6 +342,11 @@ impl FaultDevice {
     /// The requests recorded so far, forgetting them (recording goes on).
     pub fn take_records(&self) -> Vec<Record> {
         std::mem::take(&mut self.state.lock().records)
+    }
+
+    /// The sector writes a [`Fault::LoseWrite`] lost since the last call, in order.
+    pub fn take_lost(&self) -> Vec<LostSector> {
+        std::mem::take(&mut self.state.lock().lost)
     }
 
     /// Requests of kind `op` an injected fault acted on so far: failed, read with a flipped bit,
@@ -603,6 +621,14 @@ impl FaultDevice {
                 for (&(x, to, keep), b) in redirect.iter().zip(&old) {
                     if keep {
                         self.inner.write(x, b, WriteHints::default())?;
+                    }
+                    if keep && to.is_none() {
+                        let at = (x - sector) as usize * SECTOR_SIZE;
+                        self.state.lock().lost.push(LostSector {
+                            sector: x,
+                            kept: b.clone(),
+                            lost: buf[at..at + SECTOR_SIZE].to_vec(),
+                        });
                     }
                     if let Some(to) = to {
                         let at = (x - sector) as usize * SECTOR_SIZE;
