@@ -197,13 +197,24 @@ fn print_flash(report: &CrashTestReport) {
 fn print_faults(report: &CrashTestReport) {
     for (kind, c) in &report.faults {
         eprintln!(
-            "fault {kind}: injected {}, fired {}, detected {}, repaired {}, databases re-created {}, \
-             unreported {}, undetectable {}",
-            c.injected, c.fired, c.detected, c.repaired, c.resets, c.unreported, c.undetectable
+            "fault {kind}: injected {}, fired {}, detected {}, repaired {}, checked {}, \
+             unverified {}, databases re-created {}, unreported {}, undetectable {}",
+            c.injected,
+            c.fired,
+            c.detected,
+            c.repaired,
+            c.checked,
+            c.unverified,
+            c.resets,
+            c.unreported,
+            c.undetectable
         );
     }
     if !report.faults.is_empty() {
         eprintln!("wrong values read {}", report.wrong_values);
+    }
+    for (how, n) in &report.verification {
+        eprintln!("cycles {how}: {n}");
     }
 }
 

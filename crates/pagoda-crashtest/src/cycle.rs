@@ -2,7 +2,7 @@
 //! (or they finish), and the cycle's history is kept for the oracle.
 
 use crate::met::Met;
-use crate::oracle::{Finding, FindingKind, Model};
+use crate::oracle::{note, Finding, FindingKind, Model};
 use crate::power::{CutPoint, Switch};
 use crate::workload::{Shared, WorkCfg, Write, WrongRead, DYN_PREFIX, MARKS};
 use crate::CrashTestOptions;
@@ -40,6 +40,8 @@ pub(crate) struct Pending {
     pub(crate) found: Vec<Finding>,
     /// The fault armed in the cycle, if any (`--faults`).
     pub(crate) fault: Option<String>,
+    /// Its kind.
+    pub(crate) fault_kind: Option<crate::faults::FaultKind>,
 }
 
 impl Pending {
@@ -47,10 +49,35 @@ impl Pending {
     pub(crate) fn ops(&self) -> u64 {
         (self.txns.len() + self.ddl.len()) as u64
     }
+
+    /// What the workload itself found (wrong values read, a failure nobody heard of, the
+    /// engine failing with the power on, pending commits seen): findings whatever recovery
+    /// and verification then do.
+    pub(crate) fn findings(&self) -> Vec<Finding> {
+        let mut out: Vec<Finding> = self.wrong.iter().map(wrong_value).collect();
+        out.extend(self.found.iter().cloned());
+        if let Some(why) = &self.engine_failure {
+            out.push(note(
+                FindingKind::EngineFailed,
+                format!("the database failed with the power on: {why}"),
+            ));
+        }
+        if self.exposed > 0 {
+            out.push(Finding {
+                kind: FindingKind::PendingExposed,
+                table: String::new(),
+                key: String::new(),
+                txn: None,
+                expected: "no reader sees a commit before it is durable".into(),
+                found: format!("{} reads saw a pending commit", self.exposed),
+            });
+        }
+        out
+    }
 }
 
 /// The finding of a wrong value read while running.
-pub(crate) fn wrong_value(w: &WrongRead) -> Finding {
+fn wrong_value(w: &WrongRead) -> Finding {
     let short = |b: &[u8]| String::from_utf8_lossy(&b[..b.len().min(40)]).into_owned();
     Finding {
         kind: FindingKind::WrongValue,
@@ -186,6 +213,7 @@ pub(crate) fn workload(run: &Run<'_>, db: Db, rng: &mut SmallRng, uid_next: &mut
         heard: switch.heard(),
         met: met.into_inner(),
         fault: None,
+        fault_kind: None,
         found: Vec::new(),
         wrong: wrong.into_inner(),
         ddl: ddl.into_inner(),

@@ -33,6 +33,7 @@
 mod bulk;
 mod cycle;
 mod faults;
+mod ledger;
 mod met;
 mod oracle;
 mod power;
@@ -470,9 +471,13 @@ pub struct CrashTestReport {
     /// Transactions and DDL operations the workloads ran (acknowledged, aborted or cut off;
     /// bulk runs: cycles): each is checked or unverified, unless the run stopped at a failure.
     pub transactions_run: u64,
-    /// Transactions and DDL operations whose cycle could not be verified: in torn mode none a
-    /// detected torn page (on read or at open) re-creates the database instead.
+    /// Transactions and DDL operations that could not be verified: recovery refused the
+    /// database (detected damage, or a torn page in torn mode none), or a damaged page hid
+    /// their outcome (see `verification` for the cycles).
     pub transactions_unverified: u64,
+    /// How each cycle's workload was verified after its recovery: `verified`, or why not
+    /// wholly (recovery refused the database, or damaged pages hid some outcomes), by count.
+    pub verification: BTreeMap<String, u64>,
     /// Deepest B+tree seen after a recovery (levels).
     pub deepest_tree: u64,
     /// Cuts that fell while recovery was running.

@@ -48,3 +48,34 @@ pub(crate) fn corrupt_pages(e: &Error) -> Vec<u64> {
         _ => Vec::new(),
     }
 }
+
+/// Whether `text` carries the tag of an error that device `dev` injected with a number at or
+/// above `first`: the error of that very fault, not one that happened to arrive.
+pub(crate) fn carries_tag(text: &str, dev: &str, first: u64) -> bool {
+    let start = format!("{TAG_START}{dev}#");
+    text.match_indices(&start).any(|(at, _)| {
+        let rest = &text[at + start.len()..];
+        rest.split(']')
+            .next()
+            .and_then(|n| n.parse::<u64>().ok())
+            .is_some_and(|n| n >= first)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::carries_tag;
+
+    #[test]
+    fn a_tag_counts_only_for_its_device_and_from_its_first_number() {
+        let t = "log write failed: injected I/O error [fault log#12]: Write of sector 3";
+        assert!(carries_tag(t, "log", 12));
+        assert!(carries_tag(t, "log", 0));
+        assert!(!carries_tag(t, "log", 13), "an older fault's error");
+        assert!(!carries_tag(t, "data", 0), "another device's error");
+        assert!(!carries_tag("power is off (emulated power cut)", "log", 0));
+        let two = "[fault data#1] then [fault data#7]";
+        assert!(carries_tag(two, "data", 5));
+        assert!(!carries_tag("[fault data#x]", "data", 0));
+    }
+}

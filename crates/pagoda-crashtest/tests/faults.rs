@@ -134,6 +134,9 @@ fn lost_writes_are_counted_apart_as_undetectable() {
     assert!(!r.failed(TornMode::Doublewrite), "{r:?}");
     assert!(c.fired > 0, "{c:?}");
     assert_eq!(c.detected, 0, "{c:?}");
+    // Every cycle armed with it was verified whole, or counted as not.
+    assert_eq!(c.checked + c.unverified, c.injected, "{c:?}");
+    assert_eq!(r.verification.values().sum::<u64>(), n, "{r:?}");
     eprintln!("lost-write: {c:?}");
 }
 
