@@ -17,9 +17,9 @@ const FAULTS_TITLE: &str = "# Crash tests with faults";
 
 /// The header of the page of runs with faults.
 const FAULTS_HEADER: &str = "| date (UTC) | commit | flags | cycles | acknowledged commits | \
-cuts during recovery | fault | injected | fired | detected | repaired | databases re-created | \
-unreported | undetectable | wrong values | lost | verdict |\n\
-|---|---|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n";
+cuts during recovery | fault | injected | fired | detected | repaired | checked | unverified | \
+databases re-created | unreported | undetectable | wrong values | lost | verdict |\n\
+|---|---|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n";
 
 /// The title of the page a run's rows go to.
 pub(super) fn title(faults: bool) -> &'static str {
@@ -71,11 +71,16 @@ fn faults_preamble() -> String {
          --faults ... --publish FILE`, appended by that run: power-cut cycles as in the \
          power-cut page, and in a share of them one fault armed on the data or log device \
          (docs/failure-model.md says what each does and what the engine must do). `fired`: \
-         cycles in which the fault acted; `detected`: a caller, the database's failure or a \
-         recovery reported it; `repaired`: damaged pages recovery rewrote; `unreported` (failed \
-         requests nobody saw), `wrong values` (damaged values served) and `lost` (acknowledged \
-         commits missing) must be 0; `undetectable` counts what the oracle found after a \
-         misdirected write's lost half, which no checksum can see.\n\n{FAULTS_HEADER}",
+         cycles in which the fault acted; `detected`: cycles in which the fault's own report \
+         arrived (an error carrying the failed request's tag reached a caller or the \
+         database's failure; for damage, the check named for it reported that page; the power \
+         cut's error never counts); `repaired`: damaged pages recovery rewrote; `checked` and \
+         `unverified`: cycles with the fault whose workload was then verified whole, or only \
+         in part or not at all (recovery refused the damaged database, or damaged pages hid \
+         some outcomes); `unreported` (failed requests nobody heard of), `wrong values` \
+         (damaged values served) and `lost` (acknowledged commits missing) must be 0; \
+         `undetectable` counts findings explained by a lost write (the lookup of the key \
+         passes through the page, or the key was on it), which no checksum can see.\n\n{FAULTS_HEADER}",
         pagoda::cli::provenance::provenance(&machine)
     )
 }
@@ -86,7 +91,7 @@ fn fault_rows(report: &CrashTestReport, flags: &str, failed: bool) -> String {
     let mut out = String::new();
     for (kind, c) in &report.faults {
         out += &format!(
-            "| {date} | {} | `{flags}` | {} | {} | {} | {kind} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
+            "| {date} | {} | `{flags}` | {} | {} | {} | {kind} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
             pagoda::cli::provenance::commit(),
             report.cycles,
             report.commits_acknowledged,
@@ -95,6 +100,8 @@ fn fault_rows(report: &CrashTestReport, flags: &str, failed: bool) -> String {
             c.fired,
             c.detected,
             c.repaired,
+            c.checked,
+            c.unverified,
             c.resets,
             c.unreported,
             c.undetectable,

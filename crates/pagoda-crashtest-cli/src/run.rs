@@ -56,7 +56,7 @@ pub struct CrashtestArgs {
     /// with --commit lazy: salvage-torn-log; with --sparse-log and --threads 2 or more:
     /// write-log-past-ready; with --flash-cache: flash-unsynced-writeback, flash-trust-torn-slots;
     /// with --faults: trust-page-checksum (bitrot), trust-page-id (misdirected),
-    /// retry-failed-log-sync (fsync-fail), ignore-write-error
+    /// retry-failed-log-sync (fsync-fail), ignore-write-error and ignore-log-write-error
     /// (eio-write, enospc),
     /// ignore-read-error (eio-read); with --flash-cache and --faults eio-write:
     /// flash-write-after-failure): the crash test
@@ -197,13 +197,24 @@ fn print_flash(report: &CrashTestReport) {
 fn print_faults(report: &CrashTestReport) {
     for (kind, c) in &report.faults {
         eprintln!(
-            "fault {kind}: injected {}, fired {}, detected {}, repaired {}, databases re-created {}, \
-             unreported {}, undetectable {}",
-            c.injected, c.fired, c.detected, c.repaired, c.resets, c.unreported, c.undetectable
+            "fault {kind}: injected {}, fired {}, detected {}, repaired {}, checked {}, \
+             unverified {}, databases re-created {}, unreported {}, undetectable {}",
+            c.injected,
+            c.fired,
+            c.detected,
+            c.repaired,
+            c.checked,
+            c.unverified,
+            c.resets,
+            c.unreported,
+            c.undetectable
         );
     }
     if !report.faults.is_empty() {
         eprintln!("wrong values read {}", report.wrong_values);
+    }
+    for (how, n) in &report.verification {
+        eprintln!("cycles {how}: {n}");
     }
 }
 

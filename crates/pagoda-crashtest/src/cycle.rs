@@ -1,9 +1,10 @@
 //! One cycle's workload: workers run transactions, DDL and checkpoints until the power is cut
 //! (or they finish), and the cycle's history is kept for the oracle.
 
-use crate::oracle::{Finding, FindingKind, Model};
+use crate::met::Met;
+use crate::oracle::{note, Finding, FindingKind, Model};
 use crate::power::{CutPoint, Switch};
-use crate::workload::{Met, Shared, WorkCfg, Write, WrongRead, DYN_PREFIX, MARKS};
+use crate::workload::{Shared, WorkCfg, Write, WrongRead, DYN_PREFIX, MARKS};
 use crate::CrashTestOptions;
 use pagoda_engine::{stats::FlashCacheStats, Db, Failure};
 use parking_lot::Mutex;
@@ -29,12 +30,18 @@ pub(crate) struct Pending {
     pub(crate) flash: Option<FlashCacheStats>,
     /// Values read while running that the crash test never wrote there.
     pub(crate) wrong: Vec<WrongRead>,
-    /// The cause of the engine's failure with the power on, if it failed.
+    /// The database's failure, if it failed (also when the power cut came after it).
     pub(crate) failure: Option<Failure>,
     /// Errors the workers met.
     pub(crate) met: Vec<Met>,
+    /// Tagged errors that reached the database's failure path (see `Switch::heard`).
+    pub(crate) heard: Vec<String>,
+    /// Findings known when the workload ended (an injected failure nobody heard of).
+    pub(crate) found: Vec<Finding>,
     /// The fault armed in the cycle, if any (`--faults`).
     pub(crate) fault: Option<String>,
+    /// Its kind.
+    pub(crate) fault_kind: Option<crate::faults::FaultKind>,
 }
 
 impl Pending {
@@ -42,10 +49,35 @@ impl Pending {
     pub(crate) fn ops(&self) -> u64 {
         (self.txns.len() + self.ddl.len()) as u64
     }
+
+    /// What the workload itself found (wrong values read, a failure nobody heard of, the
+    /// engine failing with the power on, pending commits seen): findings whatever recovery
+    /// and verification then do.
+    pub(crate) fn findings(&self) -> Vec<Finding> {
+        let mut out: Vec<Finding> = self.wrong.iter().map(wrong_value).collect();
+        out.extend(self.found.iter().cloned());
+        if let Some(why) = &self.engine_failure {
+            out.push(note(
+                FindingKind::EngineFailed,
+                format!("the database failed with the power on: {why}"),
+            ));
+        }
+        if self.exposed > 0 {
+            out.push(Finding {
+                kind: FindingKind::PendingExposed,
+                table: String::new(),
+                key: String::new(),
+                txn: None,
+                expected: "no reader sees a commit before it is durable".into(),
+                found: format!("{} reads saw a pending commit", self.exposed),
+            });
+        }
+        out
+    }
 }
 
 /// The finding of a wrong value read while running.
-pub(crate) fn wrong_value(w: &WrongRead) -> Finding {
+fn wrong_value(w: &WrongRead) -> Finding {
     let short = |b: &[u8]| String::from_utf8_lossy(&b[..b.len().min(40)]).into_owned();
     Finding {
         kind: FindingKind::WrongValue,
@@ -142,14 +174,16 @@ pub(crate) fn workload(run: &Run<'_>, db: Db, rng: &mut SmallRng, uid_next: &mut
             }
             if !single {
                 // Frequent checkpoints, so that cuts fall inside them.
-                let (stop, running, db) = (&stop, &running, &db);
+                let (stop, running, db, shared) = (&stop, &running, &db, &shared);
                 s.spawn(move || {
                     while !stop.load(Ordering::Acquire)
                         && !switch.is_dead()
                         && running.load(Ordering::Acquire) > 0
                     {
                         std::thread::sleep(std::time::Duration::from_millis(2));
-                        if db.checkpoint().is_err() {
+                        let r = db.checkpoint();
+                        shared.met(&r);
+                        if r.is_err() {
                             break;
                         }
                     }
@@ -158,8 +192,13 @@ pub(crate) fn workload(run: &Run<'_>, db: Db, rng: &mut SmallRng, uid_next: &mut
         });
     }
     stop.store(true, Ordering::Release);
-    // The engine must fail only because the power went (or an injected fault, see `Ledger`).
-    let failure = if switch.is_dead() { None } else { db.failure() };
+    // The engine must fail only because the power went (or an injected fault, see `Ledger`);
+    // a failure that came before the cut still tells whether a fault was reported.
+    let failure = db.failure();
+    let engine_failure = failure
+        .as_ref()
+        .filter(|_| !switch.is_dead())
+        .map(ToString::to_string);
     let flash = db.stats().flash_cache;
     db.abandon();
     // A workload that ended before the chosen operation is cut at a quiet moment.
@@ -169,10 +208,13 @@ pub(crate) fn workload(run: &Run<'_>, db: Db, rng: &mut SmallRng, uid_next: &mut
         cycle,
         txns: txns.into_inner(),
         exposed: exposed.load(Ordering::Acquire),
-        engine_failure: failure.as_ref().map(ToString::to_string),
+        engine_failure,
         failure,
+        heard: switch.heard(),
         met: met.into_inner(),
         fault: None,
+        fault_kind: None,
+        found: Vec::new(),
         wrong: wrong.into_inner(),
         ddl: ddl.into_inner(),
         cut: switch.cut_point(),

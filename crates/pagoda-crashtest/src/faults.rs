@@ -13,14 +13,13 @@
 //! no checksum can see once the log no longer covers it. What follows one is counted as
 //! undetectable, not as a failure, and the database is re-created.
 
-use crate::workload::Met;
 use pagoda_device::fault::{Failure, Fault, FaultDevice, Op};
 use pagoda_device::{DeviceRef, SECTOR_SIZE};
 use pagoda_engine::{fault::Sabotage, Error, Result};
 use parking_lot::Mutex;
 use rand::rngs::SmallRng;
 use rand::Rng;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::fmt;
 use std::str::FromStr;
 use std::sync::Arc;
@@ -126,7 +125,9 @@ pub(crate) fn detecting(s: Sabotage) -> Option<&'static [FaultKind]> {
         Sabotage::TrustPageChecksum => Some(&[FaultKind::Bitrot]),
         Sabotage::TrustPageId => Some(&[FaultKind::Misdirected]),
         Sabotage::RetryFailedLogSync => Some(&[FaultKind::FsyncFail]),
-        Sabotage::IgnoreWriteError => Some(&[FaultKind::EioWrite, FaultKind::Enospc]),
+        Sabotage::IgnoreWriteError | Sabotage::IgnoreLogWriteError => {
+            Some(&[FaultKind::EioWrite, FaultKind::Enospc])
+        }
         Sabotage::IgnoreReadError => Some(&[FaultKind::EioRead]),
         Sabotage::FlashWriteAfterFailure => Some(&[
             FaultKind::EioWrite,
@@ -154,6 +155,11 @@ pub struct FaultCounts {
     pub repaired: u64,
     /// Databases re-created because recovery or a read reported the damage.
     pub resets: u64,
+    /// Cycles with the fault whose workload was then verified whole.
+    pub checked: u64,
+    /// Cycles with the fault whose workload was verified only in part (damaged pages hid some
+    /// outcomes) or not at all (recovery refused the database).
+    pub unverified: u64,
     /// A failed request that fired and that no caller saw: the engine went on as if it had
     /// worked. Must be 0.
     pub unreported: u64,
@@ -168,12 +174,16 @@ pub(crate) struct Armed {
     pub kind: FaultKind,
     /// What was armed where, for reports.
     pub what: String,
+    /// The fault device it was armed on (its name in the tags).
+    pub dev: &'static str,
+    /// The tag number of the first error it can inject (see [`FaultDevice::tag`]).
+    pub first_tag: u64,
     /// Requests that injected faults acted on, on data and log, before arming.
     base: u64,
     /// The fault put damage on the medium at once (persistent bit rot).
-    on_medium: bool,
+    pub on_medium: bool,
     /// The data pages the fault damages on the medium (or leaves stale) when it fires.
-    pages: Vec<u64>,
+    pub pages: Vec<u64>,
 }
 
 /// The fault devices of a run with faults, around the data and log devices.
@@ -201,8 +211,8 @@ impl Injector {
         data: DeviceRef,
         log: DeviceRef,
     ) -> (Self, DeviceRef, DeviceRef) {
-        let data = Arc::new(FaultDevice::new(data));
-        let log = Arc::new(FaultDevice::new(log));
+        let data = Arc::new(FaultDevice::new(data).named("data"));
+        let log = Arc::new(FaultDevice::new(log).named("log"));
         data.record(true);
         let (d, l): (DeviceRef, DeviceRef) = (data.clone(), log.clone());
         let me = Self {
@@ -227,7 +237,7 @@ impl Injector {
     /// superblock area is no target yet: with its newest copy damaged, recovery falls back to
     /// the older copy, whose redo start the log may no longer hold, and refuses the log
     /// (detected, but by the log's check; docs/failure-model.md).
-    fn learn_pages(&self) -> BTreeSet<u64> {
+    pub(crate) fn learn_pages(&self) -> BTreeSet<u64> {
         let mut pages = self.pages.lock();
         let mut written = BTreeSet::new();
         for r in self.data.take_records() {
@@ -252,13 +262,7 @@ impl Injector {
 
     /// Arms a fault for the coming workload in a share of the cycles (`max_ops`: the largest
     /// number of operations before the cut).
-    pub(crate) fn arm(
-        &self,
-        rng: &mut SmallRng,
-        max_ops: u64,
-        ledger: &mut Ledger,
-    ) -> Result<Option<Armed>> {
-        ledger.overwritten(&self.learn_pages());
+    pub(crate) fn arm(&self, rng: &mut SmallRng, max_ops: u64) -> Result<Option<Armed>> {
         if !rng.gen_bool(self.chance) {
             return Ok(None);
         }
@@ -360,6 +364,8 @@ impl Injector {
                 return Ok(Some(Armed {
                     kind,
                     what,
+                    dev: "data",
+                    first_tag: self.data.failures(),
                     base,
                     on_medium: false,
                     // The stray copy lands on `to`; a lost write leaves `from` stale.
@@ -378,14 +384,50 @@ impl Injector {
                 ..
             }
         );
+        let first_tag = dev.failures();
         dev.inject(fault)?;
         Ok(Some(Armed {
             kind,
             what,
+            dev: if Arc::ptr_eq(dev, &self.data) {
+                "data"
+            } else {
+                "log"
+            },
+            first_tag,
             base,
             on_medium,
             pages: damaged,
         }))
+    }
+
+    /// The keys on the data pages whose writes were lost since the last call, from both the
+    /// image each page kept and the one it lost (leaf pages; other pages hold no keys).
+    pub(crate) fn lost_keys(&self) -> BTreeSet<Vec<u8>> {
+        let mut keys = BTreeSet::new();
+        let lost = self.data.take_lost();
+        let page_bytes = self.spp as usize * SECTOR_SIZE;
+        // Sectors of one page arrive together and in order (one write covers the page).
+        for chunk in lost.chunks(self.spp as usize) {
+            let pid = chunk[0].sector / self.spp;
+            for image in [
+                chunk
+                    .iter()
+                    .flat_map(|l| l.kept.iter().copied())
+                    .collect::<Vec<u8>>(),
+                chunk.iter().flat_map(|l| l.lost.iter().copied()).collect(),
+            ] {
+                if image.len() != page_bytes {
+                    continue;
+                }
+                if let Ok(page) = pagoda_engine::format::decode_page(&image, pid) {
+                    if let pagoda_engine::format::Node::Leaf(es) = page.node {
+                        keys.extend(es.into_iter().map(|(k, _)| k.to_vec()));
+                    }
+                }
+            }
+        }
+        keys
     }
 
     /// Whether the armed fault acted during the workload.
@@ -397,213 +439,5 @@ impl Injector {
     pub(crate) fn disarm(&self) {
         self.data.clear();
         self.log.clear();
-    }
-}
-
-/// Damage a fault left on one page of the medium, outstanding until the page is written
-/// again or the devices are replaced. (A page whose newer copy sits in the flash cache can keep
-/// its damage hidden for many cycles.)
-#[derive(Clone, Copy, Debug)]
-struct Damage {
-    kind: FaultKind,
-    /// Already counted as detected.
-    detected: bool,
-}
-
-/// The faults of a run across its cycles: the counts by kind, and the damage outstanding.
-#[derive(Debug, Default)]
-pub(crate) struct Ledger {
-    pub(crate) counts: BTreeMap<String, FaultCounts>,
-    /// Damaged data pages, by page id.
-    damage: BTreeMap<u64, Damage>,
-    /// The kind of the damage registered last (repairs are counted to it).
-    latest: Option<FaultKind>,
-}
-
-/// Whether `page` lies in the double-write area (it follows the superblock area).
-fn in_copy_area(page: u64, page_size: u64) -> bool {
-    let start = pagoda_engine::format::HEADER_BYTES / page_size;
-    (start..start + u64::from(crate::DW_PAGES)).contains(&page)
-}
-
-/// Whether a report of corruption saying `detail` comes from the check that catches faults of
-/// `kind`: the page checksum for flipped bits, and also the page id in the header for a page
-/// that landed elsewhere.
-fn signature(kind: FaultKind, detail: &str) -> bool {
-    let checksum = detail.contains("checksum mismatch");
-    match kind {
-        FaultKind::Bitrot => checksum,
-        FaultKind::Misdirected => checksum || detail.contains("misdirected write"),
-        // Whatever a lost write breaks is undetectable by design.
-        FaultKind::LostWrite => true,
-        _ => false,
-    }
-}
-
-/// Whether `e` reports a device failure.
-fn is_device(e: &Error) -> bool {
-    match e {
-        Error::Device(_) => true,
-        Error::Failed(f) => is_device(f.cause()),
-        _ => false,
-    }
-}
-
-/// Whether `e` reports detected corruption.
-fn is_corruption(e: &Error) -> bool {
-    match e {
-        Error::Failed(f) => is_corruption(f.cause()),
-        e => e.is_corruption(),
-    }
-}
-
-impl Ledger {
-    fn count(&mut self, kind: FaultKind) -> &mut FaultCounts {
-        self.counts.entry(kind.name().to_string()).or_default()
-    }
-
-    /// Pages written whole since the last call: their damage is gone.
-    fn overwritten(&mut self, pages: &BTreeSet<u64>) {
-        self.damage.retain(|p, _| !pages.contains(p));
-    }
-
-    /// After the workload of a cycle with `armed`: counts what the fault did and returns
-    /// whether the engine's failure with the power on (`failure`) is the report of that fault
-    /// (then it is no finding). `met`: the errors the workers met.
-    pub(crate) fn settle(
-        &mut self,
-        inj: &Injector,
-        armed: &Armed,
-        failure: Option<&Error>,
-        met: &[Met],
-    ) -> bool {
-        let kind = armed.kind;
-        let fired = inj.fired(armed);
-        let damaging = matches!(
-            kind,
-            FaultKind::Bitrot | FaultKind::Misdirected | FaultKind::LostWrite
-        );
-        let reports = |e: &Error| {
-            if damaging {
-                is_corruption(e) && signature(kind, &e.to_string())
-            } else {
-                is_device(e)
-            }
-        };
-        let seen = met.iter().any(|m| {
-            if damaging {
-                m.corruption && signature(kind, &m.text)
-            } else {
-                m.device
-            }
-        });
-        // Nothing can detect a lost write: what it breaks counts as undetectable.
-        let lost = kind == FaultKind::LostWrite;
-        let detected = fired && !lost && (failure.is_some_and(reports) || seen);
-        let leaves_damage = armed.on_medium
-            || (matches!(kind, FaultKind::Misdirected | FaultKind::LostWrite) && fired);
-        let c = self.count(kind);
-        c.injected += 1;
-        c.fired += u64::from(fired);
-        c.detected += u64::from(detected);
-        c.undetectable += u64::from(lost && failure.is_some_and(reports));
-        if fired && !damaging && !detected {
-            c.unreported += 1;
-        }
-        if leaves_damage {
-            // What the cycle wrote before or after the damage is not known: pages written
-            // whole after the cycle clear it (see `overwritten`).
-            self.overwritten(&inj.learn_pages());
-            for &p in &armed.pages {
-                let before = self.damage.get(&p).is_some_and(|d| d.detected);
-                self.damage.insert(
-                    p,
-                    Damage {
-                        kind,
-                        detected: detected || before,
-                    },
-                );
-            }
-            self.latest = Some(kind);
-        }
-        failure.is_some_and(reports)
-    }
-
-    /// Whether the outstanding damage explains a report of corruption of `pages` saying
-    /// `detail`: each page is damaged and the check that catches its fault is the one that
-    /// spoke (a damaged page that got past it and broke something else was used, which is a
-    /// failure). Damage in the double-write area explains a checksum report on any page: a
-    /// page torn by the power cut had its repair copy there. Outstanding lost writes explain
-    /// anything (undetectable by design).
-    pub(crate) fn explains(&self, pages: &[u64], detail: &str, page_size: usize) -> bool {
-        if self.lost_write() {
-            return true;
-        }
-        let copy_lost = detail.contains("checksum mismatch")
-            && self
-                .damage
-                .keys()
-                .any(|&p| in_copy_area(p, page_size as u64));
-        !pages.is_empty()
-            && (copy_lost
-                || pages.iter().all(|p| {
-                    self.damage
-                        .get(p)
-                        .is_some_and(|d| signature(d.kind, detail))
-                }))
-    }
-
-    /// Corruption reported by an open or a read after a cycle, which [`Ledger::explains`]:
-    /// counts it as the detection of the outstanding damage (the database is re-created, so
-    /// the damage goes with it).
-    pub(crate) fn explains_corruption(&mut self) -> bool {
-        let damage = std::mem::take(&mut self.damage);
-        if damage.is_empty() {
-            return false;
-        }
-        let mut kinds: BTreeMap<FaultKind, bool> = BTreeMap::new();
-        for d in damage.values() {
-            *kinds.entry(d.kind).or_default() |= !d.detected;
-        }
-        for (kind, undetected) in kinds {
-            let c = self.count(kind);
-            if kind == FaultKind::LostWrite {
-                c.undetectable += 1;
-            } else if undetected {
-                c.detected += 1;
-            }
-            c.resets += 1;
-        }
-        true
-    }
-
-    /// Oracle findings after a cycle: whether outstanding damage makes them undetectable by
-    /// design (a lost write; then the database is re-created).
-    pub(crate) fn excuses(&mut self, findings: usize) -> bool {
-        if !self.lost_write() {
-            return false;
-        }
-        self.damage.clear();
-        let c = self.count(FaultKind::LostWrite);
-        c.undetectable += findings as u64;
-        c.resets += 1;
-        true
-    }
-
-    /// Whether a lost write is outstanding.
-    pub(crate) fn lost_write(&self) -> bool {
-        self.damage.values().any(|d| d.kind == FaultKind::LostWrite)
-    }
-
-    /// Pages recovery repaired while damage was outstanding.
-    pub(crate) fn repaired(&mut self, pages: u64) {
-        if let (Some(kind), false) = (self.latest, self.damage.is_empty()) {
-            self.count(kind).repaired += pages;
-        }
-    }
-
-    /// The devices were replaced: no damage is outstanding.
-    pub(crate) fn reset(&mut self) {
-        self.damage.clear();
     }
 }

@@ -33,6 +33,8 @@
 mod bulk;
 mod cycle;
 mod faults;
+mod ledger;
+mod met;
 mod oracle;
 mod power;
 mod run;
@@ -469,9 +471,13 @@ pub struct CrashTestReport {
     /// Transactions and DDL operations the workloads ran (acknowledged, aborted or cut off;
     /// bulk runs: cycles): each is checked or unverified, unless the run stopped at a failure.
     pub transactions_run: u64,
-    /// Transactions and DDL operations whose cycle could not be verified: in torn mode none a
-    /// detected torn page (on read or at open) re-creates the database instead.
+    /// Transactions and DDL operations that could not be verified: recovery refused the
+    /// database (detected damage, or a torn page in torn mode none), or a damaged page hid
+    /// their outcome (see `verification` for the cycles).
     pub transactions_unverified: u64,
+    /// How each cycle's workload was verified after its recovery: `verified`, or why not
+    /// wholly (recovery refused the database, or damaged pages hid some outcomes), by count.
+    pub verification: BTreeMap<String, u64>,
     /// Deepest B+tree seen after a recovery (levels).
     pub deepest_tree: u64,
     /// Cuts that fell while recovery was running.
@@ -495,6 +501,9 @@ pub struct CrashTestReport {
     /// Values read during the run that the crash test never wrote there (runs with faults,
     /// whose workers check what they read). Must be 0.
     pub wrong_values: u64,
+    /// Injected failures that fired and that no caller heard of (runs with `--faults`). Must
+    /// be 0.
+    pub unreported: u64,
     /// What the injected faults did, by kind (runs with `--faults`).
     pub faults: BTreeMap<String, FaultCounts>,
     /// Failed cycles (the first ones, in full).
@@ -559,6 +568,7 @@ impl CrashTestReport {
             || self.isolation_violations > 0
             || self.undetected_torn > 0
             || self.wrong_values > 0
+            || self.unreported > 0
             || self.faults.values().any(|c| c.unreported > 0)
             || (!excused && self.corruption_detected > 0)
             || self

@@ -51,6 +51,9 @@ pub enum FindingKind {
     /// After recovery, a flash cache slot held a version older than the data device's copy of
     /// its page (a read would have served the stale version).
     StaleVersion,
+    /// A request failed (an injected fault fired) and no caller heard of it: the engine went
+    /// on as if it had worked.
+    Unreported,
 }
 
 /// One thing the oracle found wrong.
@@ -99,6 +102,18 @@ pub(crate) fn abbrev(v: Option<&[u8]>) -> String {
     }
 }
 
+/// A finding about the run rather than a key.
+pub(crate) fn note(kind: FindingKind, found: String) -> Finding {
+    Finding {
+        kind,
+        table: String::new(),
+        key: String::new(),
+        txn: None,
+        expected: "no failure".into(),
+        found,
+    }
+}
+
 /// What verification of one cycle found.
 #[derive(Debug, Default)]
 pub(crate) struct Verdict {
@@ -110,8 +125,15 @@ pub(crate) struct Verdict {
     pub corrupt_details: Vec<(Vec<u64>, String)>,
     /// The recovered state (the next cycle's base).
     pub state: Model,
-    /// Transactions and DDL operations verified (0 when a page could not be read).
+    /// Transactions and DDL operations verified.
     pub checked: u64,
+    /// Transactions whose outcome could not be verified: a read of their marker row (or of
+    /// a key they wrote) met a damaged page.
+    pub unverified: u64,
+    /// Keys whose reads met a damaged page (their state is unknown), by table.
+    pub unknown: BTreeSet<(String, Vec<u8>)>,
+    /// For each finding, the table and raw key it concerns (an empty key for a table).
+    pub keys: Vec<(String, Vec<u8>)>,
     /// Lazy commits lost as a suffix of the commit order (allowed; counted).
     pub suffix_lost: u64,
 }
@@ -126,6 +148,7 @@ impl Verdict {
         e: Option<&[u8]>,
         g: Option<&[u8]>,
     ) {
+        self.keys.push((table.to_string(), key.to_vec()));
         self.findings.push(Finding {
             kind,
             table: table.into(),
@@ -140,14 +163,19 @@ impl Verdict {
         });
     }
 
+    /// A finding about `table` (and `key`, which the text does not show), e.g. a missing
+    /// marker row or a missing table.
+    #[allow(clippy::too_many_arguments)]
     fn note(
         &mut self,
         kind: FindingKind,
         table: &str,
+        key: &[u8],
         txn: Option<u64>,
         expected: &str,
         found: &str,
     ) {
+        self.keys.push((table.to_string(), key.to_vec()));
         self.findings.push(Finding {
             kind,
             table: table.into(),
@@ -159,13 +187,22 @@ impl Verdict {
     }
 }
 
-/// Reads every table of `db`: a full scan, cross-checked by point reads of `probe` keys.
-fn read_all(db: &Db, model: &Model, v: &mut Verdict) -> Result<Model> {
+/// Reads every table of `db`: a full scan, cross-checked by point reads of `probe` keys (the
+/// keys the model has and those the cycle's transactions wrote). A read that meets a damaged
+/// page is recorded ([`Verdict::corrupt_pages`]); its keys are unknown ([`Verdict::unknown`])
+/// and the rest is still read: what can be verified is.
+fn read_all(
+    db: &Db,
+    model: &Model,
+    written: &BTreeMap<&str, BTreeSet<&[u8]>>,
+    v: &mut Verdict,
+) -> Result<Model> {
     let tx = db.begin_read()?;
     let mut out = Model::new();
     for name in db.list_tables() {
         let mut got = Table::new();
         let table = tx.open_table(&name)?;
+        let mut scanned = true;
         match table.range(..).collect::<Result<Vec<_>>>() {
             Ok(rows) => got.extend(rows),
             Err(Error::Corruption {
@@ -173,17 +210,29 @@ fn read_all(db: &Db, model: &Model, v: &mut Verdict) -> Result<Model> {
             }) => {
                 v.corrupt_pages.extend(&all_pages);
                 v.corrupt_details.push((all_pages, detail));
-                continue;
+                scanned = false;
             }
             Err(e) => return Err(e),
         }
-        // Point reads of every key the scan saw or the model has.
-        let keys: BTreeSet<&Vec<u8>> = got
+        // Point reads of every key the scan saw, the model has, or the cycle wrote.
+        let keys: BTreeSet<&[u8]> = got
             .keys()
-            .chain(model.get(&name).into_iter().flat_map(|t| t.keys()))
+            .map(Vec::as_slice)
+            .chain(
+                model
+                    .get(&name)
+                    .into_iter()
+                    .flat_map(|t| t.keys())
+                    .map(Vec::as_slice),
+            )
+            .chain(written.get(name.as_str()).into_iter().flatten().copied())
             .collect();
+        let mut read = Table::new();
         for k in keys {
             match table.get(k) {
+                Ok(p) if !scanned => {
+                    read.extend(p.map(|p| (k.to_vec(), p)));
+                }
                 Ok(p) if p.as_ref() == got.get(k) => {}
                 Ok(p) => v.find(
                     FindingKind::ReadMismatch,
@@ -198,9 +247,14 @@ fn read_all(db: &Db, model: &Model, v: &mut Verdict) -> Result<Model> {
                 }) => {
                     v.corrupt_pages.extend(&all_pages);
                     v.corrupt_details.push((all_pages, detail));
+                    v.unknown.insert((name.clone(), k.to_vec()));
                 }
                 Err(e) => return Err(e),
             }
+        }
+        if !scanned {
+            // Only point reads: keys the scan would have found beyond them stay unseen.
+            got = read;
         }
         out.insert(name, got);
     }
@@ -229,6 +283,7 @@ fn check_tables(base: &Model, ddl: &[DdlRec], got: &Model, v: &mut Verdict) -> B
             v.note(
                 FindingKind::LostCommit,
                 name,
+                b"",
                 None,
                 "table exists (acknowledged)",
                 "no such table",
@@ -237,6 +292,7 @@ fn check_tables(base: &Model, ddl: &[DdlRec], got: &Model, v: &mut Verdict) -> B
             v.note(
                 FindingKind::UncommittedVisible,
                 name,
+                b"",
                 None,
                 "no such table (dropped or never created)",
                 "table exists",
@@ -251,6 +307,7 @@ fn check_tables(base: &Model, ddl: &[DdlRec], got: &Model, v: &mut Verdict) -> B
             v.note(
                 FindingKind::UncommittedVisible,
                 name,
+                b"",
                 None,
                 "no such table",
                 "table exists",
@@ -269,10 +326,33 @@ pub(crate) fn verify(
     lazy: bool,
 ) -> Result<Verdict> {
     let mut v = Verdict::default();
-    let got = read_all(db, base, &mut v)?;
-    if !v.corrupt_pages.is_empty() {
-        // Unreadable pages: nothing was verified, so nothing counts as checked.
-        return Ok(v);
+    let mut written: BTreeMap<&str, BTreeSet<&[u8]>> = BTreeMap::new();
+    for w in txns.iter().flat_map(|t| &t.writes) {
+        written.entry(&w.table).or_default().insert(&w.key);
+    }
+    let mut got = read_all(db, base, &written, &mut v)?;
+    // A transaction whose marker could not be read has an unknown outcome: so have the keys
+    // it wrote. Those keys and transactions are left out of the checks, and counted.
+    let unknown_txn =
+        |t: &TxRec, v: &Verdict| v.unknown.contains(&(MARKS.to_string(), marker_key(t.uid)));
+    let unsure: Vec<&TxRec> = txns.iter().filter(|t| unknown_txn(t, &v)).collect();
+    for t in &unsure {
+        for w in &t.writes {
+            v.unknown.insert((w.table.clone(), w.key.clone()));
+        }
+    }
+    v.unverified = unsure.len() as u64;
+    let unsure: BTreeSet<u64> = unsure.iter().map(|t| t.uid).collect();
+    let txns: Vec<TxRec> = txns
+        .iter()
+        .filter(|t| !unsure.contains(&t.uid))
+        .cloned()
+        .collect();
+    let txns = txns.as_slice();
+    for (table, key) in &v.unknown {
+        if let Some(t) = got.get_mut(table) {
+            t.remove(key);
+        }
     }
     v.checked = txns.len() as u64 + ddl.len() as u64;
     let gone = check_tables(base, ddl, &got, &mut v);
@@ -315,6 +395,7 @@ pub(crate) fn verify(
                 v.note(
                     FindingKind::LostCommit,
                     MARKS,
+                    &mk,
                     Some(t.uid),
                     &format!("transaction acknowledged at commit timestamp {cts}"),
                     "its marker row is missing",
@@ -336,6 +417,7 @@ pub(crate) fn verify(
             Some(later) if later > cts => v.note(
                 FindingKind::LostCommit,
                 MARKS,
+                &marker_key(uid),
                 Some(uid),
                 &format!(
                     "lazy commit at timestamp {cts} kept, as the later one at {later} was \
@@ -403,7 +485,7 @@ pub(crate) fn verify(
         let keys: BTreeSet<&Vec<u8>> = exp.keys().chain(act.keys()).collect();
         for k in keys {
             let (e, g) = (exp.get(k), act.get(k));
-            if e == g {
+            if e == g || v.unknown.contains(&(name.clone(), k.clone())) {
                 continue;
             }
             let found_uid = g.and_then(|g| uid_of(g));

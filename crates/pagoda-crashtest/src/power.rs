@@ -153,6 +153,9 @@ pub(crate) struct Switch {
     open_ckpt_at: AtomicU64,
     /// Hunting aid: (chance, max ops) with which a workload checkpoint arms the cut.
     ckpt_bias: Mutex<Option<(f64, u64, SmallRng)>>,
+    /// Errors that reached the database's failure path carrying an injected fault's tag
+    /// (the engine keeps only its first cause; a fault's error may come second).
+    heard: Mutex<Vec<String>>,
 }
 
 impl std::fmt::Debug for Switch {
@@ -163,6 +166,9 @@ impl std::fmt::Debug for Switch {
             .finish_non_exhaustive()
     }
 }
+
+/// Tagged failure texts kept per switch.
+const HEARD_KEPT: usize = 64;
 
 fn off() -> DeviceError {
     DeviceError::Unsupported("power is off (emulated power cut)".into())
@@ -200,6 +206,7 @@ impl Switch {
             cut_mid_dw: AtomicBool::new(false),
             open_ckpt_at: AtomicU64::new(0),
             ckpt_bias: Mutex::new(None),
+            heard: Mutex::default(),
         })
     }
 
@@ -294,8 +301,19 @@ impl Switch {
                             .insert(std::thread::current().id(), step);
                     }
                 }
+                Event::Failed(text) => {
+                    let mut heard = s.heard.lock();
+                    if text.contains(crate::met::TAG_START) && heard.len() < HEARD_KEPT {
+                        heard.push(text);
+                    }
+                }
             }
         })
+    }
+
+    /// The tagged errors that reached the database's failure path so far (see `heard`).
+    pub(crate) fn heard(&self) -> Vec<String> {
+        self.heard.lock().clone()
     }
 
     /// Hunting aid: each workload checkpoint arms the cut within its first `ops` operations

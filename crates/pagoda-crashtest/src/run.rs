@@ -1,8 +1,9 @@
 //! The cycle loop of the crash test: open (with cuts during recovery), verify, run to the cut.
 
-use crate::cycle::{workload, wrong_value, Pending, Run};
-use crate::faults::{Injector, Ledger};
-use crate::oracle::{self, Finding, FindingKind, Model};
+use crate::cycle::{workload, Pending, Run};
+use crate::faults::Injector;
+use crate::ledger::Ledger;
+use crate::oracle::{self, note, Finding, FindingKind, Model};
 use crate::power::{CutPoint, Switch};
 use crate::workload::{Status, STATIC_TABLES};
 use crate::{CrashTestOptions, CrashTestReport, Failure, FlashCrashReport};
@@ -333,6 +334,7 @@ pub(crate) fn tally(report: &mut CrashTestReport, findings: &[Finding], excused:
             }
             FindingKind::WrongValue => report.wrong_values += 1,
             FindingKind::Corruption => report.corruption_detected += 1,
+            FindingKind::Unreported => report.unreported += 1,
             FindingKind::RecoveryFailed | FindingKind::EngineFailed | FindingKind::StaleVersion => {
             }
         }
@@ -346,14 +348,11 @@ pub(crate) fn tally(report: &mut CrashTestReport, findings: &[Finding], excused:
     }
 }
 
-pub(crate) fn note(kind: FindingKind, found: String) -> Finding {
-    Finding {
-        kind,
-        table: String::new(),
-        key: String::new(),
-        txn: None,
-        expected: "no failure".into(),
-        found,
+/// Counts how the cycle of `p` was verified: `how` is "verified" or why it was not (wholly).
+fn count_unverified(report: &mut CrashTestReport, ledger: &mut Ledger, p: &Pending, how: &str) {
+    *report.verification.entry(how.to_string()).or_default() += 1;
+    if let Some(kind) = p.fault_kind {
+        ledger.verified(kind, how == "verified");
     }
 }
 
@@ -420,25 +419,41 @@ pub fn run(opts: CrashTestOptions) -> Result<CrashTestReport> {
                     pagoda_engine::Error::Corruption { all_pages, .. } => all_pages.clone(),
                     _ => Vec::new(),
                 };
-                let explained = (e.is_corruption() || ledger.lost_write())
+                let lost = ledger.lost_write();
+                let explained = (e.is_corruption() || lost)
                     && ledger.explains(&pages, &e.to_string(), opts.page_size)
                     && ledger.explains_corruption();
                 if e.is_corruption() && !explained {
                     report.corruption_detected += 1;
                 }
-                if !(explained || (e.is_corruption() && excused)) {
+                // What the workload found stands whatever recovery does.
+                let mut findings = pending.as_ref().map(Pending::findings).unwrap_or_default();
+                let reason = if explained && lost {
+                    "recovery refused after a lost write"
+                } else if explained {
+                    "recovery refused: damage it detected"
+                } else if e.is_corruption() && excused {
+                    "recovery refused: a torn page (torn mode none)"
+                } else {
                     let kind = if e.is_corruption() {
                         FindingKind::Corruption
                     } else {
                         FindingKind::RecoveryFailed
                     };
-                    fail(&mut report, vec![note(kind, format!("open failed: {e}"))]);
+                    findings.push(note(kind, format!("open failed: {e}")));
+                    "recovery failed"
+                };
+                if !findings.is_empty() {
+                    fail(&mut report, findings);
                     if opts.stop_on_failure {
                         break;
                     }
                 }
                 // The database is gone: start over (the cycle runs on a fresh one).
-                report.transactions_unverified += pending.as_ref().map_or(0, Pending::ops);
+                if let Some(p) = &pending {
+                    report.transactions_unverified += p.ops();
+                    count_unverified(&mut report, &mut ledger, p, reason);
+                }
                 report.resets += 1;
                 devs = fresh_devices(&opts)?;
                 ledger.reset();
@@ -456,55 +471,45 @@ pub fn run(opts: CrashTestOptions) -> Result<CrashTestReport> {
             let lazy = opts.commit == CommitMode::Lazy;
             let mut verdict = oracle::verify(&db, &model, &p.txns, &p.ddl, lazy)?;
             report.lazy_commits_lost += verdict.suffix_lost;
-            verdict.findings.extend(flash_findings);
-            verdict.findings.extend(p.wrong.iter().map(wrong_value));
-            if let Some(why) = &p.engine_failure {
-                verdict.findings.push(note(
-                    FindingKind::EngineFailed,
-                    format!("the database failed with the power on: {why}"),
-                ));
-            }
-            if p.exposed > 0 {
-                verdict.findings.push(Finding {
-                    kind: FindingKind::PendingExposed,
-                    table: String::new(),
-                    key: String::new(),
-                    txn: None,
-                    expected: "no reader sees a commit before it is durable".into(),
-                    found: format!("{} reads saw a pending commit", p.exposed),
-                });
-            }
             report.transactions_checked += verdict.checked;
-            let explained = !verdict.corrupt_pages.is_empty()
+            report.transactions_unverified += verdict.unverified;
+            let corrupt = !verdict.corrupt_pages.is_empty();
+            let explained = corrupt
                 && verdict
                     .corrupt_details
                     .iter()
                     .all(|(pages, d)| ledger.explains(pages, d, opts.page_size))
                 && ledger.explains_corruption();
-            let undetectable = !explained
-                && verdict.corrupt_pages.is_empty()
-                && !verdict.findings.is_empty()
-                && p.wrong.is_empty()
-                && ledger.excuses(verdict.findings.len());
-            if !verdict.corrupt_pages.is_empty() || undetectable {
-                if !explained && !undetectable {
-                    report.corruption_detected += verdict.corrupt_pages.len() as u64;
+            if corrupt && !explained {
+                report.corruption_detected += verdict.corrupt_pages.len() as u64;
+            }
+            // A lost write excuses only the findings whose keys lead through a page it hit.
+            let excused_by_lost = ledger.excuse_lost(&db, &mut verdict);
+            let mut findings = verdict.findings;
+            findings.extend(flash_findings);
+            findings.extend(p.findings());
+            if corrupt && !(excused || explained) {
+                let pages: Vec<u64> = verdict.corrupt_pages.iter().copied().collect();
+                findings.push(note(
+                    FindingKind::Corruption,
+                    format!("corrupt pages {pages:?} on read"),
+                ));
+            }
+            if !findings.is_empty() {
+                fail(&mut report, findings);
+                if opts.stop_on_failure {
+                    db.abandon();
+                    break;
                 }
-                report.transactions_unverified += p.ops();
-                if !(excused || explained || undetectable) {
-                    let pages: Vec<u64> = verdict.corrupt_pages.iter().copied().collect();
-                    fail(
-                        &mut report,
-                        vec![note(
-                            FindingKind::Corruption,
-                            format!("corrupt pages {pages:?} on read"),
-                        )],
-                    );
-                    if opts.stop_on_failure {
-                        db.abandon();
-                        break;
-                    }
-                }
+            }
+            if corrupt || excused_by_lost {
+                // Damage stays on the medium: the cycle runs on a fresh database.
+                let how = if verdict.unverified > 0 {
+                    "verified in part: damaged pages hid some outcomes"
+                } else {
+                    "verified"
+                };
+                count_unverified(&mut report, &mut ledger, &p, how);
                 db.abandon();
                 report.resets += 1;
                 devs = fresh_devices(&opts)?;
@@ -513,13 +518,7 @@ pub fn run(opts: CrashTestOptions) -> Result<CrashTestReport> {
                 model.clear();
                 continue;
             }
-            if !verdict.findings.is_empty() {
-                fail(&mut report, verdict.findings);
-                if opts.stop_on_failure {
-                    db.abandon();
-                    break;
-                }
-            }
+            count_unverified(&mut report, &mut ledger, &p, "verified");
             model = verdict.state;
         } else {
             if !flash_findings.is_empty() {
@@ -547,7 +546,10 @@ pub fn run(opts: CrashTestOptions) -> Result<CrashTestReport> {
             break;
         }
         let armed = match &devs.injector {
-            Some(i) => i.arm(&mut rng, opts.max_ops_before_cut, &mut ledger)?,
+            Some(i) => {
+                ledger.overwritten(&i.learn_pages());
+                i.arm(&mut rng, opts.max_ops_before_cut)?
+            }
             None => None,
         };
         let run = Run {
@@ -559,11 +561,13 @@ pub fn run(opts: CrashTestOptions) -> Result<CrashTestReport> {
         let mut p = workload(&run, db, &mut rng, &mut uid_next);
         if let (Some(inj), Some(a)) = (&devs.injector, &armed) {
             let cause = p.failure.as_ref().map(pagoda_engine::Failure::cause);
-            let expected = ledger.settle(inj, a, cause, &p.met);
+            let (expected, unreported) = ledger.settle(inj, a, cause, &p.met, &p.heard);
             if expected {
                 p.engine_failure = None;
             }
+            p.found.extend(unreported);
             p.fault = Some(format!("{}: {}", a.kind, a.what));
+            p.fault_kind = Some(a.kind);
             inj.disarm();
         }
         report.ddl_operations += p.ddl.len() as u64;

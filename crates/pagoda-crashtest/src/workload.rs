@@ -3,6 +3,7 @@
 //! row that says whether it committed; create and drop table; checkpoints. Every transaction
 //! and DDL operation is recorded with its outcome for the oracle.
 
+use crate::met::Met;
 use pagoda_engine::{CommitInfo, CommitMode, CommitTicket, Db, Error, Result, Table, WriteTxn};
 use parking_lot::Mutex;
 use rand::rngs::SmallRng;
@@ -126,19 +127,11 @@ pub(crate) struct WorkCfg {
     pub check_reads: bool,
 }
 
-/// An error a worker met (the first few of a cycle are kept).
-#[derive(Clone, Debug)]
-pub(crate) struct Met {
-    /// A device error (an I/O failure or a full device).
-    pub device: bool,
-    /// Detected corruption.
-    pub corruption: bool,
-    /// The error's text.
-    pub text: String,
-}
-
 /// Errors kept per cycle.
 const MET_KEPT: usize = 8;
+
+/// Errors with a fault's tag kept per cycle.
+const TAGGED_KEPT: usize = 64;
 
 /// A value read during the run that the crash test never wrote there.
 #[derive(Clone, Debug)]
@@ -199,22 +192,18 @@ impl Shared<'_> {
         self.txns.lock()[idx].status = status;
     }
 
-    /// Keeps an error a worker met (the first few of the cycle).
-    fn met<T>(&self, r: &Result<T>) {
+    /// Keeps an error a worker met: the first few of the cycle, and every one that carries
+    /// an injected fault's tag, up to [`TAGGED_KEPT`].
+    pub(crate) fn met<T>(&self, r: &Result<T>) {
         // Only errors that say something about the database (not a conflict, a dropped table).
         if let Err(e) = r {
             if !e.fails_database() {
                 return;
             }
+            let met = Met::of(e);
             let mut m = self.met.lock();
-            if m.len() < MET_KEPT {
-                m.push(Met {
-                    device: matches!(e, Error::Device(_))
-                        || matches!(e, Error::Failed(f) if matches!(f.cause(), Error::Device(_))),
-                    corruption: e.is_corruption()
-                        || matches!(e, Error::Failed(f) if f.cause().is_corruption()),
-                    text: e.to_string(),
-                });
+            if m.len() < MET_KEPT || (met.tagged() && m.len() < MET_KEPT + TAGGED_KEPT) {
+                m.push(met);
             }
         }
     }

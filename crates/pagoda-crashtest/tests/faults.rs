@@ -13,7 +13,7 @@ use pagoda_crashtest::{run, CrashTestOptions, CrashTestReport, Failure, FaultKin
 use pagoda_engine::{fault::Sabotage, CommitMode, TornMode};
 use FindingKind::{
     Corruption, EngineFailed, LostCommit, PartialTransaction, ReadMismatch, UncommittedVisible,
-    WrongValue,
+    Unreported, WrongValue,
 };
 
 fn options(kind: FaultKind, torn: TornMode, cycles: u64) -> CrashTestOptions {
@@ -134,6 +134,9 @@ fn lost_writes_are_counted_apart_as_undetectable() {
     assert!(!r.failed(TornMode::Doublewrite), "{r:?}");
     assert!(c.fired > 0, "{c:?}");
     assert_eq!(c.detected, 0, "{c:?}");
+    // Every cycle armed with it was verified whole, or counted as not.
+    assert_eq!(c.checked + c.unverified, c.injected, "{c:?}");
+    assert_eq!(r.verification.values().sum::<u64>(), n, "{r:?}");
     eprintln!("lost-write: {c:?}");
 }
 
@@ -190,26 +193,34 @@ fn sabotage_retry_failed_log_sync_is_caught() {
     // failed sync dropped are gone: the oracle finds acknowledged commits missing.
     // Seed 0x5eed: caught at cycle 8 by the log's own check that a group written after a
     // sync is missing (the engine refuses to open rather than lose acknowledged commits).
+    // The failed sync's tagged error reaches nobody (the retry hides it): unreported.
     let (f, _) = caught(
         Sabotage::RetryFailedLogSync,
-        &[LostCommit, Corruption],
+        &[Unreported, LostCommit, Corruption],
         500,
         || every_cycle(FaultKind::FsyncFail),
     );
     assert!(
-        f.findings
-            .iter()
-            .all(|x| x.kind == LostCommit || x.found.contains("was written after it was synced")),
+        f.findings.iter().all(|x| x.kind == Unreported
+            || x.kind == LostCommit
+            || x.found.contains("was written after it was synced")),
         "{f}"
     );
 }
 
-/// `ignore-write-error` caught when writes fail with `kind`: pages marked clean that never
-/// reached the disk lose commits or leave a page never written.
+/// `ignore-write-error` caught when writes fail with `kind`: the failed write's tagged error
+/// reaches nobody (unreported), and pages marked clean that never reached the disk lose
+/// commits or leave a page never written.
 fn ignored_write_errors_caught(kind: FaultKind) {
     caught(
         Sabotage::IgnoreWriteError,
-        &[LostCommit, PartialTransaction, Corruption, ReadMismatch],
+        &[
+            Unreported,
+            LostCommit,
+            PartialTransaction,
+            Corruption,
+            ReadMismatch,
+        ],
         500,
         || every_cycle(kind),
     );
@@ -226,12 +237,35 @@ fn sabotage_ignore_write_error_is_caught_with_a_full_device() {
 }
 
 #[test]
+fn sabotage_ignore_log_write_error_is_caught_as_unreported() {
+    // The failed log write's error, tagged with its number, reaches no caller and no failure:
+    // the run reports it as unreported (the acknowledged commits it held may be lost too).
+    // Detection comes only from that tag, never from the power cut that ends the cycle.
+    let (f, control) = caught(
+        Sabotage::IgnoreLogWriteError,
+        &[Unreported, LostCommit, PartialTransaction],
+        500,
+        || every_cycle(FaultKind::EioWrite),
+    );
+    assert!(
+        f.findings
+            .iter()
+            .any(|x| x.kind == Unreported && x.found.contains("log write")),
+        "{f}"
+    );
+    let c = &control.faults["eio-write"];
+    assert_eq!((c.unreported, control.unreported), (0, 0), "{c:?}");
+    assert!(c.fired > 0 && c.detected == c.fired, "{c:?}");
+}
+
+#[test]
 fn sabotage_ignore_read_error_is_caught() {
     // An unreadable page taken as an empty leaf loses the rows it held, or breaks the tree
     // that the check after recovery walks.
     let (f, _) = caught(
         Sabotage::IgnoreReadError,
         &[
+            Unreported,
             LostCommit,
             PartialTransaction,
             UncommittedVisible,
@@ -243,7 +277,7 @@ fn sabotage_ignore_read_error_is_caught() {
         500,
         || every_cycle(FaultKind::EioRead),
     );
-    // Seed 0x5eed: caught at cycle 8, an empty leaf where the meta page should be.
+    // Seed 0x5eed: caught at cycle 5, the failed read's error reached nobody.
     not_by(&f, "injected I/O error");
 }
 

@@ -41,6 +41,36 @@ fn the_nth_write_fails_and_changes_nothing_then_writes_go_on() {
 }
 
 #[test]
+fn each_injected_error_carries_its_own_numbered_tag() {
+    let inner: DeviceRef = Arc::new(MemDevice::with_capacity(1 << 20).unwrap());
+    let f = FaultDevice::new(inner).named("log");
+    f.inject(Fault::Fail {
+        op: Op::Write,
+        after: 0,
+        times: 2,
+        failure: Failure::Eio,
+    })
+    .unwrap();
+    f.inject(Fault::Fail {
+        op: Op::Read,
+        after: 0,
+        times: 1,
+        failure: Failure::Full,
+    })
+    .unwrap();
+    let w0 = f.write(1, &sector(1), WriteHints::default()).unwrap_err();
+    let r0 = f.read(1, &mut sector(0)).unwrap_err();
+    let w1 = f.write(1, &sector(1), WriteHints::default()).unwrap_err();
+    assert!(w0.to_string().contains("[fault log#0]"), "{w0}");
+    assert!(r0.to_string().contains("[fault log#1]"), "{r0}");
+    assert!(w1.to_string().contains("[fault log#2]"), "{w1}");
+    assert_eq!(FaultDevice::tag("log", 2), "[fault log#2]");
+    assert_eq!(f.failures(), 3);
+    f.write(1, &sector(1), WriteHints::default()).unwrap();
+    assert_eq!(f.failures(), 3, "a request that passes takes no number");
+}
+
+#[test]
 fn a_full_device_and_a_failing_flush_say_so() {
     let (_, f) = dev();
     f.inject(Fault::Fail {
@@ -107,6 +137,17 @@ fn a_misdirected_write_lands_elsewhere_and_a_lost_one_nowhere() {
     f.write(20, &[sector(5), sector(6)].concat(), WriteHints::default())
         .unwrap();
     assert_eq!(read(&f, 20), sector(1), "lost: the old contents");
+    // The lost write is kept for the test to inspect: what stayed and what was lost.
+    let lost = f.take_lost();
+    assert_eq!(
+        lost,
+        vec![pagoda_device::fault::LostSector {
+            sector: 20,
+            kept: sector(1),
+            lost: sector(5),
+        }]
+    );
+    assert!(f.take_lost().is_empty(), "taken once");
     assert_eq!(
         read(&f, 21),
         sector(2),
@@ -135,8 +176,11 @@ fn power_is_cut_after_n_writes_and_requests_fail_until_power_on() {
     assert!(!f.powered_off());
     f.write(2, &sector(3), WriteHints::default()).unwrap();
     assert!(f.powered_off());
-    assert!(f.write(3, &sector(4), WriteHints::default()).is_err());
+    let e = f.write(3, &sector(4), WriteHints::default()).unwrap_err();
+    // The cut is no injected failure of the request: its error carries no tag.
+    assert!(!e.to_string().contains("[fault "), "{e}");
     assert!(f.flush().is_err());
+    assert_eq!(f.failures(), 0);
     f.power_on();
     assert_eq!(read(&f, 0), sector(1), "flushed before the cut");
 }

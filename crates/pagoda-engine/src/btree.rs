@@ -18,10 +18,12 @@ use crate::format::{internal_entry_len, leaf_entry_len, Key, Node, Val, PAGE_HEA
 use std::collections::BTreeSet;
 use std::ops::Bound;
 
+mod path;
 mod split;
 #[cfg(test)]
 mod tests;
 
+pub(crate) use path::lookup_pages;
 use split::split_path;
 
 /// Longest key in bytes.

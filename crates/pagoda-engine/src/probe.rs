@@ -47,7 +47,7 @@ impl fmt::Display for RecoveryStep {
 }
 
 /// Something the engine is about to do or has done.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Event {
     /// A step of recovery at open starts.
     Recovery(RecoveryStep),
@@ -59,6 +59,10 @@ pub enum Event {
     CheckpointEnd,
     /// The flash cache starts a step (from any thread).
     Flash(FlashStep),
+    /// An error reached the database's failure path (the text of the error). Every one is
+    /// reported, not only the first cause that [`crate::Db::failure`] keeps: a test can then
+    /// tell whether an error it injected was heard even when another failure came first.
+    Failed(String),
 }
 
 /// A step of the flash cache, reported before it starts.
@@ -163,11 +167,14 @@ pub enum Sabotage {
     /// so the thread that zero-fills a sparse log ahead of the writer later writes zeros over
     /// acknowledged groups.
     WriteLogPastReady,
+    /// A failed log write counts as done: the round goes on to sync and acknowledges its
+    /// commits, whose records never reached the log.
+    IgnoreLogWriteError,
 }
 
 impl Sabotage {
     /// Every sabotage.
-    pub const ALL: [Sabotage; 24] = [
+    pub const ALL: [Sabotage; 25] = [
         Self::SkipLogSync,
         Self::SkipDoublewrite,
         Self::AckBeforeDurable,
@@ -192,6 +199,7 @@ impl Sabotage {
         Self::FlashWriteAfterFailure,
         Self::AckBeforeSync,
         Self::WriteLogPastReady,
+        Self::IgnoreLogWriteError,
     ];
 
     /// Whether the sabotage only has an effect with a flash cache.
@@ -229,6 +237,7 @@ impl Sabotage {
             Self::FlashWriteAfterFailure => "flash-write-after-failure",
             Self::AckBeforeSync => "ack-before-sync",
             Self::WriteLogPastReady => "write-log-past-ready",
+            Self::IgnoreLogWriteError => "ignore-log-write-error",
         }
     }
 }

@@ -12,10 +12,13 @@ use crate::{
     BlockDevice, Capabilities, DeviceError, DeviceRef, DeviceStats, PowerCut, Result, WriteHints,
     SECTOR_SIZE,
 };
-use parking_lot::{Mutex, RwLock};
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use parking_lot::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+mod rail;
+pub use rail::Rail;
 
 /// The kind of a request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -145,96 +148,29 @@ struct State {
     powered_off: bool,
     /// Requests an injected fault acted on, per kind.
     injected: [u64; 4],
+    /// Errors injected so far (each carries its number in its tag, see [`FaultDevice::tag`]).
+    failures: u64,
+    /// Sectors whose writes a [`Fault::LoseWrite`] lost, not yet taken.
+    lost: Vec<LostSector>,
 }
 
-/// Devices that lose power together (a database's data and log devices): a cut armed on the
-/// rail falls at the n-th write, flush or trim over all of them and cuts each at once (every
-/// wrapped device must emulate a power cut); from then on their requests fail until
-/// [`Rail::power_on`]. A request runs wholly before the cut or fails.
-#[derive(Debug)]
-pub struct Rail {
-    devices: Mutex<Vec<DeviceRef>>,
-    seed: u64,
-    /// Counted requests left before the cut; `i64::MAX` while disarmed.
-    left: AtomicI64,
-    off: AtomicBool,
-    /// Requests hold it shared, the cut exclusively.
-    gate: RwLock<()>,
-}
-
-impl Rail {
-    /// A rail whose cut decides with `seed` (and the device's place on the rail) which unflushed
-    /// sectors survive.
-    pub fn new(seed: u64) -> Arc<Self> {
-        Arc::new(Self {
-            devices: Mutex::new(Vec::new()),
-            seed,
-            left: AtomicI64::new(i64::MAX),
-            off: AtomicBool::new(false),
-            gate: RwLock::new(()),
-        })
-    }
-
-    /// Cuts the power at the `n`-th write, flush or trim from now (that request fails).
-    pub fn arm(&self, n: u64) {
-        self.left.store(
-            i64::try_from(n.max(1)).unwrap_or(i64::MAX),
-            Ordering::Release,
-        );
-    }
-
-    /// Whether the power is off.
-    pub fn is_off(&self) -> bool {
-        self.off.load(Ordering::Acquire)
-    }
-
-    /// Cuts the power of every device on the rail now (nothing if it is off already).
-    pub fn cut(&self) -> Result<()> {
-        let _g = self.gate.write();
-        if self.off.swap(true, Ordering::AcqRel) {
-            return Ok(());
-        }
-        for (i, d) in self.devices.lock().iter().enumerate() {
-            if let Some(pc) = d.as_power_cut() {
-                pc.power_cut(self.seed.wrapping_add(i as u64))?;
-            }
-        }
-        Ok(())
-    }
-
-    /// Powers the rail on again, disarmed.
-    pub fn power_on(&self) {
-        self.left.store(i64::MAX, Ordering::Release);
-        self.off.store(false, Ordering::Release);
-    }
-
-    fn power_off() -> DeviceError {
-        DeviceError::io(
-            "emulated power cut",
-            std::io::Error::other("the device has no power"),
-        )
-    }
-
-    /// Runs one request; `counts` for writes, flushes and trims.
-    fn run<T>(&self, counts: bool, f: impl FnOnce() -> Result<T>) -> Result<T> {
-        {
-            let _g = self.gate.read();
-            if self.is_off() {
-                return Err(Self::power_off());
-            }
-            if !counts || self.left.fetch_sub(1, Ordering::AcqRel) > 1 {
-                return f();
-            }
-        }
-        self.cut()?;
-        Err(Self::power_off())
-    }
+/// A sector write that a [`Fault::LoseWrite`] acknowledged without doing it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LostSector {
+    /// The sector.
+    pub sector: u64,
+    /// What it kept (its contents before the write).
+    pub kept: Vec<u8>,
+    /// What the lost write carried.
+    pub lost: Vec<u8>,
 }
 
 /// See the module documentation.
 #[derive(Debug)]
 pub struct FaultDevice {
     inner: DeviceRef,
+    /// Names the device in the tags of the errors it injects.
+    name: String,
     /// The rail this device loses power with, if any.
     rail: Option<Arc<Rail>>,
     state: Mutex<State>,
@@ -248,8 +184,17 @@ pub struct FaultDevice {
 fn eio(what: &str) -> DeviceError {
     DeviceError::Io {
         path: "fault-device".into(),
-        source: std::io::Error::other(format!("injected I/O error: {what}")),
+        source: std::io::Error::other(what.to_string()),
     }
+}
+
+/// Why a request fails before it reaches the wrapped device.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Refusal {
+    /// An armed [`Fault::Fail`]: the error carries tag number `id`.
+    Injected(Failure, u64),
+    /// A [`Fault::CutAfter`] cut the power (not a fault of the request: no tag).
+    PoweredOff,
 }
 
 impl FaultDevice {
@@ -257,6 +202,7 @@ impl FaultDevice {
     pub fn new(inner: DeviceRef) -> Self {
         Self {
             inner,
+            name: "device".into(),
             state: Mutex::new(State::default()),
             rewrite: Mutex::new(()),
             held: Default::default(),
@@ -279,6 +225,30 @@ impl FaultDevice {
             rail: Some(rail.clone()),
             ..Self::new(inner)
         })
+    }
+
+    /// Names the device in the tags of its injected errors (default `device`).
+    pub fn named(mut self, name: &str) -> Self {
+        self.name = name.to_string();
+        self
+    }
+
+    /// The tag that the `n`-th error (from 0) injected by the device named `name` carries in
+    /// its text: `[fault NAME#N]`. A caller's error, or the database's failure, that contains
+    /// it came from that very injected error: a test counts a fault as reported only then,
+    /// never from another error that happened to arrive (a power cut's carries no tag).
+    pub fn tag(name: &str, n: u64) -> String {
+        format!("[fault {name}#{n}]")
+    }
+
+    /// The device's name in its tags.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Errors injected so far: the next one carries tag number `failures()`.
+    pub fn failures(&self) -> u64 {
+        self.state.lock().failures
     }
 
     /// Runs a request through the rail, if the device is on one.
@@ -374,6 +344,11 @@ impl FaultDevice {
         std::mem::take(&mut self.state.lock().records)
     }
 
+    /// The sector writes a [`Fault::LoseWrite`] lost since the last call, in order.
+    pub fn take_lost(&self) -> Vec<LostSector> {
+        std::mem::take(&mut self.state.lock().lost)
+    }
+
     /// Requests of kind `op` an injected fault acted on so far: failed, read with a flipped bit,
     /// misdirected or lost.
     pub fn injected(&self, op: Op) -> u64 {
@@ -408,9 +383,9 @@ impl FaultDevice {
         self.inner.flush()
     }
 
-    /// Before a request: waits while held, sleeps for delays, counts it, and returns the
-    /// injected failure, if any.
-    fn enter(&self, op: Op) -> Option<Failure> {
+    /// Before a request: waits while held, sleeps for delays, counts it, and returns why it
+    /// fails, if it does.
+    fn enter(&self, op: Op) -> Option<Refusal> {
         if self.held[op.index()].load(Ordering::Acquire) {
             self.waiting[op.index()].fetch_add(1, Ordering::AcqRel);
             while self.held[op.index()].load(Ordering::Acquire) {
@@ -423,7 +398,7 @@ impl FaultDevice {
             let n = s.seen[op.index()];
             s.seen[op.index()] += 1;
             let mut delay = Duration::ZERO;
-            let mut failure = s.powered_off.then_some(Failure::Eio);
+            let mut failure = None;
             for (f, base) in &s.faults {
                 match *f {
                     Fault::Delay { op: o, by } if o == op => delay += by,
@@ -441,9 +416,15 @@ impl FaultDevice {
                     _ => {}
                 }
             }
-            if failure.is_some() && !s.powered_off {
+            let failure = if s.powered_off {
+                Some(Refusal::PoweredOff)
+            } else if let Some(f) = failure {
                 s.injected[op.index()] += 1;
-            }
+                s.failures += 1;
+                Some(Refusal::Injected(f, s.failures - 1))
+            } else {
+                None
+            };
             (delay, failure)
         };
         if !delay.is_zero() {
@@ -483,12 +464,19 @@ impl FaultDevice {
         }
     }
 
-    fn fail(&self, op: Op, sector: u64, sectors: u64, f: Failure) -> DeviceError {
+    fn fail(&self, op: Op, sector: u64, sectors: u64, r: Refusal) -> DeviceError {
         self.log(op, sector, sectors, true);
-        match f {
-            Failure::Eio | Failure::EioLosingWrites => eio(&format!("{op:?} of sector {sector}")),
-            Failure::Full => DeviceError::Full(format!(
-                "injected: no space for the {op:?} of sector {sector}"
+        match r {
+            Refusal::PoweredOff => eio(&format!(
+                "power is off (fault device cut): {op:?} of sector {sector}"
+            )),
+            Refusal::Injected(Failure::Eio | Failure::EioLosingWrites, id) => eio(&format!(
+                "injected I/O error {}: {op:?} of sector {sector}",
+                Self::tag(&self.name, id)
+            )),
+            Refusal::Injected(Failure::Full, id) => DeviceError::Full(format!(
+                "injected {}: no space for the {op:?} of sector {sector}",
+                Self::tag(&self.name, id)
             )),
         }
     }
@@ -634,6 +622,14 @@ impl FaultDevice {
                     if keep {
                         self.inner.write(x, b, WriteHints::default())?;
                     }
+                    if keep && to.is_none() {
+                        let at = (x - sector) as usize * SECTOR_SIZE;
+                        self.state.lock().lost.push(LostSector {
+                            sector: x,
+                            kept: b.clone(),
+                            lost: buf[at..at + SECTOR_SIZE].to_vec(),
+                        });
+                    }
                     if let Some(to) = to {
                         let at = (x - sector) as usize * SECTOR_SIZE;
                         self.inner
@@ -650,7 +646,7 @@ impl FaultDevice {
 
     fn flush_now(&self) -> Result<()> {
         if let Some(f) = self.enter(Op::Flush) {
-            if f == Failure::EioLosingWrites {
+            if matches!(f, Refusal::Injected(Failure::EioLosingWrites, _)) {
                 if let Some(pc) = self.inner.as_power_cut() {
                     pc.power_cut(self.seen(Op::Flush))?;
                 }

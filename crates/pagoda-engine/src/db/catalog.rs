@@ -53,6 +53,22 @@ impl Db {
         Ok(())
     }
 
+    /// The pages a lookup of `key` in `table` depends on, for diagnostics (which pages hold
+    /// a key; a crash tester excuses what a damaged page explains only on the pages it
+    /// hit): the catalog's path to the table's entry, then the table's tree from its root to
+    /// the leaf, then the overflow pages of the value. Where a page on the way cannot be read,
+    /// the pages up to it, that page last. For a table that does not exist, the catalog's
+    /// pages alone (its absence depends on them).
+    pub fn key_pages(&self, table: &str, key: &[u8]) -> Vec<u64> {
+        let pool = &self.inner.pool;
+        let (mut pages, _) = btree::lookup_pages(pool, self.inner.meta_page + 1, table.as_bytes());
+        pages.push(self.inner.meta_page);
+        if let Ok(t) = self.table(table) {
+            pages.extend(btree::lookup_pages(pool, t.root, key).0);
+        }
+        pages
+    }
+
     /// Names of the tables, sorted.
     pub fn list_tables(&self) -> Vec<String> {
         let mut v: Vec<String> = self.inner.catalog.read().keys().cloned().collect();

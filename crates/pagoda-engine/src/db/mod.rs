@@ -253,6 +253,9 @@ impl Db {
     /// Fails the database with `e` whatever its kind (e.g. a commit that changed pages in
     /// memory and cannot finish).
     fn fail_now(&self, e: Error) -> Error {
+        if let Some(o) = &self.inner.opts.observer {
+            o(Event::Failed(e.to_string()));
+        }
         let mut f = self.inner.failed.lock();
         let first = f.get_or_insert_with(|| match e {
             Error::Failed(why) => why,

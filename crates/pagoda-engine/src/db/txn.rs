@@ -89,7 +89,9 @@ impl<'db> Txn<'db> {
         let tree = btree::get(pool, info.root, key)
             .and_then(|v| v.map(|v| btree::into_value(pool, v)).transpose());
         let r = match self.db.inner.mvcc.read(info.id, key, self.snapshot) {
-            Resolved::Value(v) => Ok(v.map(|b| b.to_vec())),
+            // The versions answer, but a failed tree read still reaches the caller: a device
+            // error or damage must never go unheard because memory happened to hold the value.
+            Resolved::Value(v) => tree.map(|_| v.map(|b| b.to_vec())),
             Resolved::Tree => tree,
         };
         // After the read (see `still_live`), on both paths: a handle opened before a drop

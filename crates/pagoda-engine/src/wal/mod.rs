@@ -228,7 +228,8 @@ impl Wal {
         self.group.lock().pending.next_lsn
     }
 
-    /// Lets records before `lsn` be overwritten (after a checkpoint made them unnecessary).
+    /// Lets records before `lsn` be overwritten (once no durable superblock copy starts its
+    /// redo before it).
     pub fn set_reclaim(&self, lsn: u64) {
         let mut st = self.group.lock();
         st.pending.reclaim = st.pending.reclaim.max(lsn);
@@ -395,12 +396,19 @@ impl Wal {
         let hints = WriteHints::stream(self.stream);
         let off = lsn % self.capacity;
         let first = ((self.capacity - off) as usize).min(buf.len());
-        self.dev
-            .write((SECTOR as u64 + off) / SECTOR as u64, &buf[..first], hints)?;
-        if first < buf.len() {
-            self.dev.write(1, &buf[first..], hints)?;
+        let r = self
+            .dev
+            .write((SECTOR as u64 + off) / SECTOR as u64, &buf[..first], hints)
+            .and_then(|()| {
+                if first < buf.len() {
+                    self.dev.write(1, &buf[first..], hints)?;
+                }
+                Ok(())
+            });
+        if probe::is(self.sabotage, Sabotage::IgnoreLogWriteError) {
+            return Ok(());
         }
-        Ok(())
+        Ok(r?)
     }
 
     fn sync(&self) -> Result<()> {

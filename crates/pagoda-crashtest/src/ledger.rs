@@ -1,0 +1,318 @@
+//! The ledger of a run with faults: what each fault kind did across the cycles (fired,
+//! detected by its own report, repaired, verified), and the damage still on the medium that
+//! explains a later report of corruption or (a lost write) a finding.
+
+use crate::faults::{Armed, FaultCounts, FaultKind, Injector};
+use crate::met::{carries_tag, corrupt_pages, is_corruption, Met};
+use crate::oracle::{Finding, FindingKind, Verdict};
+use pagoda_device::fault::FaultDevice;
+use pagoda_engine::{Db, Error};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// Damage a fault left on one page of the medium, outstanding until the page is written
+/// again or the devices are replaced. (A page whose newer copy sits in the flash cache can keep
+/// its damage hidden for many cycles.)
+#[derive(Clone, Copy, Debug)]
+struct Damage {
+    kind: FaultKind,
+    /// Already counted as detected.
+    detected: bool,
+}
+
+/// The faults of a run across its cycles: the counts by kind, and the damage outstanding.
+#[derive(Debug, Default)]
+pub(crate) struct Ledger {
+    pub(crate) counts: BTreeMap<String, FaultCounts>,
+    /// Damaged data pages, by page id.
+    damage: BTreeMap<u64, Damage>,
+    /// The kind of the damage registered last (repairs are counted to it).
+    latest: Option<FaultKind>,
+    /// Keys on the pages whose writes were lost (in the image kept or in the one lost): redo
+    /// can carry a stale page's rows to other pages (a merge), so a finding on such a key is
+    /// the lost write's too.
+    lost_keys: BTreeSet<Vec<u8>>,
+}
+
+/// Whether `page` lies in the double-write area (it follows the superblock area).
+fn in_copy_area(page: u64, page_size: u64) -> bool {
+    let start = pagoda_engine::format::HEADER_BYTES / page_size;
+    (start..start + u64::from(crate::DW_PAGES)).contains(&page)
+}
+
+/// Whether a report of corruption saying `detail` comes from the check that catches faults of
+/// `kind`: the page checksum for flipped bits, and also the page id in the header for a page
+/// that landed elsewhere.
+fn signature(kind: FaultKind, detail: &str) -> bool {
+    let checksum = detail.contains("checksum mismatch");
+    match kind {
+        FaultKind::Bitrot => checksum,
+        FaultKind::Misdirected => checksum || detail.contains("misdirected write"),
+        // Whatever a lost write breaks is undetectable by design.
+        FaultKind::LostWrite => true,
+        _ => false,
+    }
+}
+
+impl Ledger {
+    fn count(&mut self, kind: FaultKind) -> &mut FaultCounts {
+        self.counts.entry(kind.name().to_string()).or_default()
+    }
+
+    /// Pages written whole since the last call: their damage is gone.
+    pub(crate) fn overwritten(&mut self, pages: &BTreeSet<u64>) {
+        self.damage.retain(|p, _| !pages.contains(p));
+    }
+
+    /// After the workload of a cycle with `armed`: counts what the fault did and returns
+    /// whether the engine's failure with the power on (`failure`) is the report of that fault
+    /// (then it is no finding), and the finding of a failed request nobody heard of. `met`:
+    /// the errors the workers met; `heard`: the tagged errors that reached the database's
+    /// failure path. A failed request counts as reported only by an error carrying its own
+    /// tag; damage only by the check named for it, on the page it hit.
+    pub(crate) fn settle(
+        &mut self,
+        inj: &Injector,
+        armed: &Armed,
+        failure: Option<&Error>,
+        met: &[Met],
+        heard: &[String],
+    ) -> (bool, Option<Finding>) {
+        let kind = armed.kind;
+        let fired = inj.fired(armed);
+        let damaging = matches!(
+            kind,
+            FaultKind::Bitrot | FaultKind::Misdirected | FaultKind::LostWrite
+        );
+        let on_page = |pages: &[u64]| pages.iter().any(|p| armed.pages.contains(p));
+        let tagged = |t: &str| carries_tag(t, armed.dev, armed.first_tag);
+        let reports = |e: &Error| {
+            if damaging {
+                is_corruption(e) && signature(kind, &e.to_string()) && on_page(&corrupt_pages(e))
+            } else {
+                tagged(&e.to_string())
+            }
+        };
+        let seen = met.iter().any(|m| {
+            if damaging {
+                m.corruption && signature(kind, &m.text) && on_page(&m.pages)
+            } else {
+                tagged(&m.text)
+            }
+        }) || (!damaging && heard.iter().any(|h| tagged(h)));
+        // Nothing can detect a lost write: what it breaks counts as undetectable.
+        let lost = kind == FaultKind::LostWrite;
+        let detected = fired && !lost && (failure.is_some_and(reports) || seen);
+        let leaves_damage = armed.on_medium
+            || (matches!(kind, FaultKind::Misdirected | FaultKind::LostWrite) && fired);
+        let c = self.count(kind);
+        c.injected += 1;
+        c.fired += u64::from(fired);
+        c.detected += u64::from(detected);
+        c.undetectable += u64::from(lost && failure.is_some_and(reports));
+        let unreported = (fired && !damaging && !detected).then(|| {
+            c.unreported += 1;
+            Finding {
+                kind: FindingKind::Unreported,
+                table: String::new(),
+                key: String::new(),
+                txn: None,
+                expected: format!(
+                    "an error tagged {} or later reaches a caller or fails the database",
+                    FaultDevice::tag(armed.dev, armed.first_tag)
+                ),
+                found: format!("{kind} fired ({}) and no caller heard of it", armed.what),
+            }
+        });
+        if kind == FaultKind::LostWrite {
+            self.lost_keys.extend(inj.lost_keys());
+        }
+        if leaves_damage {
+            // What the cycle wrote before or after the damage is not known: pages written
+            // whole after the cycle clear it (see `overwritten`).
+            self.overwritten(&inj.learn_pages());
+            for &p in &armed.pages {
+                let before = self.damage.get(&p).is_some_and(|d| d.detected);
+                self.damage.insert(
+                    p,
+                    Damage {
+                        kind,
+                        detected: detected || before,
+                    },
+                );
+            }
+            self.latest = Some(kind);
+        }
+        (failure.is_some_and(reports), unreported)
+    }
+
+    /// Whether the outstanding damage explains a report of corruption of `pages` saying
+    /// `detail`: each page is damaged and the check that catches its fault is the one that
+    /// spoke (a damaged page that got past it and broke something else was used, which is a
+    /// failure). Damage in the double-write area explains a checksum report on any page: a
+    /// page torn by the power cut had its repair copy there. Outstanding lost writes explain
+    /// anything (undetectable by design).
+    pub(crate) fn explains(&self, pages: &[u64], detail: &str, page_size: usize) -> bool {
+        if self.lost_write() {
+            return true;
+        }
+        let copy_lost = detail.contains("checksum mismatch")
+            && self
+                .damage
+                .keys()
+                .any(|&p| in_copy_area(p, page_size as u64));
+        !pages.is_empty()
+            && (copy_lost
+                || pages.iter().all(|p| {
+                    self.damage
+                        .get(p)
+                        .is_some_and(|d| signature(d.kind, detail))
+                }))
+    }
+
+    /// Corruption reported by an open or a read after a cycle, which [`Ledger::explains`]:
+    /// counts it as the detection of the outstanding damage (the database is re-created, so
+    /// the damage goes with it).
+    pub(crate) fn explains_corruption(&mut self) -> bool {
+        let damage = std::mem::take(&mut self.damage);
+        if damage.is_empty() {
+            return false;
+        }
+        let mut kinds: BTreeMap<FaultKind, bool> = BTreeMap::new();
+        for d in damage.values() {
+            *kinds.entry(d.kind).or_default() |= !d.detected;
+        }
+        for (kind, undetected) in kinds {
+            let c = self.count(kind);
+            if kind == FaultKind::LostWrite {
+                c.undetectable += 1;
+            } else if undetected {
+                c.detected += 1;
+            }
+            c.resets += 1;
+        }
+        true
+    }
+
+    /// Takes out of `v`'s findings those that a lost write explains: the lookup of the key
+    /// a finding concerns passes through a page whose write was lost (the page keeps an
+    /// older, intact version: undetectable by design). Returns whether any was taken out
+    /// (the database must then be re-created: the stale page stays).
+    pub(crate) fn excuse_lost(&mut self, db: &Db, v: &mut Verdict) -> bool {
+        let lost: BTreeSet<u64> = self
+            .damage
+            .iter()
+            .filter(|(_, d)| d.kind == FaultKind::LostWrite)
+            .map(|(p, _)| *p)
+            .collect();
+        if lost.is_empty() || v.findings.is_empty() {
+            return false;
+        }
+        let mut kept = Vec::new();
+        let mut excused = 0;
+        for (f, (table, key)) in std::mem::take(&mut v.findings).into_iter().zip(&v.keys) {
+            let keyed = !table.is_empty() && self.lost_keys.contains(key);
+            if keyed || db.key_pages(table, key).iter().any(|p| lost.contains(p)) {
+                excused += 1;
+            } else {
+                kept.push(f);
+            }
+        }
+        v.findings = kept;
+        if excused == 0 {
+            return false;
+        }
+        let c = self.count(FaultKind::LostWrite);
+        c.undetectable += excused;
+        c.resets += 1;
+        true
+    }
+
+    /// Counts how a cycle armed with `kind` was verified.
+    pub(crate) fn verified(&mut self, kind: FaultKind, whole: bool) {
+        let c = self.count(kind);
+        if whole {
+            c.checked += 1;
+        } else {
+            c.unverified += 1;
+        }
+    }
+
+    /// Whether a lost write is outstanding.
+    pub(crate) fn lost_write(&self) -> bool {
+        self.damage.values().any(|d| d.kind == FaultKind::LostWrite)
+    }
+
+    /// Pages recovery repaired while damage was outstanding.
+    pub(crate) fn repaired(&mut self, pages: u64) {
+        if let (Some(kind), false) = (self.latest, self.damage.is_empty()) {
+            self.count(kind).repaired += pages;
+        }
+    }
+
+    /// The devices were replaced: no damage is outstanding.
+    pub(crate) fn reset(&mut self) {
+        self.damage.clear();
+        self.lost_keys.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use pagoda_device::mem::MemDevice;
+    use pagoda_device::DeviceRef;
+    use pagoda_engine::DbOptions;
+    use std::sync::Arc;
+
+    fn finding(key: &str) -> Finding {
+        crate::oracle::note(FindingKind::LostCommit, format!("key {key}"))
+    }
+
+    #[test]
+    fn a_lost_write_excuses_only_findings_on_keys_it_explains() {
+        let mem = |mb: u64| -> DeviceRef { Arc::new(MemDevice::with_capacity(mb << 20).unwrap()) };
+        let db = Db::open(DbOptions::with_devices(mem(64), mem(8)).page_size(4096)).unwrap();
+        db.create_table("t").unwrap();
+        let key = |i: u32| format!("key{i:05}").into_bytes();
+        let tx = db.begin_write().unwrap();
+        let mut t = tx.open_table("t").unwrap();
+        for i in 0..3000 {
+            t.put(&key(i), &[7u8; 100]).unwrap();
+        }
+        drop(t);
+        tx.commit().unwrap();
+        let (a, b, c) = (key(10), key(2990), key(1500));
+        let leaf = |k: &[u8]| *db.key_pages("t", k).last().unwrap();
+        assert_ne!(leaf(&a), leaf(&b), "the keys must sit in different leaves");
+        let mut ledger = Ledger::default();
+        ledger.damage.insert(
+            leaf(&a),
+            Damage {
+                kind: FaultKind::LostWrite,
+                detected: false,
+            },
+        );
+        // `c` was on a page whose write was lost, wherever redo has moved it since.
+        ledger.lost_keys.insert(c.clone());
+        let mut v = Verdict::default();
+        for k in [&a, &b, &c] {
+            v.findings.push(finding(&String::from_utf8_lossy(k)));
+            v.keys.push(("t".into(), k.to_vec()));
+        }
+        assert!(ledger.excuse_lost(&db, &mut v));
+        assert_eq!(
+            v.findings,
+            vec![finding("key02990")],
+            "only b's finding stays"
+        );
+        assert_eq!(ledger.counts["lost-write"].undetectable, 2);
+        // Without lost-write damage nothing is excused.
+        let mut none = Ledger::default();
+        let mut v = Verdict::default();
+        v.findings.push(finding("key00010"));
+        v.keys.push(("t".into(), a.clone()));
+        assert!(!none.excuse_lost(&db, &mut v));
+        assert_eq!(v.findings.len(), 1);
+    }
+}
