@@ -149,6 +149,11 @@ fn a_misdirected_write_lands_elsewhere_and_a_lost_one_nowhere() {
     );
     assert!(f.take_lost().is_empty(), "taken once");
     assert_eq!(
+        f.take_overwritten(),
+        vec![(30, sector(0))],
+        "the misdirected copy destroyed sector 30's old contents"
+    );
+    assert_eq!(
         read(&f, 21),
         sector(2),
         "misdirected: the old contents stay"

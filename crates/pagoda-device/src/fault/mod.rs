@@ -152,6 +152,8 @@ struct State {
     failures: u64,
     /// Sectors whose writes a [`Fault::LoseWrite`] lost, not yet taken.
     lost: Vec<LostSector>,
+    /// Sectors a misdirected or stray copy overwrote, with what they held, not yet taken.
+    overwritten: Vec<(u64, Vec<u8>)>,
 }
 
 /// A sector write that a [`Fault::LoseWrite`] acknowledged without doing it.
@@ -347,6 +349,12 @@ impl FaultDevice {
     /// The sector writes a [`Fault::LoseWrite`] lost since the last call, in order.
     pub fn take_lost(&self) -> Vec<LostSector> {
         std::mem::take(&mut self.state.lock().lost)
+    }
+
+    /// The sectors a [`Fault::Misdirect`] or [`Fault::Stray`] copy overwrote since the last
+    /// call, in order, each with the contents it held before.
+    pub fn take_overwritten(&self) -> Vec<(u64, Vec<u8>)> {
+        std::mem::take(&mut self.state.lock().overwritten)
     }
 
     /// Requests of kind `op` an injected fault acted on so far: failed, read with a flipped bit,
@@ -610,12 +618,18 @@ impl FaultDevice {
             // device).
             let _one = self.rewrite.lock();
             let mut old = Vec::new();
-            for &(x, _, keep) in &redirect {
+            for &(x, to, keep) in &redirect {
                 let mut b = vec![0u8; SECTOR_SIZE];
                 if keep {
                     self.inner.read(x, &mut b)?;
                 }
                 old.push(b);
+                if let Some(to) = to {
+                    // What the stray copy destroys, for a test to restore.
+                    let mut before = vec![0u8; SECTOR_SIZE];
+                    self.inner.read(to, &mut before)?;
+                    self.state.lock().overwritten.push((to, before));
+                }
             }
             self.inner.write(sector, buf, hints).and_then(|()| {
                 for (&(x, to, keep), b) in redirect.iter().zip(&old) {
