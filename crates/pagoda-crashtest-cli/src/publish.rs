@@ -17,9 +17,10 @@ const FAULTS_TITLE: &str = "# Crash tests with faults";
 
 /// The header of the page of runs with faults.
 const FAULTS_HEADER: &str = "| date (UTC) | commit | flags | cycles | acknowledged commits | \
-cuts during recovery | fault | injected | fired | detected | repaired | checked | unverified | \
-databases re-created | unreported | undetectable | wrong values | lost | verdict |\n\
-|---|---|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n";
+cuts during recovery | fault | injected | fired | detected | fired in recovery | failed the open | \
+repaired | restored | checked | unverified | databases re-created | unreported | undetectable | \
+wrong values | lost | verdict |\n\
+|---|---|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n";
 
 /// The title of the page a run's rows go to.
 pub(super) fn title(faults: bool) -> &'static str {
@@ -74,7 +75,12 @@ fn faults_preamble() -> String {
          cycles in which the fault acted; `detected`: cycles in which the fault's own report \
          arrived (an error carrying the failed request's tag reached a caller or the \
          database's failure; for damage, the check named for it reported that page; the power \
-         cut's error never counts); `repaired`: damaged pages recovery rewrote; `checked` and \
+         cut's error never counts); a fault that fails requests stays armed through the next \
+         recovery: `fired in recovery` counts the recoveries it acted in, `failed the open` \
+         those whose open failed with its error (the open is then retried with the fault \
+         disarmed, as after replacing a device); `repaired`: damaged pages recovery rewrote; `restored`: times damage that recovery or \
+         a read reported was undone on the medium (as restoring those pages from a backup \
+         would) and the same cycle opened again and verified; `checked` and \
          `unverified`: cycles with the fault whose workload was then verified whole, or only \
          in part or not at all (recovery refused the damaged database, or damaged pages hid \
          some outcomes); `unreported` (failed requests nobody heard of), `wrong values` \
@@ -91,7 +97,7 @@ fn fault_rows(report: &CrashTestReport, flags: &str, failed: bool) -> String {
     let mut out = String::new();
     for (kind, c) in &report.faults {
         out += &format!(
-            "| {date} | {} | `{flags}` | {} | {} | {} | {kind} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
+            "| {date} | {} | `{flags}` | {} | {} | {} | {kind} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
             pagoda::cli::provenance::commit(),
             report.cycles,
             report.commits_acknowledged,
@@ -99,7 +105,10 @@ fn fault_rows(report: &CrashTestReport, flags: &str, failed: bool) -> String {
             c.injected,
             c.fired,
             c.detected,
+            c.at_recovery,
+            c.detected_at_recovery,
             c.repaired,
+            c.restored,
             c.checked,
             c.unverified,
             c.resets,

@@ -197,12 +197,16 @@ fn print_flash(report: &CrashTestReport) {
 fn print_faults(report: &CrashTestReport) {
     for (kind, c) in &report.faults {
         eprintln!(
-            "fault {kind}: injected {}, fired {}, detected {}, repaired {}, checked {}, \
-             unverified {}, databases re-created {}, unreported {}, undetectable {}",
+            "fault {kind}: injected {}, fired {}, detected {}, fired in recovery {} (failed the \
+             open {}), repaired {}, restored {}, checked {}, unverified {}, databases re-created \
+             {}, unreported {}, undetectable {}",
             c.injected,
             c.fired,
             c.detected,
+            c.at_recovery,
+            c.detected_at_recovery,
             c.repaired,
+            c.restored,
             c.checked,
             c.unverified,
             c.resets,

@@ -40,8 +40,8 @@ pub(crate) struct Pending {
     pub(crate) found: Vec<Finding>,
     /// The fault armed in the cycle, if any (`--faults`).
     pub(crate) fault: Option<String>,
-    /// Its kind.
-    pub(crate) fault_kind: Option<crate::faults::FaultKind>,
+    /// That fault, while it stays armed through the next recovery.
+    pub(crate) armed: Option<crate::faults::Armed>,
 }
 
 impl Pending {
@@ -213,7 +213,7 @@ pub(crate) fn workload(run: &Run<'_>, db: Db, rng: &mut SmallRng, uid_next: &mut
         heard: switch.heard(),
         met: met.into_inner(),
         fault: None,
-        fault_kind: None,
+        armed: None,
         found: Vec::new(),
         wrong: wrong.into_inner(),
         ddl: ddl.into_inner(),

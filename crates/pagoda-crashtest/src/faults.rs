@@ -14,7 +14,7 @@
 //! undetectable, not as a failure, and the database is re-created.
 
 use pagoda_device::fault::{Failure, Fault, FaultDevice, Op};
-use pagoda_device::{DeviceRef, SECTOR_SIZE};
+use pagoda_device::{BlockDevice, DeviceRef, WriteHints, SECTOR_SIZE};
 use pagoda_engine::{fault::Sabotage, Error, Result};
 use parking_lot::Mutex;
 use rand::rngs::SmallRng;
@@ -48,6 +48,15 @@ pub enum FaultKind {
 }
 
 impl FaultKind {
+    /// Whether the fault fails requests (then it stays armed through the next recovery,
+    /// which must report it too); the others damage the medium, which recovery meets anyway.
+    pub fn fails_requests(self) -> bool {
+        matches!(
+            self,
+            Self::EioRead | Self::EioWrite | Self::FsyncFail | Self::Enospc
+        )
+    }
+
     /// Every kind.
     pub const ALL: [FaultKind; 7] = [
         Self::Bitrot,
@@ -155,6 +164,14 @@ pub struct FaultCounts {
     pub repaired: u64,
     /// Databases re-created because recovery or a read reported the damage.
     pub resets: u64,
+    /// Times the damage was undone after recovery or a read reported it (as restoring the
+    /// pages from a backup would), and the same cycle opened again and verified.
+    pub restored: u64,
+    /// Recoveries (after a cycle with the fault) inside which it acted: it stays armed
+    /// through the next open.
+    pub at_recovery: u64,
+    /// Of those, the opens that failed with its error (then retried on a healthy device).
+    pub detected_at_recovery: u64,
     /// Cycles with the fault whose workload was then verified whole.
     pub checked: u64,
     /// Cycles with the fault whose workload was verified only in part (damaged pages hid some
@@ -166,6 +183,16 @@ pub struct FaultCounts {
     /// Findings after a lost write, which leaves an older intact version where the page should
     /// be: undetectable by design, counted here, not as failures.
     pub undetectable: u64,
+}
+
+/// How to undo damage a fault left on the medium (what restoring the page from a backup
+/// does), once it has been detected.
+#[derive(Clone, Debug)]
+pub(crate) enum Repair {
+    /// Flip the rotten bit back.
+    Flip { sector: u64, byte: usize, bit: u8 },
+    /// Write these contents to the sector.
+    Write { sector: u64, bytes: Vec<u8> },
 }
 
 /// The fault armed in one cycle.
@@ -184,6 +211,8 @@ pub(crate) struct Armed {
     pub on_medium: bool,
     /// The data pages the fault damages on the medium (or leaves stale) when it fires.
     pub pages: Vec<u64>,
+    /// How to undo what it did to the medium (bit rot; the rest is learnt when it fired).
+    pub repairs: Vec<Repair>,
 }
 
 /// The fault devices of a run with faults, around the data and log devices.
@@ -282,6 +311,7 @@ impl Injector {
             failure,
         };
         let mut damaged = Vec::new();
+        let mut repairs = Vec::new();
         let (fault, dev, what) = match kind {
             FaultKind::EioRead => {
                 let once = rng.gen_bool(0.5);
@@ -339,6 +369,7 @@ impl Injector {
                 };
                 let what = format!("bit {bit} of byte {byte} of data sector {sector} flips {how}");
                 damaged = vec![page];
+                repairs = vec![Repair::Flip { sector, byte, bit }];
                 (f, &self.data, what)
             }
             FaultKind::Misdirected | FaultKind::LostWrite => {
@@ -374,6 +405,7 @@ impl Injector {
                     } else {
                         from
                     }],
+                    repairs: Vec::new(),
                 }));
             }
         };
@@ -398,13 +430,17 @@ impl Injector {
             base,
             on_medium,
             pages: damaged,
+            repairs,
         }))
     }
 
-    /// The keys on the data pages whose writes were lost since the last call, from both the
-    /// image each page kept and the one it lost (leaf pages; other pages hold no keys).
-    pub(crate) fn lost_keys(&self) -> BTreeSet<Vec<u8>> {
+    /// What the misdirected and lost writes since the last call did to the medium: the keys on
+    /// the pages whose writes were lost (from both the image each kept and the one it lost;
+    /// leaf pages only), and how to undo the stray copies (the sectors they overwrote given
+    /// back what they held).
+    pub(crate) fn take_redirected(&self) -> (BTreeSet<Vec<u8>>, Vec<Repair>) {
         let mut keys = BTreeSet::new();
+        let mut repairs = Vec::new();
         let lost = self.data.take_lost();
         let page_bytes = self.spp as usize * SECTOR_SIZE;
         // Sectors of one page arrive together and in order (one write covers the page).
@@ -427,12 +463,53 @@ impl Injector {
                 }
             }
         }
-        keys
+        // A lost write is not undone: after it the engine may have read the stale page back
+        // and built on it, so no image it wrote is known to be right.
+        // The first overwrite of a sector holds its original contents: undo in reverse.
+        let over = self.data.take_overwritten();
+        repairs.extend(
+            over.into_iter()
+                .rev()
+                .map(|(sector, bytes)| Repair::Write { sector, bytes }),
+        );
+        (keys, repairs)
+    }
+
+    /// Undoes damage on the data device (no database is open).
+    pub(crate) fn repair(&self, repairs: &[Repair]) -> Result<()> {
+        for r in repairs {
+            match r {
+                Repair::Flip { sector, byte, bit } => {
+                    let mut b = vec![0u8; SECTOR_SIZE];
+                    self.data.read(*sector, &mut b)?;
+                    b[*byte] ^= 1 << bit;
+                    self.data.write(*sector, &b, WriteHints::default())?;
+                }
+                Repair::Write { sector, bytes } => {
+                    self.data.write(*sector, bytes, WriteHints::default())?;
+                }
+            }
+        }
+        Ok(self.data.flush()?)
     }
 
     /// Whether the armed fault acted during the workload.
     pub(crate) fn fired(&self, a: &Armed) -> bool {
         a.on_medium || self.acted_so_far() > a.base
+    }
+
+    /// Errors injected so far by the device `a` was armed on.
+    pub(crate) fn tags(&self, a: &Armed) -> u64 {
+        if a.dev == "log" {
+            self.log.failures()
+        } else {
+            self.data.failures()
+        }
+    }
+
+    /// Whether `text` carries the tag of an error that `a` injected.
+    pub(crate) fn carries(&self, a: &Armed, text: &str) -> bool {
+        crate::met::carries_tag(text, a.dev, a.first_tag)
     }
 
     /// Disarms every fault (damage on the medium stays).

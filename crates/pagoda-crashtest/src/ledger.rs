@@ -2,21 +2,24 @@
 //! detected by its own report, repaired, verified), and the damage still on the medium that
 //! explains a later report of corruption or (a lost write) a finding.
 
-use crate::faults::{Armed, FaultCounts, FaultKind, Injector};
+use crate::faults::{Armed, FaultCounts, FaultKind, Injector, Repair};
 use crate::met::{carries_tag, corrupt_pages, is_corruption, Met};
 use crate::oracle::{Finding, FindingKind, Verdict};
+use crate::workload::{marker_key, TxRec, MARKS};
 use pagoda_device::fault::FaultDevice;
-use pagoda_engine::{Db, Error};
+use pagoda_engine::{Db, Error, Result};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Damage a fault left on one page of the medium, outstanding until the page is written
 /// again or the devices are replaced. (A page whose newer copy sits in the flash cache can keep
 /// its damage hidden for many cycles.)
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 struct Damage {
     kind: FaultKind,
     /// Already counted as detected.
     detected: bool,
+    /// How to undo it (empty: it cannot be).
+    repairs: Vec<Repair>,
 }
 
 /// The faults of a run across its cycles: the counts by kind, and the damage outstanding.
@@ -27,6 +30,9 @@ pub(crate) struct Ledger {
     damage: BTreeMap<u64, Damage>,
     /// The kind of the damage registered last (repairs are counted to it).
     latest: Option<FaultKind>,
+    /// Pages written that [`Ledger::restore`] learnt of and left for the next
+    /// [`Ledger::overwritten`].
+    unlearned: BTreeSet<u64>,
     /// Keys on the pages whose writes were lost (in the image kept or in the one lost): redo
     /// can carry a stale page's rows to other pages (a merge), so a finding on such a key is
     /// the lost write's too.
@@ -60,6 +66,10 @@ impl Ledger {
 
     /// Pages written whole since the last call: their damage is gone.
     pub(crate) fn overwritten(&mut self, pages: &BTreeSet<u64>) {
+        let pages: BTreeSet<u64> = pages
+            .union(&std::mem::take(&mut self.unlearned))
+            .copied()
+            .collect();
         self.damage.retain(|p, _| !pages.contains(p));
     }
 
@@ -123,20 +133,54 @@ impl Ledger {
                 found: format!("{kind} fired ({}) and no caller heard of it", armed.what),
             }
         });
+        let (keys, mut repairs) = inj.take_redirected();
         if kind == FaultKind::LostWrite {
-            self.lost_keys.extend(inj.lost_keys());
+            self.lost_keys.extend(keys);
         }
+        repairs.splice(0..0, armed.repairs.iter().cloned());
         if leaves_damage {
             // What the cycle wrote before or after the damage is not known: pages written
             // whole after the cycle clear it (see `overwritten`).
-            self.overwritten(&inj.learn_pages());
+            let written = inj.learn_pages();
+            self.overwritten(&written);
             for &p in &armed.pages {
-                let before = self.damage.get(&p).is_some_and(|d| d.detected);
+                let rewritten = written.contains(&p);
+                if rewritten && kind == FaultKind::Bitrot {
+                    // The bit rotted before the workload, which then wrote the page whole.
+                    continue;
+                }
+                let old = self.damage.remove(&p);
+                let before = old.as_ref().is_some_and(|d| d.detected);
+                let mut undo = std::mem::take(&mut repairs);
+                if kind == FaultKind::LostWrite {
+                    // Not undone (see `Injector::take_redirected`): a page left stale by a lost
+                    // write makes its database re-created.
+                    undo.clear();
+                } else if rewritten && kind == FaultKind::Misdirected {
+                    // The page was also written in the cycle, before or after the stray copy:
+                    // what it should hold is not known, so it cannot be undone.
+                    undo.clear();
+                }
+                // Older damage on the page is undone after the new (a stray copy's `before`
+                // holds it); none of it can be once a lost write left the page stale, which
+                // stays what the page is known for.
+                let mut kind = kind;
+                match old {
+                    Some(o) if o.repairs.is_empty() => {
+                        undo.clear();
+                        if o.kind == FaultKind::LostWrite {
+                            kind = o.kind;
+                        }
+                    }
+                    Some(o) if !undo.is_empty() => undo.extend(o.repairs),
+                    _ => {}
+                }
                 self.damage.insert(
                     p,
                     Damage {
                         kind,
                         detected: detected || before,
+                        repairs: undo,
                     },
                 );
             }
@@ -169,6 +213,46 @@ impl Ledger {
                 }))
     }
 
+    /// Whether damage is outstanding and all of it can be undone.
+    pub(crate) fn restorable(&self) -> bool {
+        !self.damage.is_empty() && self.damage.values().all(|d| !d.repairs.is_empty())
+    }
+
+    /// Corruption reported by an open or a read after a cycle, which [`Ledger::explains`]:
+    /// counts it as the detection of the outstanding damage and undoes that damage on the
+    /// medium, as restoring those pages from a backup would, so that the same cycle can be
+    /// opened again and verified whole. False (nothing done) when some damage cannot be
+    /// undone: the database must then be re-created ([`Ledger::explains_corruption`]).
+    pub(crate) fn restore(&mut self, inj: &Injector) -> Result<bool> {
+        // A page written since the damage (e.g. by the recovery that refused) no longer holds
+        // it: undoing it there would damage the page anew. The rest is undone.
+        let written = inj.learn_pages();
+        self.damage.retain(|p, _| !written.contains(p));
+        self.unlearned.extend(written);
+        if !self.restorable() {
+            return Ok(false);
+        }
+        let damage = std::mem::take(&mut self.damage);
+        for d in damage.values() {
+            inj.repair(&d.repairs)?;
+        }
+        let mut kinds: BTreeMap<FaultKind, bool> = BTreeMap::new();
+        for d in damage.values() {
+            *kinds.entry(d.kind).or_default() |= !d.detected;
+        }
+        for (kind, undetected) in kinds {
+            let c = self.count(kind);
+            if kind == FaultKind::LostWrite {
+                c.undetectable += 1;
+            } else if undetected {
+                c.detected += 1;
+            }
+            c.restored += 1;
+        }
+        self.lost_keys.clear();
+        Ok(true)
+    }
+
     /// Corruption reported by an open or a read after a cycle, which [`Ledger::explains`]:
     /// counts it as the detection of the outstanding damage (the database is re-created, so
     /// the damage goes with it).
@@ -195,9 +279,11 @@ impl Ledger {
 
     /// Takes out of `v`'s findings those that a lost write explains: the lookup of the key
     /// a finding concerns passes through a page whose write was lost (the page keeps an
-    /// older, intact version: undetectable by design). Returns whether any was taken out
-    /// (the database must then be re-created: the stale page stays).
-    pub(crate) fn excuse_lost(&mut self, db: &Db, v: &mut Verdict) -> bool {
+    /// older, intact version: undetectable by design), or the key was on such a page; and so
+    /// for the marker row of a transaction, whose outcome is then unknown, with every key it
+    /// wrote. Returns whether any was taken out (the database must then be re-created: the
+    /// stale page stays).
+    pub(crate) fn excuse_lost(&mut self, db: &Db, v: &mut Verdict, txns: &[TxRec]) -> bool {
         let lost: BTreeSet<u64> = self
             .damage
             .iter()
@@ -207,11 +293,27 @@ impl Ledger {
         if lost.is_empty() || v.findings.is_empty() {
             return false;
         }
+        let hit = |table: &str, key: &[u8]| {
+            (!table.is_empty() && self.lost_keys.contains(key))
+                || db.key_pages(table, key).iter().any(|p| lost.contains(p))
+        };
+        let unsure: Vec<&TxRec> = txns
+            .iter()
+            .filter(|t| hit(MARKS, &marker_key(t.uid)))
+            .collect();
+        let unsure_uids: BTreeSet<u64> = unsure.iter().map(|t| t.uid).collect();
+        let unsure_keys: BTreeSet<(&str, &[u8])> = unsure
+            .iter()
+            .flat_map(|t| &t.writes)
+            .map(|w| (w.table.as_str(), w.key.as_slice()))
+            .collect();
         let mut kept = Vec::new();
         let mut excused = 0;
         for (f, (table, key)) in std::mem::take(&mut v.findings).into_iter().zip(&v.keys) {
-            let keyed = !table.is_empty() && self.lost_keys.contains(key);
-            if keyed || db.key_pages(table, key).iter().any(|p| lost.contains(p)) {
+            if hit(table, key)
+                || unsure_keys.contains(&(table.as_str(), key.as_slice()))
+                || f.txn.is_some_and(|u| unsure_uids.contains(&u))
+            {
                 excused += 1;
             } else {
                 kept.push(f);
@@ -225,6 +327,36 @@ impl Ledger {
         c.undetectable += excused;
         c.resets += 1;
         true
+    }
+
+    /// After the recovery that followed a cycle armed with `a` (a fault that fails requests,
+    /// still armed): counts a fault that acted inside recovery, and detected there when the
+    /// open failed with its error (`heard`); returns the finding of one recovery dropped.
+    pub(crate) fn at_recovery(&mut self, a: &Armed, fired: bool, heard: bool) -> Option<Finding> {
+        if !fired {
+            return None;
+        }
+        let c = self.count(a.kind);
+        c.at_recovery += 1;
+        if heard {
+            c.detected_at_recovery += 1;
+            return None;
+        }
+        c.unreported += 1;
+        Some(Finding {
+            kind: FindingKind::Unreported,
+            table: String::new(),
+            key: String::new(),
+            txn: None,
+            expected: format!(
+                "the open fails with the error tagged {} or later",
+                FaultDevice::tag(a.dev, a.first_tag)
+            ),
+            found: format!(
+                "{} fired inside recovery ({}) and the open went on",
+                a.kind, a.what
+            ),
+        })
     }
 
     /// Counts how a cycle armed with `kind` was verified.
@@ -291,6 +423,7 @@ mod tests {
             Damage {
                 kind: FaultKind::LostWrite,
                 detected: false,
+                repairs: Vec::new(),
             },
         );
         // `c` was on a page whose write was lost, wherever redo has moved it since.
@@ -300,7 +433,7 @@ mod tests {
             v.findings.push(finding(&String::from_utf8_lossy(k)));
             v.keys.push(("t".into(), k.to_vec()));
         }
-        assert!(ledger.excuse_lost(&db, &mut v));
+        assert!(ledger.excuse_lost(&db, &mut v, &[]));
         assert_eq!(
             v.findings,
             vec![finding("key02990")],
@@ -312,7 +445,7 @@ mod tests {
         let mut v = Verdict::default();
         v.findings.push(finding("key00010"));
         v.keys.push(("t".into(), a.clone()));
-        assert!(!none.excuse_lost(&db, &mut v));
+        assert!(!none.excuse_lost(&db, &mut v, &[]));
         assert_eq!(v.findings.len(), 1);
     }
 }

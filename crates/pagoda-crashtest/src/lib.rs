@@ -494,6 +494,9 @@ pub struct CrashTestReport {
     pub torn_512_sectors: u64,
     /// Databases re-created after detected corruption (mode none).
     pub resets: u64,
+    /// Opens that failed with the error of a fault still armed from the cycle before (the
+    /// fault reached recovery; the open was retried with it disarmed).
+    pub opens_failed_by_faults: u64,
     /// The sabotage in force, if any.
     pub sabotage: Option<String>,
     /// The flash cache's counters, when the run had one.

@@ -1,7 +1,7 @@
 //! The cycle loop of the crash test: open (with cuts during recovery), verify, run to the cut.
 
 use crate::cycle::{workload, Pending, Run};
-use crate::faults::Injector;
+use crate::faults::{Armed, Injector};
 use crate::ledger::Ledger;
 use crate::oracle::{self, note, Finding, FindingKind, Model};
 use crate::power::{CutPoint, Switch};
@@ -172,6 +172,21 @@ pub(crate) fn open_cycle(
     st: &mut OpenState,
     report: &mut CrashTestReport,
 ) -> Result<Opened> {
+    open_armed(opts, devs, rng, recovering, st, report, None)
+}
+
+/// [`open_cycle`] with the fault `armed` still armed: an open that fails with that fault's
+/// own error (it reached recovery) is retried once the fault is disarmed, and `armed`'s flag
+/// says so.
+pub(crate) fn open_armed(
+    opts: &CrashTestOptions,
+    devs: &Devices,
+    rng: &mut SmallRng,
+    recovering: bool,
+    st: &mut OpenState,
+    report: &mut CrashTestReport,
+    mut armed: Option<(&Armed, &mut bool)>,
+) -> Result<Opened> {
     let mut recovery_cuts = Vec::new();
     let opened = loop {
         let cut_open =
@@ -213,6 +228,23 @@ pub(crate) fn open_cycle(
                 }
                 st.new_devices = false;
                 break Ok((db, switch));
+            }
+            Err(e)
+                if armed.as_ref().is_some_and(|(a, _)| {
+                    devs.injector
+                        .as_ref()
+                        .is_some_and(|i| i.carries(a, &e.to_string()))
+                }) =>
+            {
+                // Recovery reported the device's failure: the device is replaced (disarmed)
+                // and the database opened again, as an operator would.
+                if let Some(i) = &devs.injector {
+                    i.disarm();
+                }
+                if let Some((_, heard)) = armed.as_mut() {
+                    **heard = true;
+                }
+                report.opens_failed_by_faults += 1;
             }
             Err(_) if switch.is_dead() => {
                 if let Some(c) = switch.cut_point() {
@@ -351,7 +383,7 @@ pub(crate) fn tally(report: &mut CrashTestReport, findings: &[Finding], excused:
 /// Counts how the cycle of `p` was verified: `how` is "verified" or why it was not (wholly).
 fn count_unverified(report: &mut CrashTestReport, ledger: &mut Ledger, p: &Pending, how: &str) {
     *report.verification.entry(how.to_string()).or_default() += 1;
-    if let Some(kind) = p.fault_kind {
+    if let Some(kind) = p.armed.as_ref().map(|a| a.kind) {
         ledger.verified(kind, how == "verified");
     }
 }
@@ -387,14 +419,27 @@ pub fn run(opts: CrashTestOptions) -> Result<CrashTestReport> {
     // Cycle `last` only recovers and verifies the last workload.
     while cycle <= last {
         let mut rng = SmallRng::seed_from_u64(cycle_seed(opts.seed, cycle));
-        let (opened, recovery_cuts) = open_cycle(
+        let armed = pending.as_ref().and_then(|p| p.armed.clone());
+        let tags_before = match (&devs.injector, &armed) {
+            (Some(i), Some(a)) => i.tags(a),
+            _ => 0,
+        };
+        let mut heard = false;
+        let (opened, recovery_cuts) = open_armed(
             &opts,
             &devs,
             &mut rng,
             pending.is_some(),
             &mut st,
             &mut report,
+            armed.as_ref().map(|a| (a, &mut heard)),
         )?;
+        if let (Some(inj), Some(a), Some(p)) = (&devs.injector, &armed, &mut pending) {
+            // A fault that fired inside recovery must have been heard there.
+            let fired = inj.tags(a) > tags_before;
+            p.found.extend(ledger.at_recovery(a, fired, heard));
+            inj.disarm();
+        }
         let failed_cycle = pending.as_ref().map_or(cycle, |p| p.cycle);
         let cut = pending.as_ref().and_then(|p| p.cut.clone());
         let fault = pending.as_ref().and_then(|p| p.fault.clone());
@@ -420,9 +465,16 @@ pub fn run(opts: CrashTestOptions) -> Result<CrashTestReport> {
                     _ => Vec::new(),
                 };
                 let lost = ledger.lost_write();
-                let explained = (e.is_corruption() || lost)
-                    && ledger.explains(&pages, &e.to_string(), opts.page_size)
-                    && ledger.explains_corruption();
+                let explains = (e.is_corruption() || lost)
+                    && ledger.explains(&pages, &e.to_string(), opts.page_size);
+                if let (true, Some(inj), Some(_)) = (explains, &devs.injector, &pending) {
+                    // Recovery refused the damage a fault left: undo it (a restore of those
+                    // pages) and open the same cycle again, to verify it whole.
+                    if ledger.restore(inj)? {
+                        continue;
+                    }
+                }
+                let explained = explains && ledger.explains_corruption();
                 if e.is_corruption() && !explained {
                     report.corruption_detected += 1;
                 }
@@ -470,6 +522,37 @@ pub fn run(opts: CrashTestOptions) -> Result<CrashTestReport> {
             ledger.repaired(repaired);
             let lazy = opts.commit == CommitMode::Lazy;
             let mut verdict = oracle::verify(&db, &model, &p.txns, &p.ddl, lazy)?;
+            if let Some(inj) = &devs.injector {
+                let clean = verdict.findings.is_empty() && flash_findings.is_empty();
+                if clean
+                    && !verdict.corrupt_pages.is_empty()
+                    && verdict
+                        .corrupt_details
+                        .iter()
+                        .all(|(pages, d)| ledger.explains(pages, d, opts.page_size))
+                    && ledger.restorable()
+                {
+                    // Reads met the damage a fault left: undo it (a restore of those pages)
+                    // and verify the same cycle again, whole.
+                    db.abandon();
+                    if !ledger.restore(inj)? {
+                        // Recovery rewrote the damaged pages meanwhile: nothing to undo, and
+                        // what the reads met cannot be told apart any more.
+                        ledger.explains_corruption();
+                        report.transactions_checked += verdict.checked;
+                        report.transactions_unverified += verdict.unverified;
+                        count_unverified(&mut report, &mut ledger, &p, "verified in part");
+                        report.resets += 1;
+                        devs = fresh_devices(&opts)?;
+                        ledger.reset();
+                        st.new_devices = true;
+                        model.clear();
+                        continue;
+                    }
+                    pending = Some(p);
+                    continue;
+                }
+            }
             report.lazy_commits_lost += verdict.suffix_lost;
             report.transactions_checked += verdict.checked;
             report.transactions_unverified += verdict.unverified;
@@ -484,7 +567,7 @@ pub fn run(opts: CrashTestOptions) -> Result<CrashTestReport> {
                 report.corruption_detected += verdict.corrupt_pages.len() as u64;
             }
             // A lost write excuses only the findings whose keys lead through a page it hit.
-            let excused_by_lost = ledger.excuse_lost(&db, &mut verdict);
+            let excused_by_lost = ledger.excuse_lost(&db, &mut verdict, &p.txns);
             let mut findings = verdict.findings;
             findings.extend(flash_findings);
             findings.extend(p.findings());
@@ -567,8 +650,11 @@ pub fn run(opts: CrashTestOptions) -> Result<CrashTestReport> {
             }
             p.found.extend(unreported);
             p.fault = Some(format!("{}: {}", a.kind, a.what));
-            p.fault_kind = Some(a.kind);
-            inj.disarm();
+            // A fault that fails requests stays armed through the next recovery.
+            if !a.kind.fails_requests() {
+                inj.disarm();
+            }
+            p.armed = Some(a.clone());
         }
         report.ddl_operations += p.ddl.len() as u64;
         report.transactions_run += p.ops();

@@ -239,11 +239,12 @@ fn sabotage_ignore_write_error_is_caught_with_a_full_device() {
 #[test]
 fn sabotage_ignore_log_write_error_is_caught_as_unreported() {
     // The failed log write's error, tagged with its number, reaches no caller and no failure:
-    // the run reports it as unreported (the acknowledged commits it held may be lost too).
+    // the run reports it as unreported (the acknowledged commits it held may be lost too, or
+    // the log's own check may refuse the log at the next open).
     // Detection comes only from that tag, never from the power cut that ends the cycle.
     let (f, control) = caught(
         Sabotage::IgnoreLogWriteError,
-        &[Unreported, LostCommit, PartialTransaction],
+        &[Unreported, LostCommit, PartialTransaction, Corruption],
         500,
         || every_cycle(FaultKind::EioWrite),
     );

@@ -68,6 +68,7 @@ fn sabotage_flash_write_after_failure_is_caught() {
             FindingKind::Corruption,
             FindingKind::LostCommit,
             FindingKind::RecoveryFailed,
+            FindingKind::Unreported,
         ],
         500,
         || options(&[FaultKind::EioWrite], 1.0, 0),
