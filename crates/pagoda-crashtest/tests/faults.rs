@@ -110,6 +110,31 @@ fn a_failed_fsync_overlapping_another_acknowledges_nothing() {
 }
 
 #[test]
+fn a_failed_data_sync_leaves_the_doublewrite_copies_alone() {
+    // A failed sync of a batch's in-place writes leaves 16 KiB pages torn (their sectors kept
+    // or lost one by one): a batch already waiting for the cleaner must not overwrite their
+    // double-write copies. Before the fix, 10 runs of seed 0x5eed out of 10 met a torn page
+    // that recovery could not repair, at cycles 17 to 526.
+    let n = cycles(600);
+    let r = run(CrashTestOptions {
+        threads: 4,
+        fault_chance: 1.0,
+        page_size: 16 * 1024,
+        seed: seed() ^ 0xd5,
+        ..options(FaultKind::FsyncFail, TornMode::Doublewrite, n)
+    })
+    .unwrap();
+    assert!(
+        !r.failed(TornMode::Doublewrite),
+        "{}",
+        r.failures
+            .first()
+            .map_or_else(|| format!("{r:?}"), ToString::to_string)
+    );
+    assert!(r.faults["fsync-fail"].fired > n / 2, "{r:?}");
+}
+
+#[test]
 fn a_full_device_fails_the_database_and_loses_no_commit() {
     survives(FaultKind::Enospc, TornMode::Atomic, CommitMode::Sync);
 }

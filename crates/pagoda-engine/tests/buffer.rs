@@ -483,3 +483,102 @@ fn only_pages_imaged_since_the_redo_start_skip_the_doublewrite_copy() {
         );
     }
 }
+
+/// A batch whose in-place sync fails leaves its pages neither durable nor intact (a failed
+/// write may stop halfway through a page; Linux drops the dirty pages of a failed fsync, so a
+/// retried one succeeds without them): their copies in the double-write area are what repairs
+/// them at recovery. A checkpoint already waiting for the cleaner when the sync failed must
+/// then fail, writing nothing: before the fix it wrote its own batches over those copies.
+#[test]
+fn a_failed_batch_sync_stops_every_later_write_out() {
+    use pagoda_device::fault::{Failure, Fault};
+    use pagoda_engine::fault::Event as Probe;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::time::Duration;
+
+    let rec = recorder();
+    let d: DeviceRef = rec.clone();
+    let l: DeviceRef = Arc::new(MemDevice::with_capacity(16 << 20).unwrap());
+    let begun = Arc::new(AtomicUsize::new(0));
+    let seen = begun.clone();
+    let observer = Arc::new(move |e: Probe| {
+        if e == Probe::CheckpointBegin {
+            seen.fetch_add(1, Ordering::AcqRel);
+        }
+    });
+    // A pool that holds the whole table: the checkpoint writes every page.
+    let open = |d: &DeviceRef| opts(d, &l, 256).torn(TornMode::Doublewrite);
+    let db = Db::open(open(&d).observer(observer)).unwrap();
+    db.create_table("t").unwrap();
+    for chunk in 0..10u32 {
+        let tx = db.begin_write().unwrap();
+        for i in chunk * 100..(chunk + 1) * 100 {
+            tx.open_table("t")
+                .unwrap()
+                .put(format!("k{i:05}").as_bytes(), &[7u8; 150])
+                .unwrap();
+        }
+        tx.commit().unwrap();
+    }
+    rec.take_records();
+    begun.store(0, Ordering::Release);
+    // The first batch's second sync (after its in-place writes) fails and drops them.
+    rec.inject(Fault::Fail {
+        op: Op::Flush,
+        after: 1,
+        times: 1,
+        failure: Failure::EioLosingWrites,
+    })
+    .unwrap();
+    rec.hold(Op::Flush);
+    std::thread::scope(|s| {
+        let first = s.spawn(|| db.checkpoint());
+        // It holds the checkpoint and cleaner locks, in the sync of the double-write area.
+        assert!(rec.wait_until_held(Op::Flush, 1, Duration::from_secs(10)));
+        let second = s.spawn(|| db.checkpoint());
+        // Time for it to find the database up and wait for the checkpoint lock.
+        std::thread::sleep(Duration::from_millis(200));
+        rec.release(Op::Flush);
+        assert!(
+            first.join().unwrap().is_err(),
+            "the failed sync must fail it"
+        );
+        let r = second.join().unwrap();
+        assert_eq!(
+            begun.load(Ordering::Acquire),
+            2,
+            "the second checkpoint was not in flight when the sync failed"
+        );
+        assert!(
+            r.is_err(),
+            "a checkpoint went on after a failed sync: {r:?}"
+        );
+    });
+    assert!(db.failure().is_some());
+    let log = rec.take_records();
+    let failed = log
+        .iter()
+        .position(|r| r.op == Op::Flush && r.failed)
+        .expect("the sync failed");
+    assert!(
+        log[..failed]
+            .iter()
+            .any(|r| r.op == Op::Write && r.stream == 3),
+        "the failed batch had no copy in the area: {log:?}"
+    );
+    let later: Vec<_> = log[failed + 1..]
+        .iter()
+        .filter(|r| r.op != Op::Read)
+        .collect();
+    assert!(
+        later.is_empty(),
+        "the data device was written after the failed sync: {later:?}"
+    );
+    db.abandon();
+    // Recovery brings back every row from the area and the log.
+    let db = Db::open(open(&d)).unwrap();
+    let tx = db.begin_read().unwrap();
+    assert_eq!(tx.open_table("t").unwrap().range(..).count(), 1000);
+    drop(tx);
+    db.close().unwrap();
+}

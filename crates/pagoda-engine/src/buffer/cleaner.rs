@@ -47,7 +47,8 @@ impl Pool {
     /// written, so no page whose image the new start drops can be torn by it.
     pub fn move_redo_start(&self, c: u64, write: impl FnOnce() -> Result<()>) -> Result<()> {
         let _one = self.clean_lock.lock();
-        write()?;
+        // Not after a failed batch: its torn pages may need the log images the move drops.
+        self.guard(write)?;
         self.redo_start.store(c, Ordering::Release);
         Ok(())
     }
@@ -203,7 +204,6 @@ impl Pool {
                 break;
             }
         }
-        self.dev.flush()?;
-        Ok(())
+        self.guard(|| Ok(self.dev.flush()?))
     }
 }

@@ -15,7 +15,7 @@
 //! commit, (2) its page LSN is at most the applied LSN (every commit up to it finished), and
 //! (3) the log is durable up to its page LSN (the WAL rule, asserted before every write).
 
-use crate::error::{Error, Result};
+use crate::error::{Error, Failure, Result};
 use crate::format::{decode_page, is_zero, Page, SECTOR};
 use crate::probe::Sabotage;
 use crate::stream::Stream;
@@ -146,6 +146,12 @@ pub struct Pool {
     /// Held by a cleaner batch from its first write to its last sync, and while the redo
     /// start moves ([`Pool::move_redo_start`]).
     clean_lock: Mutex<()>,
+    /// The first failed write-out (a batch's page writes or syncs, a checkpoint's sync, the
+    /// superblock that moves the redo start): that batch's pages may be torn in place, and
+    /// their copies in the double-write area (or their images in the log) are what repairs
+    /// them, so every later write-out is refused rather than overwrite those copies
+    /// (`Pool::guard`).
+    broken: Mutex<Option<Failure>>,
     /// The redo start of the durable superblock (`UNSET` until known): a page imaged at or
     /// after it skips the double-write area.
     redo_start: AtomicU64,
@@ -294,6 +300,7 @@ impl Pool {
             applied: AtomicU64::new(0),
             counters: PoolCounters::default(),
             clean_lock: Mutex::new(()),
+            broken: Mutex::new(None),
             redo_start: AtomicU64::new(UNSET),
             sabotage: None,
             journal: Mutex::new(undo::Journal::default()),

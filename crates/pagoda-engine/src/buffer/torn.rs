@@ -13,7 +13,7 @@
 use super::cleaner::Out;
 use super::runs::write_runs;
 use super::Pool;
-use crate::error::Result;
+use crate::error::{Error, Failure, Result};
 use crate::format::{check_page, is_zero, names_other_page};
 use crate::probe::{self, Sabotage};
 use crate::TornMode;
@@ -23,11 +23,36 @@ use std::sync::atomic::Ordering;
 
 impl Pool {
     pub(super) fn write_out(&self, outs: &[Out]) -> Result<()> {
-        let r = self.write_out_checked(outs);
         if probe::is(self.sabotage, Sabotage::IgnoreWriteError) {
+            let _ = self.write_out_checked(outs);
             return Ok(());
         }
-        r
+        self.guard(|| self.write_out_checked(outs))
+    }
+
+    /// Runs `step`, a write-out to the data device, unless an earlier one failed; a failure of
+    /// `step` that fails the database refuses every later one (see `Pool::broken`). A failed
+    /// sync leaves its batch's in-place writes neither durable nor intact, and a retried sync
+    /// succeeds without them (Linux drops the dirty pages): a batch already waiting for the
+    /// cleaner's lock would otherwise write the double-write area over their only copies.
+    pub(super) fn guard(&self, step: impl FnOnce() -> Result<()>) -> Result<()> {
+        if self.flash.is_some() {
+            // Pages go to the flash cache, which guards its own writes (and has no area).
+            return step();
+        }
+        if let Some(f) = &*self.broken.lock() {
+            return Err(Error::Failed(f.clone()));
+        }
+        step().map_err(|e| {
+            if !e.fails_database() {
+                return e;
+            }
+            let f = match e {
+                Error::Failed(f) => f,
+                e => Failure::new(e),
+            };
+            Error::Failed(self.broken.lock().get_or_insert(f).clone())
+        })
     }
 
     fn write_out_checked(&self, outs: &[Out]) -> Result<()> {
