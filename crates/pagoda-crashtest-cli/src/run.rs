@@ -56,7 +56,8 @@ pub struct CrashtestArgs {
     /// with --commit lazy: salvage-torn-log; with --sparse-log and --threads 2 or more:
     /// write-log-past-ready; with --flash-cache: flash-unsynced-writeback, flash-trust-torn-slots;
     /// with --faults: trust-page-checksum (bitrot), trust-page-id (misdirected),
-    /// retry-failed-log-sync (fsync-fail), ignore-write-error and ignore-log-write-error
+    /// retry-failed-log-sync and write-out-after-failure (fsync-fail; the latter with
+    /// --threads 2 or more), ignore-write-error and ignore-log-write-error
     /// (eio-write, enospc),
     /// ignore-read-error (eio-read); with --flash-cache and --faults eio-write:
     /// flash-write-after-failure): the crash test

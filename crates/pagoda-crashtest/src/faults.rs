@@ -133,7 +133,9 @@ pub(crate) fn detecting(s: Sabotage) -> Option<&'static [FaultKind]> {
     match s {
         Sabotage::TrustPageChecksum => Some(&[FaultKind::Bitrot]),
         Sabotage::TrustPageId => Some(&[FaultKind::Misdirected]),
-        Sabotage::RetryFailedLogSync => Some(&[FaultKind::FsyncFail]),
+        Sabotage::RetryFailedLogSync | Sabotage::WriteOutAfterFailure => {
+            Some(&[FaultKind::FsyncFail])
+        }
         Sabotage::IgnoreWriteError | Sabotage::IgnoreLogWriteError => {
             Some(&[FaultKind::EioWrite, FaultKind::Enospc])
         }

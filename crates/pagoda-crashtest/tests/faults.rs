@@ -8,7 +8,7 @@
 
 mod common;
 
-use common::{caught, cycles, seed};
+use common::{caught, caught_on, cycles, seed};
 use pagoda_crashtest::{run, CrashTestOptions, CrashTestReport, Failure, FaultKind, FindingKind};
 use pagoda_engine::{fault::Sabotage, CommitMode, TornMode};
 use FindingKind::{
@@ -132,6 +132,32 @@ fn a_failed_data_sync_leaves_the_doublewrite_copies_alone() {
             .map_or_else(|| format!("{r:?}"), ToString::to_string)
     );
     assert!(r.faults["fsync-fail"].fired > n / 2, "{r:?}");
+}
+
+#[test]
+fn sabotage_write_out_after_failure_is_caught() {
+    // The guard above removed: a batch waiting for the cleaner writes the double-write area
+    // after another batch's in-place sync failed, and recovery finds a torn page without a
+    // copy. Four threads (one batch fails, another waits), so the catch's cycle varies.
+    let (f, _) = caught_on(
+        4,
+        run,
+        Sabotage::WriteOutAfterFailure,
+        &[Corruption],
+        600,
+        || CrashTestOptions {
+            fault_chance: 1.0,
+            page_size: 16 * 1024,
+            seed: seed() ^ 0xd5,
+            ..options(FaultKind::FsyncFail, TornMode::Doublewrite, 0)
+        },
+    );
+    assert!(
+        f.findings
+            .iter()
+            .all(|x| x.found.contains("checksum mismatch")),
+        "{f}"
+    );
 }
 
 #[test]

@@ -170,11 +170,15 @@ pub enum Sabotage {
     /// A failed log write counts as done: the round goes on to sync and acknowledges its
     /// commits, whose records never reached the log.
     IgnoreLogWriteError,
+    /// After a page write-out or its data sync failed, later write-outs go on (a batch
+    /// already waiting for the cleaner writes the double-write area over the only copies of
+    /// the failed batch's torn pages).
+    WriteOutAfterFailure,
 }
 
 impl Sabotage {
     /// Every sabotage.
-    pub const ALL: [Sabotage; 25] = [
+    pub const ALL: [Sabotage; 26] = [
         Self::SkipLogSync,
         Self::SkipDoublewrite,
         Self::AckBeforeDurable,
@@ -200,6 +204,7 @@ impl Sabotage {
         Self::AckBeforeSync,
         Self::WriteLogPastReady,
         Self::IgnoreLogWriteError,
+        Self::WriteOutAfterFailure,
     ];
 
     /// Whether the sabotage only has an effect with a flash cache.
@@ -238,6 +243,7 @@ impl Sabotage {
             Self::AckBeforeSync => "ack-before-sync",
             Self::WriteLogPastReady => "write-log-past-ready",
             Self::IgnoreLogWriteError => "ignore-log-write-error",
+            Self::WriteOutAfterFailure => "write-out-after-failure",
         }
     }
 }

@@ -36,7 +36,7 @@ impl Pool {
     /// succeeds without them (Linux drops the dirty pages): a batch already waiting for the
     /// cleaner's lock would otherwise write the double-write area over their only copies.
     pub(super) fn guard(&self, step: impl FnOnce() -> Result<()>) -> Result<()> {
-        if self.flash.is_some() {
+        if self.flash.is_some() || probe::is(self.sabotage, Sabotage::WriteOutAfterFailure) {
             // Pages go to the flash cache, which guards its own writes (and has no area).
             return step();
         }
