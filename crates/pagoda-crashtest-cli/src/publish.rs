@@ -19,8 +19,8 @@ const FAULTS_TITLE: &str = "# Crash tests with faults";
 const FAULTS_HEADER: &str = "| date (UTC) | commit | flags | cycles | acknowledged commits | \
 cuts during recovery | fault | injected | fired | detected | fired in recovery | failed the open | \
 repaired | restored | checked | unverified | databases re-created | unreported | undetectable | \
-wrong values | lost | verdict |\n\
-|---|---|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n";
+wrong values | lost | verdict | fired/armed by target |\n\
+|---|---|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|\n";
 
 /// The title of the page a run's rows go to.
 pub(super) fn title(faults: bool) -> &'static str {
@@ -97,7 +97,7 @@ fn fault_rows(report: &CrashTestReport, flags: &str, failed: bool) -> String {
     let mut out = String::new();
     for (kind, c) in &report.faults {
         out += &format!(
-            "| {date} | {} | `{flags}` | {} | {} | {} | {kind} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
+            "| {date} | {} | `{flags}` | {} | {} | {} | {kind} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
             pagoda::cli::provenance::commit(),
             report.cycles,
             report.commits_acknowledged,
@@ -117,6 +117,7 @@ fn fault_rows(report: &CrashTestReport, flags: &str, failed: bool) -> String {
             report.wrong_values,
             report.lost_commits,
             verdict(report, failed),
+            pagoda_crashtest::by_target(c),
         );
     }
     out

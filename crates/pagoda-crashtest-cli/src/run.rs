@@ -215,7 +215,17 @@ fn print_faults(report: &CrashTestReport) {
             c.undetectable
         );
     }
+    for (kind, c) in &report.faults {
+        eprintln!(
+            "  {kind} fired/armed by target: {}",
+            pagoda_crashtest::by_target(c)
+        );
+    }
     if !report.faults.is_empty() {
+        eprintln!(
+            "cycles with two faults (one per device) {}; opens failed by a fault still armed {}",
+            report.two_fault_cycles, report.opens_failed_by_faults
+        );
         eprintln!("wrong values read {}", report.wrong_values);
     }
     for (how, n) in &report.verification {

@@ -40,8 +40,9 @@ pub(crate) struct Pending {
     pub(crate) found: Vec<Finding>,
     /// The fault armed in the cycle, if any (`--faults`).
     pub(crate) fault: Option<String>,
-    /// That fault, while it stays armed through the next recovery.
-    pub(crate) armed: Option<crate::faults::Armed>,
+    /// The faults armed (a second one, on the other device, in some cycles); those that fail
+    /// requests stay armed through the next recovery.
+    pub(crate) armed: Vec<crate::faults::Armed>,
 }
 
 impl Pending {
@@ -213,7 +214,7 @@ pub(crate) fn workload(run: &Run<'_>, db: Db, rng: &mut SmallRng, uid_next: &mut
         heard: switch.heard(),
         met: met.into_inner(),
         fault: None,
-        armed: None,
+        armed: Vec::new(),
         found: Vec::new(),
         wrong: wrong.into_inner(),
         ddl: ddl.into_inner(),

@@ -19,7 +19,7 @@ use pagoda_engine::{fault::Sabotage, Error, Result};
 use parking_lot::Mutex;
 use rand::rngs::SmallRng;
 use rand::Rng;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::str::FromStr;
 use std::sync::Arc;
@@ -30,7 +30,8 @@ use std::sync::Arc;
 pub enum FaultKind {
     /// A bit of a written page flips, on the medium (persistent) or on every read (transient).
     Bitrot,
-    /// Reads of the data device fail with an I/O error (once, or until the cycle ends).
+    /// Reads of the data or log device fail with an I/O error (once, or until the fault is
+    /// disarmed after the next recovery; the log is read only by recovery).
     EioRead,
     /// One write to the data or log device fails with an I/O error.
     EioWrite,
@@ -45,6 +46,9 @@ pub enum FaultKind {
     FsyncFail,
     /// Every write to the data or log device fails with "no space left".
     Enospc,
+    /// Every read, write or flush of the data or log device is delayed (a slow or busy
+    /// device): nothing fails, and nothing may be lost or go wrong for it.
+    Slow,
 }
 
 impl FaultKind {
@@ -57,8 +61,18 @@ impl FaultKind {
         )
     }
 
+    /// Whether the fault concerns data pages only (it is never armed on the log).
+    pub fn data_only(self) -> bool {
+        matches!(self, Self::Bitrot | Self::Misdirected | Self::LostWrite)
+    }
+
+    /// Whether nothing is there to detect (a slow device fails nothing).
+    pub fn silent(self) -> bool {
+        self == Self::Slow
+    }
+
     /// Every kind.
-    pub const ALL: [FaultKind; 7] = [
+    pub const ALL: [FaultKind; 8] = [
         Self::Bitrot,
         Self::EioRead,
         Self::EioWrite,
@@ -66,6 +80,7 @@ impl FaultKind {
         Self::LostWrite,
         Self::FsyncFail,
         Self::Enospc,
+        Self::Slow,
     ];
 
     /// The name used on the command line.
@@ -78,6 +93,7 @@ impl FaultKind {
             Self::LostWrite => "lost-write",
             Self::FsyncFail => "fsync-fail",
             Self::Enospc => "enospc",
+            Self::Slow => "slow",
         }
     }
 
@@ -174,6 +190,9 @@ pub struct FaultCounts {
     pub at_recovery: u64,
     /// Of those, the opens that failed with its error (then retried on a healthy device).
     pub detected_at_recovery: u64,
+    /// Cycles armed and cycles fired, by where the fault acted (`log write`, `data read`,
+    /// `data medium`, ...).
+    pub targets: BTreeMap<String, [u64; 2]>,
     /// Cycles with the fault whose workload was then verified whole.
     pub checked: u64,
     /// Cycles with the fault whose workload was verified only in part (damaged pages hid some
@@ -197,6 +216,15 @@ pub(crate) enum Repair {
     Write { sector: u64, bytes: Vec<u8> },
 }
 
+/// `c`'s fire rates by target, e.g. `data write 12/30, log write 10/31` (fired/armed).
+pub fn by_target(c: &FaultCounts) -> String {
+    c.targets
+        .iter()
+        .map(|(t, [armed, fired])| format!("{t} {fired}/{armed}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// The fault armed in one cycle.
 #[derive(Clone, Debug)]
 pub(crate) struct Armed {
@@ -215,6 +243,8 @@ pub(crate) struct Armed {
     pub pages: Vec<u64>,
     /// How to undo what it did to the medium (bit rot; the rest is learnt when it fired).
     pub repairs: Vec<Repair>,
+    /// Where it acts: the device and the request kind (`log write`, `data medium`, ...).
+    pub target: String,
 }
 
 /// The fault devices of a run with faults, around the data and log devices.
@@ -232,6 +262,9 @@ pub(crate) struct Injector {
 }
 
 const OPS: [Op; 4] = [Op::Read, Op::Write, Op::Flush, Op::Trim];
+
+/// Reads of the log by one recovery, about (the sweep in `tests/recovery_sweep.rs` counts 16).
+const LOG_READS: u64 = 16;
 
 impl Injector {
     /// Wraps `data` and `log`; returns the devices to use in their place.
@@ -258,10 +291,10 @@ impl Injector {
         (me, d, l)
     }
 
-    fn acted_so_far(&self) -> u64 {
-        OPS.iter()
-            .map(|&op| self.data.injected(op) + self.log.injected(op))
-            .sum()
+    /// Requests that injected faults acted on so far on the device named `dev`.
+    fn acted_so_far(&self, dev: &str) -> u64 {
+        let d = if dev == "log" { &self.log } else { &self.data };
+        OPS.iter().map(|&op| d.injected(op)).sum()
     }
 
     /// Takes note of the data pages written since the last call, and returns them. The
@@ -291,20 +324,38 @@ impl Injector {
         pages.iter().nth(rng.gen_range(0..pages.len())).copied()
     }
 
-    /// Arms a fault for the coming workload in a share of the cycles (`max_ops`: the largest
-    /// number of operations before the cut).
-    pub(crate) fn arm(&self, rng: &mut SmallRng, max_ops: u64) -> Result<Option<Armed>> {
+    /// Arms faults for the coming workload in a share of the cycles (`max_ops`: the largest
+    /// number of operations before the cut): one, and in a quarter of those cycles a second
+    /// one on the other device (each device's errors carry its own tags).
+    pub(crate) fn arm(&self, rng: &mut SmallRng, max_ops: u64) -> Result<Vec<Armed>> {
         if !rng.gen_bool(self.chance) {
+            return Ok(Vec::new());
+        }
+        let mut out: Vec<Armed> = self.arm_one(rng, max_ops, None)?.into_iter().collect();
+        if let (Some(first), true) = (out.first(), rng.gen_bool(0.25)) {
+            let other = if first.dev == "log" { "data" } else { "log" };
+            out.extend(self.arm_one(rng, max_ops, Some(other))?);
+        }
+        Ok(out)
+    }
+
+    /// Arms one fault, on the device named `on` if given (a kind that only concerns data
+    /// pages is not armed on the log).
+    fn arm_one(&self, rng: &mut SmallRng, max_ops: u64, on: Option<&str>) -> Result<Option<Armed>> {
+        let kind = self.kinds[rng.gen_range(0..self.kinds.len())];
+        let on_log = match on {
+            Some(d) => d == "log",
+            None => rng.gen_bool(0.5),
+        };
+        if on_log && on.is_some() && kind.data_only() {
             return Ok(None);
         }
-        let kind = self.kinds[rng.gen_range(0..self.kinds.len())];
-        let on_log = rng.gen_bool(0.5);
         let (dev, name) = if on_log {
             (&self.log, "log")
         } else {
             (&self.data, "data")
         };
-        let base = self.acted_so_far();
+        let base = self.acted_so_far(if kind.data_only() { "data" } else { name });
         let after = rng.gen_range(0..(max_ops / 4).max(1));
         let fail = |op: Op, after: u64, times: u64, failure: Failure| Fault::Fail {
             op,
@@ -317,6 +368,13 @@ impl Injector {
         let (fault, dev, what) = match kind {
             FaultKind::EioRead => {
                 let once = rng.gen_bool(0.5);
+                // The log is read at recovery only (a few dozen reads): its fault stays armed
+                // through the next open and fails one of them.
+                let after = if on_log {
+                    rng.gen_range(0..LOG_READS)
+                } else {
+                    after
+                };
                 let f = fail(
                     Op::Read,
                     after,
@@ -324,11 +382,11 @@ impl Injector {
                     Failure::Eio,
                 );
                 let what = if once {
-                    format!("data read #{after} fails")
+                    format!("{name} read #{after} fails")
                 } else {
-                    format!("data reads fail from #{after} on")
+                    format!("{name} reads fail from #{after} on")
                 };
-                (f, &self.data, what)
+                (f, dev, what)
             }
             FaultKind::EioWrite => {
                 let f = fail(Op::Write, after, 1, Failure::Eio);
@@ -350,6 +408,13 @@ impl Injector {
                     dev,
                     format!("{name} writes from #{after} on find the device full"),
                 )
+            }
+            FaultKind::Slow => {
+                let op = [Op::Read, Op::Write, Op::Flush][rng.gen_range(0..3)];
+                let by = std::time::Duration::from_micros(rng.gen_range(50..=300));
+                let f = Fault::Delay { op, by };
+                let what = format!("every {name} {op:?} is delayed by {} us", by.as_micros());
+                (f, dev, what)
             }
             FaultKind::Bitrot => {
                 let Some(page) = self.random_page(rng) else {
@@ -397,6 +462,7 @@ impl Injector {
                 return Ok(Some(Armed {
                     kind,
                     what,
+                    target: "data write".into(),
                     dev: "data",
                     first_tag: self.data.failures(),
                     base,
@@ -419,15 +485,26 @@ impl Injector {
             }
         );
         let first_tag = dev.failures();
+        let dev_name = if Arc::ptr_eq(dev, &self.data) {
+            "data"
+        } else {
+            "log"
+        };
+        let target = match &fault {
+            Fault::Fail { op, .. } | Fault::Delay { op, .. } => {
+                format!("{dev_name} {}", format!("{op:?}").to_lowercase())
+            }
+            Fault::FlipBit {
+                persistent: true, ..
+            } => format!("{dev_name} medium"),
+            _ => format!("{dev_name} read"),
+        };
         dev.inject(fault)?;
         Ok(Some(Armed {
             kind,
             what,
-            dev: if Arc::ptr_eq(dev, &self.data) {
-                "data"
-            } else {
-                "log"
-            },
+            target,
+            dev: dev_name,
             first_tag,
             base,
             on_medium,
@@ -497,7 +574,7 @@ impl Injector {
 
     /// Whether the armed fault acted during the workload.
     pub(crate) fn fired(&self, a: &Armed) -> bool {
-        a.on_medium || self.acted_so_far() > a.base
+        a.on_medium || self.acted_so_far(a.dev) > a.base
     }
 
     /// Errors injected so far by the device `a` was armed on.
@@ -512,6 +589,15 @@ impl Injector {
     /// Whether `text` carries the tag of an error that `a` injected.
     pub(crate) fn carries(&self, a: &Armed, text: &str) -> bool {
         crate::met::carries_tag(text, a.dev, a.first_tag)
+    }
+
+    /// Disarms the faults of the device named `dev` (damage on the medium stays).
+    pub(crate) fn disarm_dev(&self, dev: &str) {
+        if dev == "log" {
+            self.log.clear();
+        } else {
+            self.data.clear();
+        }
     }
 
     /// Disarms every fault (damage on the medium stays).

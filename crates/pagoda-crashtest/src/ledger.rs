@@ -117,9 +117,12 @@ impl Ledger {
         let c = self.count(kind);
         c.injected += 1;
         c.fired += u64::from(fired);
+        let t = c.targets.entry(armed.target.clone()).or_default();
+        t[0] += 1;
+        t[1] += u64::from(fired);
         c.detected += u64::from(detected);
         c.undetectable += u64::from(lost && failure.is_some_and(reports));
-        let unreported = (fired && !damaging && !detected).then(|| {
+        let unreported = (fired && !damaging && !detected && !kind.silent()).then(|| {
             c.unreported += 1;
             Finding {
                 kind: FindingKind::Unreported,

@@ -45,7 +45,7 @@ mod workload;
 pub(crate) const DW_PAGES: u32 = 8;
 
 pub use bulk::{run_bulk, LOAD_CUT};
-pub use faults::{FaultCounts, FaultKind};
+pub use faults::{by_target, FaultCounts, FaultKind};
 pub use oracle::{Finding, FindingKind};
 // The engine's fault-injection items, for callers that do not depend on that feature.
 pub use pagoda_engine::fault::{FlashStep, Sabotage};
@@ -497,6 +497,8 @@ pub struct CrashTestReport {
     /// Opens that failed with the error of a fault still armed from the cycle before (the
     /// fault reached recovery; the open was retried with it disarmed).
     pub opens_failed_by_faults: u64,
+    /// Cycles with two faults armed (one on each device).
+    pub two_fault_cycles: u64,
     /// The sabotage in force, if any.
     pub sabotage: Option<String>,
     /// The flash cache's counters, when the run had one.

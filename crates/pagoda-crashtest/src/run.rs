@@ -172,12 +172,20 @@ pub(crate) fn open_cycle(
     st: &mut OpenState,
     report: &mut CrashTestReport,
 ) -> Result<Opened> {
-    open_armed(opts, devs, rng, recovering, st, report, None)
+    open_armed(
+        opts,
+        devs,
+        rng,
+        recovering,
+        st,
+        report,
+        (&[], &mut Vec::new()),
+    )
 }
 
-/// [`open_cycle`] with the fault `armed` still armed: an open that fails with that fault's
-/// own error (it reached recovery) is retried once the fault is disarmed, and `armed`'s flag
-/// says so.
+/// [`open_cycle`] with the faults `armed` still armed: an open that fails with one's own
+/// error (it reached recovery) is retried once the faults are disarmed, and that fault's flag
+/// in `heard` says so.
 pub(crate) fn open_armed(
     opts: &CrashTestOptions,
     devs: &Devices,
@@ -185,7 +193,7 @@ pub(crate) fn open_armed(
     recovering: bool,
     st: &mut OpenState,
     report: &mut CrashTestReport,
-    mut armed: Option<(&Armed, &mut bool)>,
+    (armed, heard): (&[Armed], &mut Vec<bool>),
 ) -> Result<Opened> {
     let mut recovery_cuts = Vec::new();
     let opened = loop {
@@ -230,7 +238,7 @@ pub(crate) fn open_armed(
                 break Ok((db, switch));
             }
             Err(e)
-                if armed.as_ref().is_some_and(|(a, _)| {
+                if armed.iter().any(|a| {
                     devs.injector
                         .as_ref()
                         .is_some_and(|i| i.carries(a, &e.to_string()))
@@ -238,11 +246,12 @@ pub(crate) fn open_armed(
             {
                 // Recovery reported the device's failure: the device is replaced (disarmed)
                 // and the database opened again, as an operator would.
+                heard.resize(armed.len(), false);
                 if let Some(i) = &devs.injector {
+                    for (a, h) in armed.iter().zip(heard.iter_mut()) {
+                        *h |= i.carries(a, &e.to_string());
+                    }
                     i.disarm();
-                }
-                if let Some((_, heard)) = armed.as_mut() {
-                    **heard = true;
                 }
                 report.opens_failed_by_faults += 1;
             }
@@ -383,8 +392,8 @@ pub(crate) fn tally(report: &mut CrashTestReport, findings: &[Finding], excused:
 /// Counts how the cycle of `p` was verified: `how` is "verified" or why it was not (wholly).
 fn count_unverified(report: &mut CrashTestReport, ledger: &mut Ledger, p: &Pending, how: &str) {
     *report.verification.entry(how.to_string()).or_default() += 1;
-    if let Some(kind) = p.armed.as_ref().map(|a| a.kind) {
-        ledger.verified(kind, how == "verified");
+    for a in &p.armed {
+        ledger.verified(a.kind, how == "verified");
     }
 }
 
@@ -419,12 +428,15 @@ pub fn run(opts: CrashTestOptions) -> Result<CrashTestReport> {
     // Cycle `last` only recovers and verifies the last workload.
     while cycle <= last {
         let mut rng = SmallRng::seed_from_u64(cycle_seed(opts.seed, cycle));
-        let armed = pending.as_ref().and_then(|p| p.armed.clone());
-        let tags_before = match (&devs.injector, &armed) {
-            (Some(i), Some(a)) => i.tags(a),
-            _ => 0,
+        let armed = pending
+            .as_ref()
+            .map(|p| p.armed.clone())
+            .unwrap_or_default();
+        let tags_before: Vec<u64> = match &devs.injector {
+            Some(i) => armed.iter().map(|a| i.tags(a)).collect(),
+            None => Vec::new(),
         };
-        let mut heard = false;
+        let mut heard = vec![false; armed.len()];
         let (opened, recovery_cuts) = open_armed(
             &opts,
             &devs,
@@ -432,12 +444,14 @@ pub fn run(opts: CrashTestOptions) -> Result<CrashTestReport> {
             pending.is_some(),
             &mut st,
             &mut report,
-            armed.as_ref().map(|a| (a, &mut heard)),
+            (&armed, &mut heard),
         )?;
-        if let (Some(inj), Some(a), Some(p)) = (&devs.injector, &armed, &mut pending) {
+        if let (Some(inj), Some(p)) = (&devs.injector, &mut pending) {
             // A fault that fired inside recovery must have been heard there.
-            let fired = inj.tags(a) > tags_before;
-            p.found.extend(ledger.at_recovery(a, fired, heard));
+            for ((a, before), heard) in armed.iter().zip(&tags_before).zip(&heard) {
+                let fired = inj.tags(a) > *before;
+                p.found.extend(ledger.at_recovery(a, fired, *heard));
+            }
             inj.disarm();
         }
         let failed_cycle = pending.as_ref().map_or(cycle, |p| p.cycle);
@@ -633,7 +647,7 @@ pub fn run(opts: CrashTestOptions) -> Result<CrashTestReport> {
                 ledger.overwritten(&i.learn_pages());
                 i.arm(&mut rng, opts.max_ops_before_cut)?
             }
-            None => None,
+            None => Vec::new(),
         };
         let run = Run {
             opts: &opts,
@@ -642,19 +656,28 @@ pub fn run(opts: CrashTestOptions) -> Result<CrashTestReport> {
             cycle,
         };
         let mut p = workload(&run, db, &mut rng, &mut uid_next);
-        if let (Some(inj), Some(a)) = (&devs.injector, &armed) {
+        if let (Some(inj), false) = (&devs.injector, armed.is_empty()) {
             let cause = p.failure.as_ref().map(pagoda_engine::Failure::cause);
-            let (expected, unreported) = ledger.settle(inj, a, cause, &p.met, &p.heard);
+            let mut expected = false;
+            for a in &armed {
+                let (explains, unreported) = ledger.settle(inj, a, cause, &p.met, &p.heard);
+                expected |= explains;
+                p.found.extend(unreported);
+                // A fault that fails requests stays armed through the next recovery.
+                if !a.kind.fails_requests() {
+                    inj.disarm_dev(a.dev);
+                }
+            }
             if expected {
                 p.engine_failure = None;
             }
-            p.found.extend(unreported);
-            p.fault = Some(format!("{}: {}", a.kind, a.what));
-            // A fault that fails requests stays armed through the next recovery.
-            if !a.kind.fails_requests() {
-                inj.disarm();
-            }
-            p.armed = Some(a.clone());
+            let what: Vec<String> = armed
+                .iter()
+                .map(|a| format!("{}: {}", a.kind, a.what))
+                .collect();
+            p.fault = Some(what.join("; "));
+            report.two_fault_cycles += u64::from(armed.len() > 1);
+            p.armed = armed;
         }
         report.ddl_operations += p.ddl.len() as u64;
         report.transactions_run += p.ops();

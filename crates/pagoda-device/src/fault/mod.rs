@@ -357,8 +357,8 @@ impl FaultDevice {
         std::mem::take(&mut self.state.lock().overwritten)
     }
 
-    /// Requests of kind `op` an injected fault acted on so far: failed, read with a flipped bit,
-    /// misdirected or lost.
+    /// Requests of kind `op` an injected fault acted on so far: failed, delayed, read with a
+    /// flipped bit, misdirected or lost.
     pub fn injected(&self, op: Op) -> u64 {
         self.state.lock().injected[op.index()]
     }
@@ -423,6 +423,9 @@ impl FaultDevice {
                     }
                     _ => {}
                 }
+            }
+            if !delay.is_zero() {
+                s.injected[op.index()] += 1;
             }
             let failure = if s.powered_off {
                 Some(Refusal::PoweredOff)
