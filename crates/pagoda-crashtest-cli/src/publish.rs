@@ -17,7 +17,7 @@ const FAULTS_TITLE: &str = "# Crash tests with faults";
 
 /// The header of the page of runs with faults.
 const FAULTS_HEADER: &str = "| date (UTC) | commit | flags | cycles | acknowledged commits | \
-cuts during recovery | fault | injected | fired | detected | fired in recovery | failed the open | \
+cuts during recovery | fault | injected | fired | detected | fired in recovery | reported at recovery | \
 repaired | restored | checked | unverified | databases re-created | unreported | undetectable | \
 wrong values | lost | verdict | fired/armed by target |\n\
 |---|---|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|\n";
@@ -76,9 +76,10 @@ fn faults_preamble() -> String {
          arrived (an error carrying the failed request's tag reached a caller or the \
          database's failure; for damage, the check named for it reported that page; the power \
          cut's error never counts); a fault that fails requests stays armed through the next \
-         recovery: `fired in recovery` counts the recoveries it acted in, `failed the open` \
-         those whose open failed with its error (the open is then retried with the fault \
-         disarmed, as after replacing a device); `repaired`: damaged pages recovery rewrote; `restored`: times damage that recovery or \
+         recovery: `fired in recovery` counts the recoveries it acted in, `reported at \
+         recovery` those whose open failed with its error (the open is then retried with the \
+         fault disarmed, as after replacing a device), and the superblock copies rotted while \
+         the power was off that the next recovery reported; `repaired`: damaged pages recovery rewrote; `restored`: times damage that recovery or \
          a read reported was undone on the medium (as restoring those pages from a backup \
          would) and the same cycle opened again and verified; `checked` and \
          `unverified`: cycles with the fault whose workload was then verified whole, or only \

@@ -198,8 +198,8 @@ fn print_flash(report: &CrashTestReport) {
 fn print_faults(report: &CrashTestReport) {
     for (kind, c) in &report.faults {
         eprintln!(
-            "fault {kind}: injected {}, fired {}, detected {}, fired in recovery {} (failed the \
-             open {}), repaired {}, restored {}, checked {}, unverified {}, databases re-created \
+            "fault {kind}: injected {}, fired {}, detected {}, fired in recovery {} (reported \
+             there {}), repaired {}, restored {}, checked {}, unverified {}, databases re-created \
              {}, unreported {}, undetectable {}",
             c.injected,
             c.fired,

@@ -188,7 +188,8 @@ pub struct FaultCounts {
     /// Recoveries (after a cycle with the fault) inside which it acted: it stays armed
     /// through the next open.
     pub at_recovery: u64,
-    /// Of those, the opens that failed with its error (then retried on a healthy device).
+    /// Reports at recovery: opens that failed with its error (then retried on a healthy
+    /// device), and superblock copies it rotted that the next recovery reported.
     pub detected_at_recovery: u64,
     /// Cycles armed and cycles fired, by where the fault acted (`log write`, `data read`,
     /// `data medium`, ...).
@@ -245,6 +246,10 @@ pub(crate) struct Armed {
     pub repairs: Vec<Repair>,
     /// Where it acts: the device and the request kind (`log write`, `data medium`, ...).
     pub target: String,
+    /// The superblock copy (data device sector) whose bit rots, if that is the target.
+    pub superblock: Option<u64>,
+    /// A fault applied only after the workload (the superblock's rot).
+    deferred: Option<Fault>,
 }
 
 /// The fault devices of a run with faults, around the data and log devices.
@@ -259,9 +264,14 @@ pub(crate) struct Injector {
     first_page: u64,
     /// Pages of the data device written so far (the targets of bit rot and misdirects).
     pages: Mutex<BTreeSet<u64>>,
+    /// Superblock copies (sectors 0 and 1) written since [`Injector::take_sb_written`].
+    sb_written: Mutex<BTreeSet<u64>>,
 }
 
 const OPS: [Op; 4] = [Op::Read, Op::Write, Op::Flush, Op::Trim];
+
+/// The share of bit rot aimed at a superblock copy.
+const SUPERBLOCK_SHARE: f64 = 0.15;
 
 /// Reads of the log by one recovery, about (the sweep in `tests/recovery_sweep.rs` counts 16).
 const LOG_READS: u64 = 16;
@@ -287,6 +297,7 @@ impl Injector {
             spp: (page_size / SECTOR_SIZE).max(1) as u64,
             first_page: pagoda_engine::format::HEADER_BYTES.div_ceil(page_size as u64),
             pages: Mutex::new(BTreeSet::new()),
+            sb_written: Mutex::new(BTreeSet::new()),
         };
         (me, d, l)
     }
@@ -308,12 +319,29 @@ impl Injector {
             if r.op != Op::Write || r.failed {
                 continue;
             }
+            self.sb_written
+                .lock()
+                .extend((r.sector..r.sector + r.sectors).filter(|&x| x < 2));
             let first = r.sector.div_ceil(self.spp).max(self.first_page);
             let end = (r.sector + r.sectors) / self.spp;
             written.extend(first..end);
         }
         pages.extend(&written);
         written
+    }
+
+    /// Applies `a`'s fault that waits for the workload's end (a superblock copy's rot).
+    pub(crate) fn rot_superblock(&self, a: &Armed) -> Result<()> {
+        if let Some(f) = &a.deferred {
+            self.data.inject(f.clone())?;
+        }
+        Ok(())
+    }
+
+    /// The superblock copies written since the last call, as far as [`Injector::learn_pages`]
+    /// has learnt.
+    pub(crate) fn take_sb_written(&self) -> BTreeSet<u64> {
+        std::mem::take(&mut *self.sb_written.lock())
     }
 
     fn random_page(&self, rng: &mut SmallRng) -> Option<u64> {
@@ -365,6 +393,7 @@ impl Injector {
         };
         let mut damaged = Vec::new();
         let mut repairs = Vec::new();
+        let mut superblock = None;
         let (fault, dev, what) = match kind {
             FaultKind::EioRead => {
                 let once = rng.gen_bool(0.5);
@@ -416,6 +445,21 @@ impl Injector {
                 let what = format!("every {name} {op:?} is delayed by {} us", by.as_micros());
                 (f, dev, what)
             }
+            FaultKind::Bitrot if rng.gen_bool(SUPERBLOCK_SHARE) => {
+                // A copy of the superblock: recovery falls back to the other copy and says so.
+                let sector = rng.gen_range(0..2);
+                let byte = rng.gen_range(0..pagoda_engine::format::SB_BODY + 4);
+                let bit = rng.gen_range(0..8u8);
+                superblock = Some(sector);
+                let f = Fault::FlipBit {
+                    sector,
+                    byte,
+                    bit,
+                    persistent: true,
+                };
+                let what = format!("bit {bit} of byte {byte} of superblock copy {sector} flips");
+                (f, &self.data, what)
+            }
             FaultKind::Bitrot => {
                 let Some(page) = self.random_page(rng) else {
                     return Ok(None);
@@ -463,6 +507,8 @@ impl Injector {
                     kind,
                     what,
                     target: "data write".into(),
+                    superblock: None,
+                    deferred: None,
                     dev: "data",
                     first_tag: self.data.failures(),
                     base,
@@ -494,16 +540,24 @@ impl Injector {
             Fault::Fail { op, .. } | Fault::Delay { op, .. } => {
                 format!("{dev_name} {}", format!("{op:?}").to_lowercase())
             }
+            Fault::FlipBit { .. } if superblock.is_some() => "data superblock".into(),
             Fault::FlipBit {
                 persistent: true, ..
             } => format!("{dev_name} medium"),
             _ => format!("{dev_name} read"),
         };
-        dev.inject(fault)?;
+        // A superblock copy rots while the power is off, after the cut (the workload's
+        // checkpoints would write over it): `rot_superblock` applies it then.
+        let deferred = superblock.is_some().then(|| fault.clone());
+        if deferred.is_none() {
+            dev.inject(fault)?;
+        }
         Ok(Some(Armed {
+            deferred,
             kind,
             what,
             target,
+            superblock,
             dev: dev_name,
             first_tag,
             base,

@@ -30,6 +30,8 @@ pub(crate) struct Ledger {
     damage: BTreeMap<u64, Damage>,
     /// The kind of the damage registered last (repairs are counted to it).
     latest: Option<FaultKind>,
+    /// A superblock copy (sector) left rotten by a fault, which the next open must report.
+    superblock: Option<(u64, Armed)>,
     /// Pages written that [`Ledger::restore`] learnt of and left for the next
     /// [`Ledger::overwritten`].
     unlearned: BTreeSet<u64>,
@@ -136,6 +138,14 @@ impl Ledger {
                 found: format!("{kind} fired ({}) and no caller heard of it", armed.what),
             }
         });
+        if let Some(sector) = armed.superblock {
+            // It rots now, with the power off: the next open must report it.
+            self.overwritten(&inj.learn_pages());
+            inj.take_sb_written();
+            if inj.rot_superblock(armed).is_ok() {
+                self.superblock = Some((sector, armed.clone()));
+            }
+        }
         let (keys, mut repairs) = inj.take_redirected();
         if kind == FaultKind::LostWrite {
             self.lost_keys.extend(keys);
@@ -362,6 +372,37 @@ impl Ledger {
         })
     }
 
+    /// After an open without a cut during its recovery: the rotten superblock copy must be
+    /// in the recovery's report (`damage`), the finding if not. The open's checkpoint wrote
+    /// both copies: the damage is gone either way.
+    pub(crate) fn superblock_reported(&mut self, damage: Option<&str>) -> Option<Finding> {
+        let (sector, a) = self.superblock.take()?;
+        let c = self.count(a.kind);
+        if damage.is_some_and(|d| d.contains(&format!("superblock copy {sector} "))) {
+            c.detected_at_recovery += 1;
+            return None;
+        }
+        c.unreported += 1;
+        Some(Finding {
+            kind: FindingKind::Unreported,
+            table: String::new(),
+            key: String::new(),
+            txn: None,
+            expected: format!("recovery reports superblock copy {sector} damaged"),
+            found: format!(
+                "{} ({}) went unreported: {}",
+                a.kind,
+                a.what,
+                damage.unwrap_or("no damage reported")
+            ),
+        })
+    }
+
+    /// A superblock copy was (or may have been) written since the damage: it is gone.
+    pub(crate) fn superblock_unchecked(&mut self) {
+        self.superblock = None;
+    }
+
     /// Counts how a cycle armed with `kind` was verified.
     pub(crate) fn verified(&mut self, kind: FaultKind, whole: bool) {
         let c = self.count(kind);
@@ -387,6 +428,7 @@ impl Ledger {
     /// The devices were replaced: no damage is outstanding.
     pub(crate) fn reset(&mut self) {
         self.damage.clear();
+        self.superblock = None;
         self.lost_keys.clear();
     }
 }

@@ -437,6 +437,7 @@ pub fn run(opts: CrashTestOptions) -> Result<CrashTestReport> {
             None => Vec::new(),
         };
         let mut heard = vec![false; armed.len()];
+        let retried_before = report.opens_failed_by_faults;
         let (opened, recovery_cuts) = open_armed(
             &opts,
             &devs,
@@ -530,6 +531,17 @@ pub fn run(opts: CrashTestOptions) -> Result<CrashTestReport> {
             }
         };
         let flash_findings = audit_flash(&mut report, &db, pending.is_some());
+        if let Some(p) = &mut pending {
+            if recovery_cuts.is_empty() && report.opens_failed_by_faults == retried_before {
+                let damage = db.stats().recovery.superblock_damage;
+                p.found
+                    .extend(ledger.superblock_reported(damage.as_deref()));
+            } else {
+                // An attempt cut (or failed by a fault) during recovery may have written the
+                // copy already.
+                ledger.superblock_unchecked();
+            }
+        }
         if let Some(p) = pending.take() {
             let repaired = db.stats().recovery.torn_pages_repaired;
             report.torn_pages_repaired += repaired;

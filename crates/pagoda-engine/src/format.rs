@@ -505,8 +505,9 @@ pub struct Superblock {
 
 /// Bytes of a version 1–2 superblock before its CRC.
 const SB_BODY_V2: usize = 8 + 4 + 4 + 8 * 5 + 4 + 8 + 8;
-/// Bytes of a superblock before its CRC.
-const SB_BODY: usize = SB_BODY_V2 + 8 + 8 + 4;
+/// Bytes of a superblock copy its checksum covers (the 4-byte checksum follows): damage past
+/// them is harmless.
+pub const SB_BODY: usize = SB_BODY_V2 + 8 + 8 + 4;
 
 impl Superblock {
     /// Encodes into one 4 KiB sector.
