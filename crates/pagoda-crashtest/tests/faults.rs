@@ -64,7 +64,10 @@ fn flipped_bits_are_detected_or_repaired_and_never_served() {
     // the other copy, said so, and lost nothing.
     let c = &r.faults["bitrot"];
     assert!(c.targets.contains_key("data superblock"), "{c:?}");
-    assert!(c.detected_at_recovery > 0, "no superblock damage reported: {c:?}");
+    assert!(
+        c.detected_at_recovery > 0,
+        "no superblock damage reported: {c:?}"
+    );
 }
 
 #[test]
