@@ -4,7 +4,7 @@ use super::catalog::TableInfo;
 use super::txn::{Opened, Txn};
 use crate::bounds::{as_ref, in_range, max_lower, min_upper, range_ok, tuple_bounds};
 use crate::btree;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::mvcc::Value;
 use std::collections::{BTreeMap, VecDeque};
 use std::ops::{Bound, RangeBounds};
@@ -78,8 +78,11 @@ impl Scan<'_> {
         let b = match btree::batch(pool, self.root, &self.cursor, self.reverse) {
             Ok(b) => b,
             Err(e) => {
-                // A dropped table's pages may hold anything now: say it was dropped.
-                live()?;
+                // A dropped table's pages may hold anything now: say it was dropped. A device
+                // error is the device's, dropped table or not: it must reach the caller.
+                if !matches!(e, Error::Device(_)) {
+                    live()?;
+                }
                 return Err(e);
             }
         };

@@ -96,6 +96,10 @@ impl<'db> Txn<'db> {
         };
         // After the read (see `still_live`), on both paths: a handle opened before a drop
         // reads nothing of the dropped table, as its scans do not either.
+        // A device error is the device's, dropped table or not: it must reach the caller.
+        if matches!(r, Err(Error::Device(_))) {
+            return r;
+        }
         self.db.still_live(&t.name, info)?;
         r
     }
