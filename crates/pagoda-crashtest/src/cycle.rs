@@ -3,7 +3,7 @@
 
 use crate::met::Met;
 use crate::oracle::{note, Finding, FindingKind, Model};
-use crate::power::{CutPoint, Switch};
+use crate::power::{CutPoint, Switch, TornSector};
 use crate::workload::{Shared, WorkCfg, Write, WrongRead, DYN_PREFIX, MARKS};
 use crate::CrashTestOptions;
 use pagoda_engine::{stats::FlashCacheStats, Db, Failure};
@@ -38,6 +38,8 @@ pub(crate) struct Pending {
     pub(crate) heard: Vec<String>,
     /// Findings known when the workload ended (an injected failure nobody heard of).
     pub(crate) found: Vec<Finding>,
+    /// The sectors the cut tore, with their contents before (see `Switch::torn`).
+    pub(crate) torn: Vec<TornSector>,
     /// The fault armed in the cycle, if any (`--faults`).
     pub(crate) fault: Option<String>,
     /// The faults armed (a second one, on the other device, in some cycles); those that fail
@@ -54,8 +56,17 @@ impl Pending {
     /// What the workload itself found (wrong values read, a failure nobody heard of, the
     /// engine failing with the power on, pending commits seen): findings whatever recovery
     /// and verification then do.
-    pub(crate) fn findings(&self) -> Vec<Finding> {
-        let mut out: Vec<Finding> = self.wrong.iter().map(wrong_value).collect();
+    /// Wrong values that `explained` excuses (a lost write's, undetectable) are left out.
+    pub(crate) fn findings_but(
+        &self,
+        mut explained: impl FnMut(&WrongRead) -> bool,
+    ) -> Vec<Finding> {
+        let mut out: Vec<Finding> = self
+            .wrong
+            .iter()
+            .filter(|w| !explained(w))
+            .map(wrong_value)
+            .collect();
         out.extend(self.found.iter().cloned());
         if let Some(why) = &self.engine_failure {
             out.push(note(
@@ -219,6 +230,7 @@ pub(crate) fn workload(run: &Run<'_>, db: Db, rng: &mut SmallRng, uid_next: &mut
         wrong: wrong.into_inner(),
         ddl: ddl.into_inner(),
         cut: switch.cut_point(),
+        torn: switch.torn(),
         flash,
     }
 }

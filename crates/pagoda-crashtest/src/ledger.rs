@@ -157,11 +157,10 @@ impl Ledger {
             let written = inj.learn_pages();
             self.overwritten(&written);
             for &p in &armed.pages {
+                // The page was also written in the cycle: over the rot (which a power cut may
+                // have undone, the write not yet flushed), or before or after a stray copy. What
+                // it holds is not known, so the damage cannot be undone.
                 let rewritten = written.contains(&p);
-                if rewritten && kind == FaultKind::Bitrot {
-                    // The bit rotted before the workload, which then wrote the page whole.
-                    continue;
-                }
                 let old = self.damage.remove(&p);
                 let before = old.as_ref().is_some_and(|d| d.detected);
                 let mut undo = std::mem::take(&mut repairs);
@@ -169,9 +168,7 @@ impl Ledger {
                     // Not undone (see `Injector::take_redirected`): a page left stale by a lost
                     // write makes its database re-created.
                     undo.clear();
-                } else if rewritten && kind == FaultKind::Misdirected {
-                    // The page was also written in the cycle, before or after the stray copy:
-                    // what it should hold is not known, so it cannot be undone.
+                } else if rewritten {
                     undo.clear();
                 }
                 // Older damage on the page is undone after the new (a stray copy's `before`
@@ -237,12 +234,13 @@ impl Ledger {
     /// opened again and verified whole. False (nothing done) when some damage cannot be
     /// undone: the database must then be re-created ([`Ledger::explains_corruption`]).
     pub(crate) fn restore(&mut self, inj: &Injector) -> Result<bool> {
-        // A page written since the damage (e.g. by the recovery that refused) no longer holds
-        // it: undoing it there would damage the page anew. The rest is undone.
+        // A page written since the damage (e.g. by the recovery that refused) may no longer
+        // hold it (or hold it again, the write lost at a cut): undoing it could damage the
+        // page anew, so nothing is undone then.
         let written = inj.learn_pages();
-        self.damage.retain(|p, _| !written.contains(p));
+        let rewritten = self.damage.keys().any(|p| written.contains(p));
         self.unlearned.extend(written);
-        if !self.restorable() {
+        if rewritten || !self.restorable() {
             return Ok(false);
         }
         let damage = std::mem::take(&mut self.damage);
@@ -401,6 +399,27 @@ impl Ledger {
     /// A superblock copy was (or may have been) written since the damage: it is gone.
     pub(crate) fn superblock_unchecked(&mut self) {
         self.superblock = None;
+    }
+
+    /// Whether a lost write explains a wrong value read at `key` of `table` while running:
+    /// the key was on the page (in the image kept or the one lost), or its lookup passes
+    /// through the page (`db`, when a database is open). Counted as undetectable.
+    pub(crate) fn explains_wrong(&mut self, db: Option<&Db>, table: &str, key: &[u8]) -> bool {
+        let lost: BTreeSet<u64> = self
+            .damage
+            .iter()
+            .filter(|(_, d)| d.kind == FaultKind::LostWrite)
+            .map(|(p, _)| *p)
+            .collect();
+        if lost.is_empty() {
+            return false;
+        }
+        let hit = self.lost_keys.contains(key)
+            || db.is_some_and(|db| db.key_pages(table, key).iter().any(|p| lost.contains(p)));
+        if hit {
+            self.count(FaultKind::LostWrite).undetectable += 1;
+        }
+        hit
     }
 
     /// Counts how a cycle armed with `kind` was verified.

@@ -497,6 +497,9 @@ pub struct CrashTestReport {
     /// Opens that failed with the error of a fault still armed from the cycle before (the
     /// fault reached recovery; the open was retried with it disarmed).
     pub opens_failed_by_faults: u64,
+    /// Opens refused at a torn page in torn mode none, retried with the torn sectors put
+    /// back as before their write (so that the cycle is verified whole).
+    pub untorn: u64,
     /// Cycles with two faults armed (one on each device).
     pub two_fault_cycles: u64,
     /// The sabotage in force, if any.

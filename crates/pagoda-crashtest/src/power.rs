@@ -153,6 +153,8 @@ pub(crate) struct Switch {
     open_ckpt_at: AtomicU64,
     /// Hunting aid: (chance, max ops) with which a workload checkpoint arms the cut.
     ckpt_bias: Mutex<Option<(f64, u64, SmallRng)>>,
+    /// The sectors the cut tore (device index, sector, the contents before the write).
+    torn: Mutex<Vec<TornSector>>,
     /// Errors that reached the database's failure path carrying an injected fault's tag
     /// (the engine keeps only its first cause; a fault's error may come second).
     heard: Mutex<Vec<String>>,
@@ -166,6 +168,10 @@ impl std::fmt::Debug for Switch {
             .finish_non_exhaustive()
     }
 }
+
+/// A sector a cut tore: the device's index (data, log, flash cache), the sector, and its
+/// contents before the torn write.
+pub(crate) type TornSector = (usize, u64, Arc<[u8]>);
 
 /// Tagged failure texts kept per switch.
 const HEARD_KEPT: usize = 64;
@@ -207,6 +213,7 @@ impl Switch {
             open_ckpt_at: AtomicU64::new(0),
             ckpt_bias: Mutex::new(None),
             heard: Mutex::default(),
+            torn: Mutex::default(),
         })
     }
 
@@ -345,6 +352,12 @@ impl Switch {
     }
 
     /// Where the cut fell (after a cut).
+    /// The sectors the cut tore, each with its contents before the torn write (device index:
+    /// data, log, flash cache).
+    pub(crate) fn torn(&self) -> Vec<TornSector> {
+        self.torn.lock().clone()
+    }
+
     pub(crate) fn cut_point(&self) -> Option<CutPoint> {
         self.cut.lock().clone()
     }
@@ -440,6 +453,7 @@ impl Switch {
                 }
                 if changed && mix[..] != new[..] {
                     d.write(sector, &mix, WriteHints::NORMAL)?;
+                    self.torn.lock().push((i, sector, pre.clone()));
                     wrote = true;
                     torn += 1;
                 }

@@ -4,7 +4,7 @@ use crate::cycle::{workload, Pending, Run};
 use crate::faults::{Armed, Injector};
 use crate::ledger::Ledger;
 use crate::oracle::{self, note, Finding, FindingKind, Model};
-use crate::power::{CutPoint, Switch};
+use crate::power::{CutPoint, Switch, TornSector};
 use crate::workload::{Status, STATIC_TABLES};
 use crate::{CrashTestOptions, CrashTestReport, Failure, FlashCrashReport};
 use pagoda_device::mem::{MemConfig, MemDevice};
@@ -29,6 +29,26 @@ pub(crate) struct Devices {
     flash: Option<DeviceRef>,
     /// The fault devices under data and log, when the run injects faults.
     injector: Option<Injector>,
+}
+
+impl Devices {
+    /// Writes the sectors cuts tore back as they were before the torn writes (`torn` in the
+    /// order they tore: undone from the last, so a sector torn twice gets its first state).
+    fn untear(&self, torn: &[TornSector]) -> Result<()> {
+        for (dev, sector, pre) in torn.iter().rev() {
+            let d = match dev {
+                0 => &self.data,
+                1 => &self.log,
+                _ => match &self.flash {
+                    Some(f) => f,
+                    None => continue,
+                },
+            };
+            d.write(*sector, pre, pagoda_device::WriteHints::default())?;
+            d.flush()?;
+        }
+        Ok(())
+    }
 }
 
 fn can_cut(d: DeviceRef) -> Result<DeviceRef> {
@@ -147,6 +167,8 @@ pub(crate) struct OpenState {
     pub(crate) open_ckpt_ops: u64,
     /// No database was opened on the devices yet.
     pub(crate) new_devices: bool,
+    /// The sectors torn by cuts during the last open's recovery (see `Switch::torn`).
+    pub(crate) torn_in_recovery: Vec<TornSector>,
 }
 
 impl OpenState {
@@ -155,6 +177,7 @@ impl OpenState {
             open_ops: 16,
             open_ckpt_ops: 0,
             new_devices: true,
+            torn_in_recovery: Vec::new(),
         }
     }
 }
@@ -196,6 +219,7 @@ pub(crate) fn open_armed(
     (armed, heard): (&[Armed], &mut Vec<bool>),
 ) -> Result<Opened> {
     let mut recovery_cuts = Vec::new();
+    st.torn_in_recovery.clear();
     let opened = loop {
         let cut_open =
             recovering && recovery_cuts.len() < 2 && rng.gen_bool(opts.recovery_cut_chance);
@@ -223,6 +247,7 @@ pub(crate) fn open_armed(
                 if switch.is_dead() {
                     // The background thread met the cut right after open: recover again.
                     db.abandon();
+                    st.torn_in_recovery.extend(switch.torn());
                     if let Some(c) = switch.cut_point() {
                         count_cut(report, &c);
                         recovery_cuts.push(c);
@@ -256,6 +281,7 @@ pub(crate) fn open_armed(
                 report.opens_failed_by_faults += 1;
             }
             Err(_) if switch.is_dead() => {
+                st.torn_in_recovery.extend(switch.torn());
                 if let Some(c) = switch.cut_point() {
                     count_cut(report, &c);
                     recovery_cuts.push(c);
@@ -425,9 +451,18 @@ pub fn run(opts: CrashTestOptions) -> Result<CrashTestReport> {
     let mut uid_next: u64 = 1;
     let last = opts.replay_cycle.map_or(opts.cycles, |r| r + 1);
     let mut cycle = 0;
+    // Opens of the same cycle again (after damage was undone): each draws new choices.
+    let mut again = 0u64;
+    let mut again_cycle = 0;
     // Cycle `last` only recovers and verifies the last workload.
     while cycle <= last {
-        let mut rng = SmallRng::seed_from_u64(cycle_seed(opts.seed, cycle));
+        if again_cycle != cycle {
+            (again, again_cycle) = (0, cycle);
+        }
+        let mut rng = SmallRng::seed_from_u64(
+            cycle_seed(opts.seed, cycle) ^ again.wrapping_mul(0x5851_f42d_4c95_7f2d),
+        );
+        again += 1;
         let armed = pending
             .as_ref()
             .map(|p| p.armed.clone())
@@ -489,12 +524,29 @@ pub fn run(opts: CrashTestOptions) -> Result<CrashTestReport> {
                         continue;
                     }
                 }
+                if let (true, Some(p)) = (e.is_corruption() && excused, &mut pending) {
+                    // Torn mode none detected a page the cut tore: it cannot repair it. Put the
+                    // torn sectors back as they were before the write (a cut that kept none of
+                    // it, as an atomic device would) and open the same cycle again.
+                    let mut torn = std::mem::take(&mut p.torn);
+                    torn.append(&mut st.torn_in_recovery);
+                    // Bounded: each try's recovery may be cut and tear again.
+                    if !torn.is_empty() && again < 4 {
+                        devs.untear(&torn)?;
+                        report.untorn += 1;
+                        report.corruption_detected += 1;
+                        continue;
+                    }
+                }
                 let explained = explains && ledger.explains_corruption();
                 if e.is_corruption() && !explained {
                     report.corruption_detected += 1;
                 }
                 // What the workload found stands whatever recovery does.
-                let mut findings = pending.as_ref().map(Pending::findings).unwrap_or_default();
+                let mut findings = pending
+                    .as_ref()
+                    .map(|p| p.findings_but(|w| ledger.explains_wrong(None, &w.table, &w.key)))
+                    .unwrap_or_default();
                 let reason = if explained && lost {
                     "recovery refused after a lost write"
                 } else if explained {
@@ -596,7 +648,7 @@ pub fn run(opts: CrashTestOptions) -> Result<CrashTestReport> {
             let excused_by_lost = ledger.excuse_lost(&db, &mut verdict, &p.txns);
             let mut findings = verdict.findings;
             findings.extend(flash_findings);
-            findings.extend(p.findings());
+            findings.extend(p.findings_but(|w| ledger.explains_wrong(Some(&db), &w.table, &w.key)));
             if corrupt && !(excused || explained) {
                 let pages: Vec<u64> = verdict.corrupt_pages.iter().copied().collect();
                 findings.push(note(
