@@ -95,7 +95,11 @@ impl Ledger {
             kind,
             FaultKind::Bitrot | FaultKind::Misdirected | FaultKind::LostWrite
         );
-        let on_page = |pages: &[u64]| pages.iter().any(|p| armed.pages.contains(p));
+        // A stale page (lost write) can send a lookup to any page: corruption the engine
+        // reports anywhere after one is its undetectable effect, reported safely.
+        let on_page = |pages: &[u64]| {
+            kind == FaultKind::LostWrite || pages.iter().any(|p| armed.pages.contains(p))
+        };
         let tagged = |t: &str| carries_tag(t, armed.dev, armed.first_tag);
         let reports = |e: &Error| {
             if damaging {
