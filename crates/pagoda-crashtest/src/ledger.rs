@@ -251,6 +251,14 @@ impl Ledger {
         for d in damage.values() {
             inj.repair(&d.repairs)?;
         }
+        self.reported(&damage, |c| c.restored += 1);
+        self.lost_keys.clear();
+        Ok(true)
+    }
+
+    /// Counts `damage`, which a report of corruption explained, as detected (a lost write's
+    /// as undetectable), and what was done about it (`done`), once per kind.
+    fn reported(&mut self, damage: &BTreeMap<u64, Damage>, done: fn(&mut FaultCounts)) {
         let mut kinds: BTreeMap<FaultKind, bool> = BTreeMap::new();
         for d in damage.values() {
             *kinds.entry(d.kind).or_default() |= !d.detected;
@@ -262,10 +270,8 @@ impl Ledger {
             } else if undetected {
                 c.detected += 1;
             }
-            c.restored += 1;
+            done(c);
         }
-        self.lost_keys.clear();
-        Ok(true)
     }
 
     /// Corruption reported by an open or a read after a cycle, which [`Ledger::explains`]:
@@ -276,19 +282,7 @@ impl Ledger {
         if damage.is_empty() {
             return false;
         }
-        let mut kinds: BTreeMap<FaultKind, bool> = BTreeMap::new();
-        for d in damage.values() {
-            *kinds.entry(d.kind).or_default() |= !d.detected;
-        }
-        for (kind, undetected) in kinds {
-            let c = self.count(kind);
-            if kind == FaultKind::LostWrite {
-                c.undetectable += 1;
-            } else if undetected {
-                c.detected += 1;
-            }
-            c.resets += 1;
-        }
+        self.reported(&damage, |c| c.resets += 1);
         true
     }
 
