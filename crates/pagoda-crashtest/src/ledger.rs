@@ -130,17 +130,13 @@ impl Ledger {
         c.undetectable += u64::from(lost && failure.is_some_and(reports));
         let unreported = (fired && !damaging && !detected && !kind.silent()).then(|| {
             c.unreported += 1;
-            Finding {
-                kind: FindingKind::Unreported,
-                table: String::new(),
-                key: String::new(),
-                txn: None,
-                expected: format!(
+            unreported(
+                format!(
                     "an error tagged {} or later reaches a caller or fails the database",
                     FaultDevice::tag(armed.dev, armed.first_tag)
                 ),
-                found: format!("{kind} fired ({}) and no caller heard of it", armed.what),
-            }
+                format!("{kind} fired ({}) and no caller heard of it", armed.what),
+            )
         });
         if let Some(sector) = armed.superblock {
             // It rots now, with the power off: the next open must report it.
@@ -293,12 +289,7 @@ impl Ledger {
     /// wrote. Returns whether any was taken out (the database must then be re-created: the
     /// stale page stays).
     pub(crate) fn excuse_lost(&mut self, db: &Db, v: &mut Verdict, txns: &[TxRec]) -> bool {
-        let lost: BTreeSet<u64> = self
-            .damage
-            .iter()
-            .filter(|(_, d)| d.kind == FaultKind::LostWrite)
-            .map(|(p, _)| *p)
-            .collect();
+        let lost = self.lost_pages();
         if lost.is_empty() || v.findings.is_empty() {
             return false;
         }
@@ -352,20 +343,16 @@ impl Ledger {
             return None;
         }
         c.unreported += 1;
-        Some(Finding {
-            kind: FindingKind::Unreported,
-            table: String::new(),
-            key: String::new(),
-            txn: None,
-            expected: format!(
+        Some(unreported(
+            format!(
                 "the open fails with the error tagged {} or later",
                 FaultDevice::tag(a.dev, a.first_tag)
             ),
-            found: format!(
+            format!(
                 "{} fired inside recovery ({}) and the open went on",
                 a.kind, a.what
             ),
-        })
+        ))
     }
 
     /// After an open without a cut during its recovery: the rotten superblock copy must be
@@ -379,19 +366,15 @@ impl Ledger {
             return None;
         }
         c.unreported += 1;
-        Some(Finding {
-            kind: FindingKind::Unreported,
-            table: String::new(),
-            key: String::new(),
-            txn: None,
-            expected: format!("recovery reports superblock copy {sector} damaged"),
-            found: format!(
+        Some(unreported(
+            format!("recovery reports superblock copy {sector} damaged"),
+            format!(
                 "{} ({}) went unreported: {}",
                 a.kind,
                 a.what,
                 damage.unwrap_or("no damage reported")
             ),
-        })
+        ))
     }
 
     /// A superblock copy was (or may have been) written since the damage: it is gone.
@@ -403,12 +386,7 @@ impl Ledger {
     /// the key was on the page (in the image kept or the one lost), or its lookup passes
     /// through the page (`db`, when a database is open). Counted as undetectable.
     pub(crate) fn explains_wrong(&mut self, db: Option<&Db>, table: &str, key: &[u8]) -> bool {
-        let lost: BTreeSet<u64> = self
-            .damage
-            .iter()
-            .filter(|(_, d)| d.kind == FaultKind::LostWrite)
-            .map(|(p, _)| *p)
-            .collect();
+        let lost = self.lost_pages();
         if lost.is_empty() {
             return false;
         }
@@ -430,6 +408,15 @@ impl Ledger {
         }
     }
 
+    /// The pages a lost write left stale.
+    fn lost_pages(&self) -> BTreeSet<u64> {
+        self.damage
+            .iter()
+            .filter(|(_, d)| d.kind == FaultKind::LostWrite)
+            .map(|(p, _)| *p)
+            .collect()
+    }
+
     /// Whether a lost write is outstanding.
     pub(crate) fn lost_write(&self) -> bool {
         self.damage.values().any(|d| d.kind == FaultKind::LostWrite)
@@ -447,6 +434,18 @@ impl Ledger {
         self.damage.clear();
         self.superblock = None;
         self.lost_keys.clear();
+    }
+}
+
+/// The finding of a failure nobody heard of.
+fn unreported(expected: String, found: String) -> Finding {
+    Finding {
+        kind: FindingKind::Unreported,
+        table: String::new(),
+        key: String::new(),
+        txn: None,
+        expected,
+        found,
     }
 }
 
