@@ -10,10 +10,9 @@
 //! after it (all or nothing: a load is never partly there), and open's paranoid check must
 //! find every tree well formed.
 
+use crate::open::{count_cut, fresh_devices, open_cycle, OpenState};
 use crate::oracle::{abbrev, note, Finding, FindingKind};
-use crate::run::{
-    count_cut, cycle_seed, fresh_devices, open_cycle, tally, OpenState, FINDINGS_KEPT,
-};
+use crate::run::{cycle_seed, tally, FINDINGS_KEPT};
 use crate::{CrashTestOptions, CrashTestReport, Failure};
 use pagoda_engine::{Db, Result};
 use rand::rngs::SmallRng;

@@ -302,6 +302,11 @@ impl Injector {
         (me, d, l)
     }
 
+    /// The data and log devices beneath the faults.
+    pub(crate) fn raw(&self) -> (DeviceRef, DeviceRef) {
+        (self.data.inner().clone(), self.log.inner().clone())
+    }
+
     /// Requests that injected faults acted on so far on the device named `dev`.
     fn acted_so_far(&self, dev: &str) -> u64 {
         let d = if dev == "log" { &self.log } else { &self.data };

@@ -35,6 +35,7 @@ mod cycle;
 mod faults;
 mod ledger;
 mod met;
+mod open;
 mod oracle;
 mod power;
 mod run;

@@ -132,6 +132,9 @@ impl Req {
 pub(crate) struct Switch {
     /// Data, log and (optionally) flash cache devices, at [`DATA`], [`LOG`], [`FLASH`].
     inner: Vec<DeviceRef>,
+    /// The same devices beneath their faults: the switch's own reads (pre-images) and
+    /// writes (torn sectors) go there, so that no injected fault acts on them.
+    raw: Vec<DeviceRef>,
     gate: RwLock<()>,
     dead: AtomicBool,
     countdown: AtomicI64,
@@ -169,9 +172,21 @@ impl std::fmt::Debug for Switch {
     }
 }
 
-/// A sector a cut tore: the device's index (data, log, flash cache), the sector, and its
-/// contents before the torn write.
-pub(crate) type TornSector = (usize, u64, Arc<[u8]>);
+/// A device under test and the device beneath its injected faults (the same device when
+/// none are injected).
+pub(crate) type Layered = (DeviceRef, DeviceRef);
+
+/// A sector a cut tore.
+#[derive(Clone, Debug)]
+pub(crate) struct TornSector {
+    /// The device's index ([`DATA`], [`LOG`], [`FLASH`]).
+    pub dev: usize,
+    pub sector: u64,
+    /// Its contents before the torn write.
+    pub pre: Arc<[u8]>,
+    /// What the tear left there.
+    pub torn: Arc<[u8]>,
+}
 
 /// Tagged failure texts kept per switch.
 const HEARD_KEPT: usize = 64;
@@ -181,20 +196,19 @@ fn off() -> DeviceError {
 }
 
 impl Switch {
-    /// A switch over `data`, `log` and the flash cache device `flash`, if any; `countdown` =
+    /// A switch over `devices`: data, log and the flash cache device, if any; `countdown` =
     /// operations until the cut (`i64::MAX`: none).
     pub(crate) fn new(
-        data: DeviceRef,
-        log: DeviceRef,
-        flash: Option<DeviceRef>,
+        devices: Vec<Layered>,
         seed: u64,
         tear512: bool,
         countdown: i64,
     ) -> Arc<Self> {
-        let inner: Vec<DeviceRef> = [data, log].into_iter().chain(flash).collect();
+        let (inner, raw): (Vec<DeviceRef>, Vec<DeviceRef>) = devices.into_iter().unzip();
         let n = inner.len();
         Arc::new(Self {
             inner,
+            raw,
             gate: RwLock::new(()),
             dead: AtomicBool::new(false),
             countdown: AtomicI64::new(countdown),
@@ -433,7 +447,7 @@ impl Switch {
     fn tear(&self) -> pagoda_device::Result<u64> {
         let mut rng = SmallRng::seed_from_u64(self.seed ^ 0x7ea5);
         let mut torn = 0;
-        for (i, d) in self.inner.iter().enumerate() {
+        for (i, d) in self.raw.iter().enumerate() {
             let mut u = self.unflushed[i].lock();
             let mut sectors: Vec<_> = u.sectors.drain().collect();
             sectors.sort_by_key(|(s, _)| *s);
@@ -453,7 +467,12 @@ impl Switch {
                 }
                 if changed && mix[..] != new[..] {
                     d.write(sector, &mix, WriteHints::NORMAL)?;
-                    self.torn.lock().push((i, sector, pre.clone()));
+                    self.torn.lock().push(TornSector {
+                        dev: i,
+                        sector,
+                        pre: pre.clone(),
+                        torn: mix.into(),
+                    });
                     wrote = true;
                     torn += 1;
                 }
@@ -527,7 +546,7 @@ impl Switch {
                 return inner.write(sector, buf, hints);
             }
             let mut pre = vec![0u8; buf.len()];
-            inner.read(sector, &mut pre)?;
+            self.raw[dev].read(sector, &mut pre)?;
             // A flush waits for writes in flight (and writes for a flush), so that what a flush
             // made durable is exactly what it forgets: a durable sector is never torn.
             let _order = self.order[dev].read();
@@ -626,5 +645,50 @@ impl BlockDevice for CutDevice {
             device_name(self.dev),
             self.switch.inner[self.dev].describe()
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pagoda_device::fault::{Failure, Fault, FaultDevice, Op};
+    use pagoda_device::mem::{MemConfig, MemDevice};
+
+    fn mem() -> DeviceRef {
+        let cfg = MemConfig {
+            capacity_bytes: 1 << 20,
+            atomic_write_unit: None,
+            streams: 1,
+        };
+        Arc::new(MemDevice::new(cfg).unwrap())
+    }
+
+    #[test]
+    fn the_cut_reads_and_tears_beneath_the_faults() {
+        let raw = mem();
+        let faulty = Arc::new(FaultDevice::new(raw.clone()).named("data"));
+        let log = mem();
+        let layers = vec![(faulty.clone() as DeviceRef, raw), (log.clone(), log)];
+        let switch = Switch::new(layers, 7, true, i64::MAX);
+        let (data, _, _) = switch.devices();
+        let fail = |op| Fault::Fail {
+            op,
+            after: 0,
+            times: u64::MAX,
+            failure: Failure::Eio,
+        };
+        // The switch reads each sector's pre-image before a write: not through the faults.
+        faulty.inject(fail(Op::Read)).unwrap();
+        let sector = vec![0xab; SECTOR_SIZE];
+        for s in 0..64 {
+            data.write(s, &sector, WriteHints::NORMAL).unwrap();
+        }
+        // Nor are the sectors the cut tears written through them.
+        faulty.inject(fail(Op::Write)).unwrap();
+        switch.cut_now().unwrap();
+        assert_eq!(faulty.failures(), 0, "the switch's own I/O met a fault");
+        let cut = switch.cut_point().expect("the cut is recorded");
+        assert!(cut.torn_512 > 0, "64 unflushed sectors and none torn");
+        assert_eq!(switch.torn().len() as u64, cut.torn_512);
     }
 }

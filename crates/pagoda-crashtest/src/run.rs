@@ -1,118 +1,17 @@
 //! The cycle loop of the crash test: open (with cuts during recovery), verify, run to the cut.
 
 use crate::cycle::{workload, Pending, Run};
-use crate::faults::{Armed, Injector};
 use crate::ledger::Ledger;
+use crate::open::{count_cut, fresh_devices, open_armed, OpenState};
 use crate::oracle::{self, note, Finding, FindingKind, Model};
-use crate::power::{CutPoint, Switch, TornSector};
 use crate::workload::{Status, STATIC_TABLES};
 use crate::{CrashTestOptions, CrashTestReport, Failure, FlashCrashReport};
-use pagoda_device::mem::{MemConfig, MemDevice};
-use pagoda_device::{DeviceRef, SECTOR_SIZE};
-use pagoda_engine::{
-    fault::{FlashStep, RecoveryStep},
-    stats::FlashCacheStats,
-    CommitMode, Db, DbOptions, Error, FlashCacheOptions, Result,
-};
+use pagoda_engine::{stats::FlashCacheStats, CommitMode, Db, Result};
 use rand::rngs::SmallRng;
-use rand::{Rng, SeedableRng};
-use std::sync::Arc;
+use rand::SeedableRng;
 
 /// Findings kept per failed cycle (all of them when replaying a cycle).
 pub(crate) const FINDINGS_KEPT: usize = 10;
-
-/// The devices of a database under test.
-pub(crate) struct Devices {
-    data: DeviceRef,
-    log: DeviceRef,
-    /// The flash cache device, when the run has a flash cache.
-    flash: Option<DeviceRef>,
-    /// The fault devices under data and log, when the run injects faults.
-    injector: Option<Injector>,
-}
-
-impl Devices {
-    /// Writes the sectors cuts tore back as they were before the torn writes (`torn` in the
-    /// order they tore: undone from the last, so a sector torn twice gets its first state).
-    fn untear(&self, torn: &[TornSector]) -> Result<()> {
-        for (dev, sector, pre) in torn.iter().rev() {
-            let d = match dev {
-                0 => &self.data,
-                1 => &self.log,
-                _ => match &self.flash {
-                    Some(f) => f,
-                    None => continue,
-                },
-            };
-            d.write(*sector, pre, pagoda_device::WriteHints::default())?;
-            d.flush()?;
-        }
-        Ok(())
-    }
-}
-
-fn can_cut(d: DeviceRef) -> Result<DeviceRef> {
-    if d.as_power_cut().is_none() {
-        return Err(Error::config(format!(
-            "device {} cannot emulate a power cut; use an emulated SSD (sata-ssd, nvme-ssd) or mem",
-            d.describe()
-        )));
-    }
-    Ok(d)
-}
-
-pub(crate) fn fresh_devices(opts: &CrashTestOptions) -> Result<Devices> {
-    let (mut data, mut log) = fresh_data_log(opts)?;
-    let mut injector = None;
-    if !opts.faults.is_empty() {
-        let (i, d, l) = Injector::new(&opts.faults, opts.fault_chance, opts.page_size, data, log);
-        (data, log, injector) = (d, l, Some(i));
-    }
-    let flash = match &opts.flash_cache {
-        None => None,
-        Some(fc) => Some(can_cut(match (&fc.device, &opts.device) {
-            (Some(spec), _) | (None, Some(spec)) => spec.open()?,
-            (None, None) => {
-                // Just the cache's size (whole sectors): the engine must keep within it. No
-                // atomic writes, so that unflushed slots can tear.
-                let size = opts.flash_cache_bytes().div_ceil(SECTOR_SIZE as u64);
-                Arc::new(MemDevice::new(MemConfig {
-                    capacity_bytes: size.max(1) * SECTOR_SIZE as u64,
-                    atomic_write_unit: None,
-                    streams: 4,
-                })?)
-            }
-        })?),
-    };
-    Ok(Devices {
-        data,
-        log,
-        flash,
-        injector,
-    })
-}
-
-fn fresh_data_log(opts: &CrashTestOptions) -> Result<(DeviceRef, DeviceRef)> {
-    match &opts.device {
-        None => {
-            let cfg = MemConfig {
-                capacity_bytes: 256 << 20,
-                atomic_write_unit: Some(opts.page_size),
-                streams: 4,
-            };
-            let d: DeviceRef = Arc::new(MemDevice::new(cfg.clone())?);
-            let l: DeviceRef = Arc::new(MemDevice::new(MemConfig {
-                capacity_bytes: 4 << 20,
-                ..cfg
-            })?);
-            Ok((d, l))
-        }
-        Some(spec) => {
-            let (d, l) = (spec.open()?, spec.open()?);
-            Ok((can_cut(d)?, l))
-        }
-    }
-}
 
 /// The seed of cycle `n`: every cycle's choices depend only on the run's seed and `n`.
 pub(crate) fn cycle_seed(seed: u64, n: u64) -> u64 {
@@ -120,204 +19,6 @@ pub(crate) fn cycle_seed(seed: u64, n: u64) -> u64 {
     z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
     z ^ (z >> 31)
-}
-
-pub(crate) fn db_options(opts: &CrashTestOptions, switch: &Arc<Switch>) -> DbOptions {
-    let (d, l, f) = switch.devices();
-    let o = DbOptions::with_devices(d, l)
-        .page_size(opts.page_size)
-        // Small enough that the cleaner and evictions run all the time, large enough for the
-        // pages one commit changes (it cannot write them before its record is logged).
-        .buffer_bytes(opts.pool_bytes())
-        .torn(opts.torn)
-        .commit(opts.commit)
-        .log_capacity(1 << 20)
-        .observer(switch.observer())
-        .sabotage(opts.sabotage)
-        // Recovery must leave every tree well formed, not only the rows the oracle reads.
-        .paranoid(true)
-        // One thread: no background thread, so that the run is deterministic.
-        .background(opts.threads > 1);
-    let o = if opts.sparse_log {
-        o.log_ready_bytes(0)
-    } else {
-        o
-    };
-    let o = match opts.commit_spill_bytes {
-        Some(b) => o.commit_spill_bytes(b),
-        None => o,
-    };
-    let o = match (&opts.flash_cache, f) {
-        (Some(fc), Some(f)) => o.flash_cache(
-            FlashCacheOptions::new(f)
-                .size_bytes(opts.flash_cache_bytes())
-                .policy(fc.policy)
-                .pages(fc.pages),
-        ),
-        _ => o,
-    };
-    o.dw_pages(crate::DW_PAGES)
-}
-
-/// Where the opens of a run stand between cycles.
-pub(crate) struct OpenState {
-    /// Operations the last open without a cut took (cuts during recovery fall below).
-    pub(crate) open_ops: u64,
-    /// Operations counted when that open's final checkpoint started.
-    pub(crate) open_ckpt_ops: u64,
-    /// No database was opened on the devices yet.
-    pub(crate) new_devices: bool,
-    /// The sectors torn by cuts during the last open's recovery (see `Switch::torn`).
-    pub(crate) torn_in_recovery: Vec<TornSector>,
-}
-
-impl OpenState {
-    pub(crate) fn new() -> Self {
-        Self {
-            open_ops: 16,
-            open_ckpt_ops: 0,
-            new_devices: true,
-            torn_in_recovery: Vec::new(),
-        }
-    }
-}
-
-/// The open result of a cycle's database and the cuts during its recovery.
-pub(crate) type Opened = (std::result::Result<(Db, Arc<Switch>), Error>, Vec<CutPoint>);
-
-/// Opens a cycle's database; when `recovering` a workload, power is cut during recovery in
-/// some cycles and the open retried. `Err`: a configuration the engine refuses on new devices.
-pub(crate) fn open_cycle(
-    opts: &CrashTestOptions,
-    devs: &Devices,
-    rng: &mut SmallRng,
-    recovering: bool,
-    st: &mut OpenState,
-    report: &mut CrashTestReport,
-) -> Result<Opened> {
-    open_armed(
-        opts,
-        devs,
-        rng,
-        recovering,
-        st,
-        report,
-        (&[], &mut Vec::new()),
-    )
-}
-
-/// [`open_cycle`] with the faults `armed` still armed: an open that fails with one's own
-/// error (it reached recovery) is retried once the faults are disarmed, and that fault's flag
-/// in `heard` says so.
-pub(crate) fn open_armed(
-    opts: &CrashTestOptions,
-    devs: &Devices,
-    rng: &mut SmallRng,
-    recovering: bool,
-    st: &mut OpenState,
-    report: &mut CrashTestReport,
-    (armed, heard): (&[Armed], &mut Vec<bool>),
-) -> Result<Opened> {
-    let mut recovery_cuts = Vec::new();
-    st.torn_in_recovery.clear();
-    let opened = loop {
-        let cut_open =
-            recovering && recovery_cuts.len() < 2 && rng.gen_bool(opts.recovery_cut_chance);
-        let countdown = if cut_open {
-            let lo = if opts.bias_open_checkpoint && st.open_ckpt_ops > 0 {
-                (st.open_ckpt_ops + 1).min(st.open_ops)
-            } else {
-                1
-            };
-            rng.gen_range(lo..=st.open_ops) as i64
-        } else {
-            i64::MAX
-        };
-        let switch = Switch::new(
-            devs.data.clone(),
-            devs.log.clone(),
-            devs.flash.clone(),
-            rng.gen(),
-            rng.gen_bool(0.5),
-            countdown,
-        );
-        match Db::open(db_options(opts, &switch)) {
-            Ok(db) => {
-                switch.arm(i64::MAX);
-                if switch.is_dead() {
-                    // The background thread met the cut right after open: recover again.
-                    db.abandon();
-                    st.torn_in_recovery.extend(switch.torn());
-                    if let Some(c) = switch.cut_point() {
-                        count_cut(report, &c);
-                        recovery_cuts.push(c);
-                    }
-                    report.cuts_during_recovery += 1;
-                    continue;
-                }
-                if !cut_open {
-                    st.open_ops = switch.ops().max(1);
-                    st.open_ckpt_ops = switch.open_checkpoint_at();
-                }
-                st.new_devices = false;
-                break Ok((db, switch));
-            }
-            Err(e)
-                if armed.iter().any(|a| {
-                    devs.injector
-                        .as_ref()
-                        .is_some_and(|i| i.carries(a, &e.to_string()))
-                }) =>
-            {
-                // Recovery reported the device's failure: the device is replaced (disarmed)
-                // and the database opened again, as an operator would.
-                heard.resize(armed.len(), false);
-                if let Some(i) = &devs.injector {
-                    for (a, h) in armed.iter().zip(heard.iter_mut()) {
-                        *h |= i.carries(a, &e.to_string());
-                    }
-                    i.disarm();
-                }
-                report.opens_failed_by_faults += 1;
-            }
-            Err(_) if switch.is_dead() => {
-                st.torn_in_recovery.extend(switch.torn());
-                if let Some(c) = switch.cut_point() {
-                    count_cut(report, &c);
-                    recovery_cuts.push(c);
-                }
-                report.cuts_during_recovery += 1;
-            }
-            // A configuration the engine refuses, on the first open of new devices; later,
-            // a refusal is a failed recovery (e.g. a flash cache it cannot use).
-            Err(e @ Error::Config(_)) if st.new_devices => return Err(e),
-            Err(e) => break Err(e),
-        }
-    };
-    Ok((opened, recovery_cuts))
-}
-
-pub(crate) fn count_cut(report: &mut CrashTestReport, c: &CutPoint) {
-    let key = match c.flash_step {
-        Some(step) => format!("{} ({step})", c.phase),
-        None => c.phase.clone(),
-    };
-    *report.cut_phases.entry(key).or_default() += 1;
-    report.torn_512_sectors += c.torn_512;
-    if c.phase == "checkpoint" || c.phase == "open: checkpoint" {
-        report.cuts_mid_checkpoint += 1;
-    }
-    if let Some(f) = &mut report.flash {
-        match c.flash_step {
-            Some(FlashStep::Append) => f.cuts_append += 1,
-            Some(FlashStep::WriteBack) => f.cuts_write_back += 1,
-            Some(FlashStep::DirCheckpoint) => f.cuts_dir_checkpoint += 1,
-            None => {}
-        }
-        if c.phase == RecoveryStep::FlashRebuild.to_string() {
-            f.cuts_rebuild += 1;
-        }
-    }
 }
 
 /// Adds the flash cache's counters of one open-to-cut run.
@@ -490,6 +191,13 @@ pub fn run(opts: CrashTestOptions) -> Result<CrashTestReport> {
             }
             inj.disarm();
         }
+        // Torn mode none excuses detected corruption only on the pages cuts tore.
+        let spp = (opts.page_size / pagoda_device::SECTOR_SIZE).max(1) as u64;
+        let rec_torn = std::mem::take(&mut st.torn_in_recovery);
+        st.tore(&rec_torn, spp);
+        if let Some(p) = &pending {
+            st.tore(&p.torn, spp);
+        }
         let failed_cycle = pending.as_ref().map_or(cycle, |p| p.cycle);
         let cut = pending.as_ref().and_then(|p| p.cut.clone());
         let fault = pending.as_ref().and_then(|p| p.fault.clone());
@@ -515,24 +223,37 @@ pub fn run(opts: CrashTestOptions) -> Result<CrashTestReport> {
                     _ => Vec::new(),
                 };
                 let lost = ledger.lost_write();
+                // Torn mode none: the pages cuts tore explain their own corruption, the damage
+                // a fault left must explain the rest.
+                let (torn_hit, rest): (Vec<u64>, Vec<u64>) = pages
+                    .iter()
+                    .partition(|p| excused && st.torn_pages.contains(p));
+                let torn_page = e.is_corruption() && !torn_hit.is_empty();
                 let explains = (e.is_corruption() || lost)
-                    && ledger.explains(&pages, &e.to_string(), opts.page_size);
-                if let (true, Some(inj), Some(_)) = (explains, &devs.injector, &pending) {
+                    && !(torn_page && rest.is_empty())
+                    && ledger.explains(&rest, &e.to_string(), opts.page_size);
+                // Undoes what the cuts tore, as an atomic device would have kept none of it.
+                let untear = |p: &mut Pending| -> Result<u64> {
+                    let mut torn = std::mem::take(&mut p.torn);
+                    torn.extend(rec_torn.iter().cloned());
+                    devs.untear(&torn)
+                };
+                if let (true, Some(inj), Some(p)) = (explains, &devs.injector, &mut pending) {
                     // Recovery refused the damage a fault left: undo it (a restore of those
                     // pages) and open the same cycle again, to verify it whole.
                     if ledger.restore(inj)? {
+                        if torn_page {
+                            untear(p)?;
+                        }
                         continue;
                     }
                 }
-                if let (true, Some(p)) = (e.is_corruption() && excused, &mut pending) {
-                    // Torn mode none detected a page the cut tore: it cannot repair it. Put the
-                    // torn sectors back as they were before the write (a cut that kept none of
-                    // it, as an atomic device would) and open the same cycle again.
-                    let mut torn = std::mem::take(&mut p.torn);
-                    torn.append(&mut st.torn_in_recovery);
-                    // Bounded: each try's recovery may be cut and tear again.
-                    if !torn.is_empty() && again < 4 {
-                        devs.untear(&torn)?;
+                let torn_page = torn_page && (rest.is_empty() || explains);
+                if let (true, Some(p)) = (torn_page, &mut pending) {
+                    // Torn mode none detected a page a cut tore: it cannot repair it. Put the
+                    // torn sectors back as they were before the write and open the same cycle
+                    // again (bounded: each try's recovery may be cut and tear again).
+                    if again < 4 && untear(p)? > 0 {
                         report.untorn += 1;
                         report.corruption_detected += 1;
                         continue;
@@ -551,7 +272,7 @@ pub fn run(opts: CrashTestOptions) -> Result<CrashTestReport> {
                     "recovery refused after a lost write"
                 } else if explained {
                     "recovery refused: damage it detected"
-                } else if e.is_corruption() && excused {
+                } else if torn_page {
                     "recovery refused: a torn page (torn mode none)"
                 } else {
                     let kind = if e.is_corruption() {
@@ -577,6 +298,7 @@ pub fn run(opts: CrashTestOptions) -> Result<CrashTestReport> {
                 devs = fresh_devices(&opts)?;
                 ledger.reset();
                 st.new_devices = true;
+                st.torn_pages.clear();
                 model.clear();
                 pending = None;
                 continue;
@@ -624,6 +346,8 @@ pub fn run(opts: CrashTestOptions) -> Result<CrashTestReport> {
                         devs = fresh_devices(&opts)?;
                         ledger.reset();
                         st.new_devices = true;
+                        st.torn_pages.clear();
+                        st.torn_pages.clear();
                         model.clear();
                         continue;
                     }
@@ -635,9 +359,22 @@ pub fn run(opts: CrashTestOptions) -> Result<CrashTestReport> {
             report.transactions_checked += verdict.checked;
             report.transactions_unverified += verdict.unverified;
             let corrupt = !verdict.corrupt_pages.is_empty();
+            // Torn mode none: pages cuts tore explain their own corruption; the damage a fault
+            // left must explain the rest.
+            let damaged: Vec<(Vec<u64>, String)> = verdict
+                .corrupt_details
+                .iter()
+                .map(|(pages, d)| {
+                    let rest = pages.iter().copied();
+                    let rest = rest.filter(|p| !(excused && st.torn_pages.contains(p)));
+                    (pages.is_empty(), rest.collect::<Vec<u64>>(), d.clone())
+                })
+                .filter(|(unnamed, rest, _)| *unnamed || !rest.is_empty())
+                .map(|(_, rest, d)| (rest, d))
+                .collect();
             let explained = corrupt
-                && verdict
-                    .corrupt_details
+                && !damaged.is_empty()
+                && damaged
                     .iter()
                     .all(|(pages, d)| ledger.explains(pages, d, opts.page_size))
                 && ledger.explains_corruption();
@@ -649,7 +386,8 @@ pub fn run(opts: CrashTestOptions) -> Result<CrashTestReport> {
             let mut findings = verdict.findings;
             findings.extend(flash_findings);
             findings.extend(p.findings_but(|w| ledger.explains_wrong(Some(&db), &w.table, &w.key)));
-            if corrupt && !(excused || explained) {
+            let torn_only = damaged.is_empty();
+            if corrupt && !(torn_only || explained) {
                 let pages: Vec<u64> = verdict.corrupt_pages.iter().copied().collect();
                 findings.push(note(
                     FindingKind::Corruption,
@@ -676,6 +414,7 @@ pub fn run(opts: CrashTestOptions) -> Result<CrashTestReport> {
                 devs = fresh_devices(&opts)?;
                 ledger.reset();
                 st.new_devices = true;
+                st.torn_pages.clear();
                 model.clear();
                 continue;
             }

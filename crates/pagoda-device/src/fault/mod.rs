@@ -213,6 +213,12 @@ impl FaultDevice {
         }
     }
 
+    /// The device beneath the faults: for a test harness's own I/O (a power cut's torn
+    /// sectors, the pre-images it keeps) that no fault may touch nor be counted for.
+    pub fn inner(&self) -> &DeviceRef {
+        &self.inner
+    }
+
     /// Wraps `inner` on `rail`: it loses power with the rail's other devices (`inner` must
     /// emulate a power cut).
     pub fn on_rail(inner: DeviceRef, rail: &Arc<Rail>) -> Result<Self> {
