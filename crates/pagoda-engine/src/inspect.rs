@@ -26,6 +26,21 @@ use std::path::Path;
 /// at the ring's end; for tools that walk the log group by group (layout: `docs/format.md`).
 pub use crate::wal::read_ring;
 
+/// One intact group of the log.
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct LogGroup {
+    /// Its LSN.
+    pub lsn: u64,
+    /// Its byte offset on the log device (it may wrap to the ring's start).
+    pub offset: u64,
+    /// Its length in bytes, header included.
+    pub len: u64,
+    /// Whether a later group records that the log was synced past it: damage to it is then
+    /// reported as log corruption, while damage to a group no later one vouches for looks like
+    /// the torn tail of a crash.
+    pub vouched: bool,
+}
+
 /// What inspection found.
 #[derive(Clone, Debug, Default, serde::Serialize)]
 pub struct InspectReport {
@@ -54,6 +69,8 @@ pub struct InspectReport {
     /// The damaged log group, `(LSN, byte offset on the log device)`, when the log is damaged
     /// before its end.
     pub log_damage: Option<(u64, u64)>,
+    /// The intact log groups after the checkpoint, in LSN order.
+    pub log_group_list: Vec<LogGroup>,
     /// Whether the database's newest pages sit in its flash cache, which this offline check
     /// does not read (data-device pages may then be older or, with torn mode `none`, torn).
     pub flash_dependent: bool,
@@ -251,6 +268,7 @@ pub fn inspect_devices(data: &DeviceRef, log: &DeviceRef) -> Result<InspectRepor
                 r.log_groups = s.groups;
                 r.log_records = s.records.len() as u64;
                 r.torn_log_tail = s.torn_tail;
+                r.log_group_list = log_groups(&s.headers, sb.log_capacity);
                 // Pages written without a double-write copy are those the log imaged.
                 let imaged: std::collections::BTreeSet<u64> = s
                     .records
@@ -274,4 +292,26 @@ pub fn inspect_devices(data: &DeviceRef, log: &DeviceRef) -> Result<InspectRepor
         },
     }
     Ok(r)
+}
+
+/// The groups `headers` describe, each vouched for when a later one was written after the log
+/// was synced past it.
+fn log_groups(headers: &[crate::format::GroupHeader], capacity: u64) -> Vec<LogGroup> {
+    let mut synced_past = 0;
+    let mut out: Vec<LogGroup> = headers
+        .iter()
+        .rev()
+        .map(|h| {
+            let g = LogGroup {
+                lsn: h.lsn,
+                offset: wal::device_offset(capacity, h.lsn),
+                len: u64::from(h.len),
+                vouched: synced_past > h.lsn,
+            };
+            synced_past = synced_past.max(h.durable);
+            g
+        })
+        .collect();
+    out.reverse();
+    out
 }

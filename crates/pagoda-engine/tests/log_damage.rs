@@ -347,3 +347,34 @@ fn in_flight_tail_then_a_commit_up_to_the_next(sabotage: Option<Sabotage>) -> Ve
         })
         .collect()
 }
+
+/// `inspect` lists the log's groups and which a later group vouches for: exactly those whose
+/// damage open refuses as corruption (sync commits: each group is synced before the next).
+#[test]
+fn inspect_lists_the_groups_later_ones_vouch_for() {
+    let (d, l) = (mem(8 << 20), mem(1 << 20));
+    let db = Db::open(opts(&d, &l)).unwrap();
+    db.create_table("t").unwrap();
+    for i in 0..4 {
+        commit(&db, &format!("k{i}"), &[2; 300]);
+    }
+    db.abandon();
+    let listed = inspect_devices(&d, &l).unwrap().log_group_list;
+    let read: Vec<(u64, u64)> = groups(&d, &l).iter().map(|g| (g.0, g.1)).collect();
+    let seen: Vec<(u64, u64)> = listed.iter().map(|g| (g.lsn, g.len)).collect();
+    assert_eq!(seen, read, "inspect lists the groups recovery reads");
+    let vouched: Vec<bool> = listed.iter().map(|g| g.vouched).collect();
+    assert!(vouched.len() >= 4, "{vouched:?}");
+    assert!(!vouched[vouched.len() - 1], "the last group has no witness");
+    assert!(
+        vouched[..vouched.len() - 1].iter().all(|&v| v),
+        "{vouched:?}"
+    );
+    for g in &listed {
+        assert_eq!(g.offset, 4096 + g.lsn % superblock(&d).log_capacity);
+    }
+    // Damage to a vouched group is corruption at its LSN.
+    let g = &listed[listed.len() - 2];
+    flip_log(&d, &l, g.lsn + GROUP_HEADER as u64 + 1);
+    expect_corruption(&d, &l, g.lsn, g.offset, "a vouched group");
+}

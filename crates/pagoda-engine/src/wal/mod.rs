@@ -35,7 +35,7 @@ mod prepare;
 mod scan;
 pub(crate) use prepare::ready_from_allocated;
 pub(crate) use scan::scan_log;
-pub use scan::{read_ring, scan};
+pub use scan::{device_offset, read_ring, scan};
 
 use group::{Group, Wait};
 

@@ -48,6 +48,8 @@ pub struct LogScan {
     pub groups: u64,
     /// Whether the log ended in a torn (unacknowledged) group.
     pub torn_tail: bool,
+    /// The headers of the groups read, in LSN order.
+    pub headers: Vec<GroupHeader>,
 }
 
 /// Where and what to read: the log's ring and the database it belongs to.
@@ -174,6 +176,7 @@ pub(crate) fn scan_log(
         })?;
         out.records.extend(recs);
         out.groups += 1;
+        out.headers.push(h);
         epoch = h.epoch;
         lsn = next;
     }
