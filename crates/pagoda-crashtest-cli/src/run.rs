@@ -55,7 +55,7 @@ pub struct CrashtestArgs {
     /// drop-ops-of-imaged-records, doublewrite-old-images;
     /// with --commit lazy: salvage-torn-log; with --sparse-log and --threads 2 or more:
     /// write-log-past-ready; with --flash-cache: flash-unsynced-writeback, flash-trust-torn-slots;
-    /// with --faults: trust-page-checksum (bitrot), trust-page-id (misdirected),
+    /// with --faults: trust-page-checksum and log-damage-as-tail (bitrot), trust-page-id (misdirected),
     /// retry-failed-log-sync and write-out-after-failure (fsync-fail; the latter with
     /// --threads 2 or more), ignore-write-error and ignore-log-write-error
     /// (eio-write, enospc),

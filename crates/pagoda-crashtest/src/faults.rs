@@ -13,6 +13,7 @@
 //! no checksum can see once the log no longer covers it. What follows one is counted as
 //! undetectable, not as a failure, and the database is re-created.
 
+use crate::logrot::LogRot;
 use pagoda_device::fault::{Failure, Fault, FaultDevice, Op};
 use pagoda_device::{BlockDevice, DeviceRef, WriteHints, SECTOR_SIZE};
 use pagoda_engine::{fault::Sabotage, Error, Result};
@@ -63,7 +64,7 @@ impl FaultKind {
 
     /// Whether the fault concerns data pages only (it is never armed on the log).
     pub fn data_only(self) -> bool {
-        matches!(self, Self::Bitrot | Self::Misdirected | Self::LostWrite)
+        matches!(self, Self::Misdirected | Self::LostWrite)
     }
 
     /// Whether nothing is there to detect (a slow device fails nothing).
@@ -147,7 +148,7 @@ impl fmt::Display for FaultKind {
 /// The faults whose detection sabotage `s` removes, if it concerns faults.
 pub(crate) fn detecting(s: Sabotage) -> Option<&'static [FaultKind]> {
     match s {
-        Sabotage::TrustPageChecksum => Some(&[FaultKind::Bitrot]),
+        Sabotage::TrustPageChecksum | Sabotage::LogDamageAsTail => Some(&[FaultKind::Bitrot]),
         Sabotage::TrustPageId => Some(&[FaultKind::Misdirected]),
         Sabotage::RetryFailedLogSync | Sabotage::WriteOutAfterFailure => {
             Some(&[FaultKind::FsyncFail])
@@ -250,6 +251,9 @@ pub(crate) struct Armed {
     pub superblock: Option<u64>,
     /// A fault applied only after the workload (the superblock's rot).
     deferred: Option<Fault>,
+    /// Bit rot of a log group, applied after the workload: the random choice of group, byte
+    /// and bit (see [`crate::logrot::LogRot::apply`]).
+    pub log_rot: Option<u64>,
 }
 
 /// The fault devices of a run with faults, around the data and log devices.
@@ -341,6 +345,20 @@ impl Injector {
             self.data.inject(f.clone())?;
         }
         Ok(())
+    }
+
+    /// Applies `a`'s log rot, if any, while the power is off; `None` when it found no group to
+    /// aim at.
+    pub(crate) fn rot_log(&self, a: &Armed) -> Result<Option<LogRot>> {
+        match a.log_rot {
+            Some(pick) => LogRot::apply(self.data.inner(), self.log.inner(), pick, a),
+            None => Ok(None),
+        }
+    }
+
+    /// Undoes a log rot that recovery reported.
+    pub(crate) fn undo_log_rot(&self, r: &LogRot) -> Result<()> {
+        r.undo(self.log.inner())
     }
 
     /// The superblock copies written since the last call, as far as [`Injector::learn_pages`]
@@ -450,6 +468,23 @@ impl Injector {
                 let what = format!("every {name} {op:?} is delayed by {} us", by.as_micros());
                 (f, dev, what)
             }
+            FaultKind::Bitrot if on_log => {
+                // The log's groups change until the cut: the bit flips after it.
+                return Ok(Some(Armed {
+                    kind,
+                    what: "a bit of a log group a later group vouches for flips".into(),
+                    target: "log medium".into(),
+                    superblock: None,
+                    deferred: None,
+                    log_rot: Some(rng.gen()),
+                    dev: "log",
+                    first_tag: self.log.failures(),
+                    base,
+                    on_medium: false,
+                    pages: Vec::new(),
+                    repairs: Vec::new(),
+                }));
+            }
             FaultKind::Bitrot if rng.gen_bool(SUPERBLOCK_SHARE) => {
                 // A copy of the superblock: recovery falls back to the other copy and says so.
                 let sector = rng.gen_range(0..2);
@@ -514,6 +549,7 @@ impl Injector {
                     target: "data write".into(),
                     superblock: None,
                     deferred: None,
+                    log_rot: None,
                     dev: "data",
                     first_tag: self.data.failures(),
                     base,
@@ -559,6 +595,7 @@ impl Injector {
         }
         Ok(Some(Armed {
             deferred,
+            log_rot: None,
             kind,
             what,
             target,

@@ -3,6 +3,7 @@
 //! explains a later report of corruption or (a lost write) a finding.
 
 use crate::faults::{Armed, FaultCounts, FaultKind, Injector, Repair};
+use crate::logrot::LogRot;
 use crate::met::{carries_tag, corrupt_pages, is_corruption, Met};
 use crate::oracle::{Finding, FindingKind, Verdict};
 use crate::workload::{marker_key, TxRec, MARKS};
@@ -32,6 +33,8 @@ pub(crate) struct Ledger {
     latest: Option<FaultKind>,
     /// A superblock copy (sector) left rotten by a fault, which the next open must report.
     superblock: Option<(u64, Armed)>,
+    /// A log group left rotten by a fault, which the next open must report.
+    log_rot: Option<LogRot>,
     /// Pages written that [`Ledger::restore`] learnt of and left for the next
     /// [`Ledger::overwritten`].
     unlearned: BTreeSet<u64>,
@@ -90,7 +93,12 @@ impl Ledger {
         heard: &[String],
     ) -> (bool, Option<Finding>) {
         let kind = armed.kind;
-        let fired = inj.fired(armed);
+        // A log group rots now, with the power off: the next open must report it.
+        let rot = inj.rot_log(armed).ok().flatten();
+        let fired = inj.fired(armed) || rot.is_some();
+        if rot.is_some() {
+            self.log_rot = rot;
+        }
         let damaging = matches!(
             kind,
             FaultKind::Bitrot | FaultKind::Misdirected | FaultKind::LostWrite
@@ -355,6 +363,35 @@ impl Ledger {
         ))
     }
 
+    /// After an open that failed with `e`: whether `e` reports the rotten log group (log
+    /// corruption at its LSN); then the bit is flipped back (a restore of the log) and
+    /// counted, for the same cycle to be opened again.
+    pub(crate) fn log_rot_reported(&mut self, e: &Error, inj: &Injector) -> Result<bool> {
+        let Some(rot) = self.log_rot.take_if(|r| r.reported_by(e)) else {
+            return Ok(false);
+        };
+        inj.undo_log_rot(&rot)?;
+        let c = self.count(rot.armed.kind);
+        c.detected_at_recovery += 1;
+        c.restored += 1;
+        Ok(true)
+    }
+
+    /// After an open that succeeded: the finding if a log group was left rotten (recovery read
+    /// past it, or took it for a torn tail).
+    pub(crate) fn log_rot_unreported(&mut self) -> Option<Finding> {
+        let rot = self.log_rot.take()?;
+        self.count(rot.armed.kind).unreported += 1;
+        Some(unreported(
+            format!("recovery refuses the log as corrupt at LSN {}", rot.lsn),
+            format!(
+                "the open succeeded over a flipped bit (log sector {}, byte {}, bit {}) in the \
+                 group at LSN {}, which a later group vouches for",
+                rot.at.0, rot.at.1, rot.at.2, rot.lsn
+            ),
+        ))
+    }
+
     /// After an open without a cut during its recovery: the rotten superblock copy must be
     /// in the recovery's report (`damage`), the finding if not. The open's checkpoint wrote
     /// both copies: the damage is gone either way.
@@ -433,6 +470,7 @@ impl Ledger {
     pub(crate) fn reset(&mut self) {
         self.damage.clear();
         self.superblock = None;
+        self.log_rot = None;
         self.lost_keys.clear();
     }
 }

@@ -34,6 +34,7 @@ mod bulk;
 mod cycle;
 mod faults;
 mod ledger;
+mod logrot;
 mod met;
 mod open;
 mod oracle;

@@ -217,6 +217,12 @@ pub fn run(opts: CrashTestOptions) -> Result<CrashTestReport> {
         let (db, switch) = match opened {
             Ok(x) => x,
             Err(e) => {
+                if let (Some(inj), Some(_)) = (&devs.injector, &pending) {
+                    // Recovery refused the log group a fault rotted: restore it, open again.
+                    if ledger.log_rot_reported(&e, inj)? {
+                        continue;
+                    }
+                }
                 // After a lost write, any failure of recovery is undetectable by design.
                 let pages = match &e {
                     pagoda_engine::Error::Corruption { all_pages, .. } => all_pages.clone(),
@@ -306,6 +312,8 @@ pub fn run(opts: CrashTestOptions) -> Result<CrashTestReport> {
         };
         let flash_findings = audit_flash(&mut report, &db, pending.is_some());
         if let Some(p) = &mut pending {
+            // Recovery reads the log before it writes: a rotten group must have stopped it.
+            p.found.extend(ledger.log_rot_unreported());
             if recovery_cuts.is_empty() && report.opens_failed_by_faults == retried_before {
                 let damage = db.stats().recovery.superblock_damage;
                 p.found

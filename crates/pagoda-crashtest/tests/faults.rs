@@ -238,6 +238,30 @@ fn sabotage_trust_page_checksum_is_caught() {
 }
 
 #[test]
+fn sabotage_log_damage_as_tail_is_caught_as_unreported() {
+    // Bit rot in a log group that a later group vouches for, with the witness check removed:
+    // recovery takes the damage for a torn tail and drops the acknowledged commits there.
+    let (f, control) = caught(
+        Sabotage::LogDamageAsTail,
+        &[Unreported, LostCommit, PartialTransaction],
+        500,
+        || every_cycle(FaultKind::Bitrot),
+    );
+    assert!(
+        f.findings
+            .iter()
+            .any(|x| x.kind == Unreported && x.expected.contains("log as corrupt")),
+        "{f}"
+    );
+    let c = &control.faults["bitrot"];
+    assert_eq!(c.unreported, 0, "{c:?}");
+    assert!(
+        c.targets.get("log medium").is_some_and(|t| t[1] > 0),
+        "no log group rotted in the control run: {c:?}"
+    );
+}
+
+#[test]
 fn sabotage_trust_page_id_is_caught() {
     // Seed 0x5eed: caught at cycle 1, the stray page used as another broke a tree.
     let (f, _) = caught(Sabotage::TrustPageId, SERVED, 500, || {

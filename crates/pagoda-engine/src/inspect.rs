@@ -71,6 +71,8 @@ pub struct InspectReport {
     pub log_damage: Option<(u64, u64)>,
     /// The intact log groups after the checkpoint, in LSN order.
     pub log_group_list: Vec<LogGroup>,
+    /// Bytes of the log's ring (after its header sector).
+    pub log_capacity: u64,
     /// Whether the database's newest pages sit in its flash cache, which this offline check
     /// does not read (data-device pages may then be older or, with torn mode `none`, torn).
     pub flash_dependent: bool,
@@ -188,6 +190,7 @@ pub fn inspect_devices(data: &DeviceRef, log: &DeviceRef) -> Result<InspectRepor
     r.generation = sb.generation;
     r.checkpoint_lsn = sb.checkpoint_lsn;
     r.flash_dependent = sb.flash_dependent;
+    r.log_capacity = sb.log_capacity;
     let ps = r.page_size;
     if !ps.is_power_of_two() || !(4096..=65536).contains(&ps) {
         return Err(Error::corrupt(

@@ -124,6 +124,10 @@ pub enum Sabotage {
     /// after it) instead of ending the log there, so a commit can survive one before it that
     /// was lost: with lazy commits, a crash then loses a commit in the middle.
     SalvageTornLog,
+    /// The log scan takes every damaged group for the torn tail of a crash, without looking
+    /// for a later group that proves it synced: bit rot in an acknowledged group silently
+    /// loses its commits and those after it.
+    LogDamageAsTail,
     /// The flash cache reuses a ring segment before the pages it wrote back to the data device
     /// are synced there, so a power cut can lose the only copy of a page.
     FlashUnsyncedWriteback,
@@ -178,7 +182,7 @@ pub enum Sabotage {
 
 impl Sabotage {
     /// Every sabotage.
-    pub const ALL: [Sabotage; 26] = [
+    pub const ALL: [Sabotage; 27] = [
         Self::SkipLogSync,
         Self::SkipDoublewrite,
         Self::AckBeforeDurable,
@@ -190,6 +194,7 @@ impl Sabotage {
         Self::MergeUnmarkedSibling,
         Self::IgnoreLogEpoch,
         Self::SalvageTornLog,
+        Self::LogDamageAsTail,
         Self::FlashUnsyncedWriteback,
         Self::FlashTrustTornSlots,
         Self::DropOpsOfImagedRecords,
@@ -229,6 +234,7 @@ impl Sabotage {
             Self::MergeUnmarkedSibling => "merge-unmarked-sibling",
             Self::IgnoreLogEpoch => "ignore-log-epoch",
             Self::SalvageTornLog => "salvage-torn-log",
+            Self::LogDamageAsTail => "log-damage-as-tail",
             Self::FlashUnsyncedWriteback => "flash-unsynced-writeback",
             Self::FlashTrustTornSlots => "flash-trust-torn-slots",
             Self::DropOpsOfImagedRecords => "drop-ops-of-imaged-records",

@@ -130,6 +130,7 @@ pub(crate) fn scan_log(
     sabotage: Option<Sabotage>,
 ) -> Result<LogScan> {
     let epochs = !probe::is(sabotage, Sabotage::IgnoreLogEpoch);
+    let witness = !probe::is(sabotage, Sabotage::LogDamageAsTail);
     let ring = Ring {
         dev,
         capacity,
@@ -145,7 +146,9 @@ pub(crate) fn scan_log(
         let Some(h) = ring.group_at(lsn)?.filter(|h| !epochs || h.epoch >= epoch) else {
             // The end of the log, or a damaged header (its length unknown).
             if let Some(w) = ring.durable_witness(lsn, lsn + SECTOR as u64, stop)? {
-                return Err(ring.corruption(lsn, "group header damaged", w));
+                if witness {
+                    return Err(ring.corruption(lsn, "group header damaged", w));
+                }
             }
             break;
         };
@@ -154,7 +157,9 @@ pub(crate) fn scan_log(
         let next = align_up(lsn + u64::from(h.len));
         if crc32c::crc32c(body) != h.body_crc {
             if let Some(w) = ring.durable_witness(lsn, next, stop)? {
-                return Err(ring.corruption(lsn, "group body fails its checksum", w));
+                if witness {
+                    return Err(ring.corruption(lsn, "group body fails its checksum", w));
+                }
             }
             if probe::is(sabotage, Sabotage::SalvageTornLog) {
                 out.records
