@@ -28,6 +28,9 @@ pub(crate) struct Pending {
     pub(crate) engine_failure: Option<String>,
     /// The flash cache's counters since the open, taken at the cut.
     pub(crate) flash: Option<FlashCacheStats>,
+    /// Reads the engine served another way after an error or a failed check (see
+    /// `Switch::served`).
+    pub(crate) served: Vec<String>,
     /// Values read while running that the crash test never wrote there.
     pub(crate) wrong: Vec<WrongRead>,
     /// The database's failure, if it failed (also when the power cut came after it).
@@ -232,5 +235,6 @@ pub(crate) fn workload(run: &Run<'_>, db: Db, rng: &mut SmallRng, uid_next: &mut
         cut: switch.cut_point(),
         torn: switch.torn(),
         flash,
+        served: switch.served(),
     }
 }

@@ -2,9 +2,10 @@
 //! detected by its own report, repaired, verified), and the damage still on the medium that
 //! explains a later report of corruption or (a lost write) a finding.
 
-use crate::faults::{Armed, FaultCounts, FaultKind, Injector, Repair};
+use crate::cycle::Pending;
+use crate::faults::{names_slot_at, Armed, FaultCounts, FaultKind, Injector, Repair};
 use crate::logrot::LogRot;
-use crate::met::{carries_tag, corrupt_pages, is_corruption, Met};
+use crate::met::{carries_tag, corrupt_pages, is_corruption};
 use crate::oracle::{Finding, FindingKind, Verdict};
 use crate::workload::{marker_key, TxRec, MARKS};
 use pagoda_device::fault::FaultDevice;
@@ -80,18 +81,21 @@ impl Ledger {
 
     /// After the workload of a cycle with `armed`: counts what the fault did and returns
     /// whether the engine's failure with the power on (`failure`) is the report of that fault
-    /// (then it is no finding), and the finding of a failed request nobody heard of. `met`:
-    /// the errors the workers met; `heard`: the tagged errors that reached the database's
-    /// failure path. A failed request counts as reported only by an error carrying its own
-    /// tag; damage only by the check named for it, on the page it hit.
+    /// (then it is no finding), and the finding of a failed request nobody heard of. `p`: the
+    /// cycle (the errors its workers met, the tagged errors that reached the database's
+    /// failure path, the flash cache's reads from the data device). A failed request counts as
+    /// reported only by an error carrying its own tag; damage only by the check named for it,
+    /// on the page (or flash cache slot) it hit. A read the engine served from elsewhere after
+    /// the fault's error or on its slot (the data device's copy instead of a flash cache slot)
+    /// repairs it.
     pub(crate) fn settle(
         &mut self,
         inj: &Injector,
         armed: &Armed,
         failure: Option<&Error>,
-        met: &[Met],
-        heard: &[String],
+        p: &Pending,
     ) -> (bool, Option<Finding>) {
+        let (met, heard) = (&p.met, &p.heard);
         let kind = armed.kind;
         // A log group rots now, with the power off: the next open must report it.
         let rot = inj.rot_log(armed).ok().flatten();
@@ -108,21 +112,35 @@ impl Ledger {
         let on_page = |pages: &[u64]| {
             kind == FaultKind::LostWrite || pages.iter().any(|p| armed.pages.contains(p))
         };
+        // The check named for the damage, where it is: a flash cache slot's, naming the slot.
+        let hit = |text: &str, pages: &[u64]| match armed.flash_at {
+            Some(at) => names_slot_at(text, at, inj.page_bytes()),
+            None => signature(kind, text) && on_page(pages),
+        };
         let tagged = |t: &str| carries_tag(t, armed.dev, armed.first_tag);
         let reports = |e: &Error| {
             if damaging {
-                is_corruption(e) && signature(kind, &e.to_string()) && on_page(&corrupt_pages(e))
+                is_corruption(e) && hit(&e.to_string(), &corrupt_pages(e))
             } else {
                 tagged(&e.to_string())
             }
         };
         let seen = met.iter().any(|m| {
             if damaging {
-                m.corruption && signature(kind, &m.text) && on_page(&m.pages)
+                m.corruption && hit(&m.text, &m.pages)
             } else {
                 tagged(&m.text)
             }
         }) || (!damaging && heard.iter().any(|h| tagged(h)));
+        // Served from elsewhere after this very fault's error, or after the check on the slot
+        // it rotted: repaired.
+        let reread = fired
+            && p.served.iter().any(|t| {
+                tagged(t)
+                    || armed
+                        .flash_at
+                        .is_some_and(|at| names_slot_at(t, at, inj.page_bytes()))
+            });
         // Nothing can detect a lost write: what it breaks counts as undetectable.
         let lost = kind == FaultKind::LostWrite;
         let detected = fired && !lost && (failure.is_some_and(reports) || seen);
@@ -135,17 +153,19 @@ impl Ledger {
         t[0] += 1;
         t[1] += u64::from(fired);
         c.detected += u64::from(detected);
+        c.repaired += u64::from(reread && !detected);
         c.undetectable += u64::from(lost && failure.is_some_and(reports));
-        let unreported = (fired && !damaging && !detected && !kind.silent()).then(|| {
-            c.unreported += 1;
-            unreported(
-                format!(
-                    "an error tagged {} or later reaches a caller or fails the database",
-                    FaultDevice::tag(armed.dev, armed.first_tag)
-                ),
-                format!("{kind} fired ({}) and no caller heard of it", armed.what),
-            )
-        });
+        let unreported =
+            (fired && !damaging && !detected && !reread && !kind.silent()).then(|| {
+                c.unreported += 1;
+                unreported(
+                    format!(
+                        "an error tagged {} or later reaches a caller or fails the database",
+                        FaultDevice::tag(armed.dev, armed.first_tag)
+                    ),
+                    format!("{kind} fired ({}) and no caller heard of it", armed.what),
+                )
+            });
         if let Some(sector) = armed.superblock {
             // It rots now, with the power off: the next open must report it.
             self.overwritten(&inj.learn_pages());

@@ -30,13 +30,14 @@ impl Devices {
     /// Each device (data, log, flash cache) with the device beneath its faults, for a
     /// [`Switch`]: the cut's own reads and writes must not meet a fault.
     fn layered(&self) -> Vec<Layered> {
-        let (data, log) = match &self.injector {
+        let (data, log, flash) = match &self.injector {
             Some(i) => i.raw(),
-            None => (self.data.clone(), self.log.clone()),
+            None => (self.data.clone(), self.log.clone(), self.flash.clone()),
         };
+        let flash = self.flash.clone().zip(flash);
         [(self.data.clone(), data), (self.log.clone(), log)]
             .into_iter()
-            .chain(self.flash.clone().map(|f| (f.clone(), f)))
+            .chain(flash)
             .collect()
     }
 
@@ -96,6 +97,10 @@ pub(crate) fn fresh_devices(opts: &CrashTestOptions) -> Result<Devices> {
                 })?)
             }
         })?),
+    };
+    let flash = match &mut injector {
+        Some(i) => flash.map(|f| i.wrap_flash(f)),
+        None => flash,
     };
     Ok(Devices {
         data,
@@ -174,6 +179,8 @@ pub(crate) struct OpenState {
     pub(crate) new_devices: bool,
     /// The sectors torn by cuts during the last open's recovery (see `Switch::torn`).
     pub(crate) torn_in_recovery: Vec<TornSector>,
+    /// What the last open's recovery (every attempt) served another way (`Switch::served`).
+    pub(crate) served_in_recovery: Vec<String>,
     /// Data pages cuts tore on these devices (torn mode none excuses detected corruption
     /// only there).
     pub(crate) torn_pages: BTreeSet<u64>,
@@ -192,6 +199,7 @@ impl OpenState {
             open_ckpt_ops: 0,
             new_devices: true,
             torn_in_recovery: Vec::new(),
+            served_in_recovery: Vec::new(),
             torn_pages: BTreeSet::new(),
         }
     }
@@ -235,6 +243,7 @@ pub(crate) fn open_armed(
 ) -> Result<Opened> {
     let mut recovery_cuts = Vec::new();
     st.torn_in_recovery.clear();
+    st.served_in_recovery.clear();
     let opened = loop {
         let cut_open =
             recovering && recovery_cuts.len() < 2 && rng.gen_bool(opts.recovery_cut_chance);
@@ -249,7 +258,9 @@ pub(crate) fn open_armed(
             i64::MAX
         };
         let switch = Switch::new(devs.layered(), rng.gen(), rng.gen_bool(0.5), countdown);
-        match Db::open(db_options(opts, &switch)) {
+        let opened = Db::open(db_options(opts, &switch));
+        st.served_in_recovery.extend(switch.served());
+        match opened {
             Ok(db) => {
                 switch.arm(i64::MAX);
                 if switch.is_dead() {

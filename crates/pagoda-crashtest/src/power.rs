@@ -161,6 +161,9 @@ pub(crate) struct Switch {
     /// Errors that reached the database's failure path carrying an injected fault's tag
     /// (the engine keeps only its first cause; a fault's error may come second).
     heard: Mutex<Vec<String>>,
+    /// Reads the engine served another way after an error or a failed check (a flash cache
+    /// slot's page from the data device), naming the slot and the error.
+    served: Mutex<Vec<String>>,
 }
 
 impl std::fmt::Debug for Switch {
@@ -227,6 +230,7 @@ impl Switch {
             open_ckpt_at: AtomicU64::new(0),
             ckpt_bias: Mutex::new(None),
             heard: Mutex::default(),
+            served: Mutex::default(),
             torn: Mutex::default(),
         })
     }
@@ -328,6 +332,12 @@ impl Switch {
                         heard.push(text);
                     }
                 }
+                Event::Served(text) => {
+                    let mut served = s.served.lock();
+                    if served.len() < HEARD_KEPT {
+                        served.push(text);
+                    }
+                }
             }
         })
     }
@@ -335,6 +345,11 @@ impl Switch {
     /// The tagged errors that reached the database's failure path so far (see `heard`).
     pub(crate) fn heard(&self) -> Vec<String> {
         self.heard.lock().clone()
+    }
+
+    /// What the engine served another way so far (see `served`).
+    pub(crate) fn served(&self) -> Vec<String> {
+        self.served.lock().clone()
     }
 
     /// Hunting aid: each workload checkpoint arms the cut within its first `ops` operations

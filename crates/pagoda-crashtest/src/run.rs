@@ -35,7 +35,14 @@ fn count_flash_run(report: &mut CrashTestReport, s: &FlashCacheStats) {
 
 /// After a successful open: how the flash cache came up, and the audit of its slots against the
 /// data device (a stale slot is a finding). `existing`: the database existed before this open.
-fn audit_flash(report: &mut CrashTestReport, db: &Db, existing: bool) -> Vec<Finding> {
+/// `explained`: whether a fault's damage explains corruption of these pages reported so (the
+/// verification that follows meets it and settles it).
+fn audit_flash(
+    report: &mut CrashTestReport,
+    db: &Db,
+    existing: bool,
+    explained: impl Fn(&[u64], &str) -> bool,
+) -> Vec<Finding> {
     let Some(f) = &mut report.flash else {
         return Vec::new();
     };
@@ -75,6 +82,9 @@ fn audit_flash(report: &mut CrashTestReport, db: &Db, existing: bool) -> Vec<Fin
                 });
             }
         }
+        Err(pagoda_engine::Error::Corruption {
+            all_pages, detail, ..
+        }) if explained(&all_pages, &detail) => {}
         Err(e) => findings.push(note(
             if e.is_corruption() {
                 FindingKind::Corruption
@@ -184,10 +194,13 @@ pub fn run(opts: CrashTestOptions) -> Result<CrashTestReport> {
             (&armed, &mut heard),
         )?;
         if let (Some(inj), Some(p)) = (&devs.injector, &mut pending) {
-            // A fault that fired inside recovery must have been heard there.
+            // A fault that fired inside recovery must have been heard there, or its read
+            // served another way (a flash cache page from the data device).
             for ((a, before), heard) in armed.iter().zip(&tags_before).zip(&heard) {
                 let fired = inj.tags(a) > *before;
-                p.found.extend(ledger.at_recovery(a, fired, *heard));
+                let reread = st.served_in_recovery.iter().any(|t| inj.carries(a, t));
+                p.found
+                    .extend(ledger.at_recovery(a, fired, *heard || reread));
             }
             inj.disarm();
         }
@@ -310,7 +323,9 @@ pub fn run(opts: CrashTestOptions) -> Result<CrashTestReport> {
                 continue;
             }
         };
-        let flash_findings = audit_flash(&mut report, &db, pending.is_some());
+        let flash_findings = audit_flash(&mut report, &db, pending.is_some(), |pages, d| {
+            ledger.explains(pages, d, opts.page_size)
+        });
         if let Some(p) = &mut pending {
             // Recovery reads the log before it writes: a rotten group must have stopped it.
             p.found.extend(ledger.log_rot_unreported());
@@ -471,7 +486,7 @@ pub fn run(opts: CrashTestOptions) -> Result<CrashTestReport> {
             let cause = p.failure.as_ref().map(pagoda_engine::Failure::cause);
             let mut expected = false;
             for a in &armed {
-                let (explains, unreported) = ledger.settle(inj, a, cause, &p.met, &p.heard);
+                let (explains, unreported) = ledger.settle(inj, a, cause, &p);
                 expected |= explains;
                 p.found.extend(unreported);
                 // A fault that fails requests stays armed through the next recovery.

@@ -63,6 +63,9 @@ pub enum Event {
     /// reported, not only the first cause that [`crate::Db::failure`] keeps: a test can then
     /// tell whether an error it injected was heard even when another failure came first.
     Failed(String),
+    /// A read was served another way after an error or failed check (the flash cache's page
+    /// from the data device): what went wrong, naming the slot and the device's error.
+    Served(String),
 }
 
 /// A step of the flash cache, reported before it starts.

@@ -6,41 +6,55 @@ use pagoda_device::SECTOR_SIZE;
 use pagoda_engine::Result;
 use rand::rngs::SmallRng;
 use rand::Rng;
-use std::sync::Arc;
 
 impl Injector {
     /// Arms faults for the coming workload in a share of the cycles (`max_ops`: the largest
     /// number of operations before the cut): one, and in a quarter of those cycles a second
-    /// one on the other device (each device's errors carry its own tags).
+    /// one on another device (each device's errors carry its own tags).
     pub(crate) fn arm(&self, rng: &mut SmallRng, max_ops: u64) -> Result<Vec<Armed>> {
+        self.learn_flash_sectors();
         if !rng.gen_bool(self.chance) {
             return Ok(Vec::new());
         }
         let mut out: Vec<Armed> = self.arm_one(rng, max_ops, None)?.into_iter().collect();
         if let (Some(first), true) = (out.first(), rng.gen_bool(0.25)) {
-            let other = if first.dev == "log" { "data" } else { "log" };
+            let others: Vec<&'static str> = self
+                .names()
+                .into_iter()
+                .filter(|d| *d != first.dev)
+                .collect();
+            let other = match others.len() {
+                1 => others[0],
+                n => others[rng.gen_range(0..n)],
+            };
             out.extend(self.arm_one(rng, max_ops, Some(other))?);
         }
         Ok(out)
     }
 
-    /// Arms one fault, on the device named `on` if given (a kind that only concerns data
-    /// pages is not armed on the log).
-    fn arm_one(&self, rng: &mut SmallRng, max_ops: u64, on: Option<&str>) -> Result<Option<Armed>> {
+    /// Arms one fault, on the device named `on` if given, else on one drawn (a kind that only
+    /// concerns data pages is armed on the data device only).
+    fn arm_one(
+        &self,
+        rng: &mut SmallRng,
+        max_ops: u64,
+        on: Option<&'static str>,
+    ) -> Result<Option<Armed>> {
         let kind = self.kinds[rng.gen_range(0..self.kinds.len())];
-        let on_log = match on {
-            Some(d) => d == "log",
-            None => rng.gen_bool(0.5),
+        let name = match on {
+            Some(d) => d,
+            None if self.flash.is_some() => ["data", "log", "flash"][rng.gen_range(0..3)],
+            None if rng.gen_bool(0.5) => "log",
+            None => "data",
         };
-        if on_log && on.is_some() && kind.data_only() {
+        if name != "data" && on.is_some() && kind.data_only() {
             return Ok(None);
         }
-        let (dev, name) = if on_log {
-            (&self.log, "log")
-        } else {
-            (&self.data, "data")
-        };
-        let base = self.acted_so_far(if kind.data_only() { "data" } else { name });
+        let name = if kind.data_only() { "data" } else { name };
+        let on_log = name == "log";
+        let dev = self.dev(name);
+        let mut flash_at = None;
+        let base = self.acted_so_far(name);
         let after = rng.gen_range(0..(max_ops / 4).max(1));
         let fail = |op: Op, after: u64, times: u64, failure: Failure| Fault::Fail {
             op,
@@ -111,6 +125,7 @@ impl Injector {
                     superblock: None,
                     deferred: None,
                     log_rot: Some(rng.gen()),
+                    flash_at: None,
                     dev: "log",
                     first_tag: self.log.failures(),
                     base,
@@ -118,6 +133,29 @@ impl Injector {
                     pages: Vec::new(),
                     repairs: Vec::new(),
                 }));
+            }
+            FaultKind::Bitrot if name == "flash" => {
+                // On reads only: a cached copy that fails its checksum must be read from the
+                // data device, or the read fails naming the slot.
+                let sectors = self.flash_sectors.lock();
+                if sectors.is_empty() {
+                    return Ok(None);
+                }
+                let sector = *sectors
+                    .iter()
+                    .nth(rng.gen_range(0..sectors.len()))
+                    .unwrap_or(&0);
+                let (byte, bit) = (rng.gen_range(0..SECTOR_SIZE), rng.gen_range(0..8u8));
+                flash_at = Some(sector * SECTOR_SIZE as u64 + byte as u64);
+                let f = Fault::FlipBit {
+                    sector,
+                    byte,
+                    bit,
+                    persistent: false,
+                };
+                let what =
+                    format!("bit {bit} of byte {byte} of flash sector {sector} flips on reads");
+                (f, dev, what)
             }
             FaultKind::Bitrot if rng.gen_bool(SUPERBLOCK_SHARE) => {
                 // A copy of the superblock: recovery falls back to the other copy and says so.
@@ -184,6 +222,7 @@ impl Injector {
                     superblock: None,
                     deferred: None,
                     log_rot: None,
+                    flash_at: None,
                     dev: "data",
                     first_tag: self.data.failures(),
                     base,
@@ -206,11 +245,7 @@ impl Injector {
             }
         );
         let first_tag = dev.failures();
-        let dev_name = if Arc::ptr_eq(dev, &self.data) {
-            "data"
-        } else {
-            "log"
-        };
+        let dev_name = name;
         let target = match &fault {
             Fault::Fail { op, .. } | Fault::Delay { op, .. } => {
                 format!("{dev_name} {}", format!("{op:?}").to_lowercase())
@@ -230,6 +265,7 @@ impl Injector {
         Ok(Some(Armed {
             deferred,
             log_rot: None,
+            flash_at,
             kind,
             what,
             target,

@@ -229,6 +229,21 @@ pub fn by_target(c: &FaultCounts) -> String {
         .join(", ")
 }
 
+/// Whether `text` reports a flash cache slot (`... flash cache slot S (... byte B)`) whose page
+/// image, `page_bytes` long from byte B of the cache device, holds byte `at`.
+pub(crate) fn names_slot_at(text: &str, at: u64, page_bytes: u64) -> bool {
+    text.match_indices("flash cache slot ").any(|(i, _)| {
+        let rest = &text[i..];
+        rest.find("byte ")
+            .and_then(|b| {
+                let n = &rest[b + 5..];
+                let end = n.find(|c: char| !c.is_ascii_digit()).unwrap_or(n.len());
+                n[..end].parse::<u64>().ok()
+            })
+            .is_some_and(|start| (start..start + page_bytes).contains(&at))
+    })
+}
+
 /// The fault armed in one cycle.
 #[derive(Clone, Debug)]
 pub(crate) struct Armed {
@@ -256,6 +271,9 @@ pub(crate) struct Armed {
     /// Bit rot of a log group, applied after the workload: the random choice of group, byte
     /// and bit (see [`crate::logrot::LogRot::apply`]).
     pub log_rot: Option<u64>,
+    /// The byte of the flash cache device whose bit flips on every read (bit rot there): a
+    /// report names the slot holding it.
+    pub flash_at: Option<u64>,
 }
 
 /// The fault devices of a run with faults, around the data and log devices.
@@ -264,6 +282,10 @@ pub(crate) struct Injector {
     chance: f64,
     data: Arc<FaultDevice>,
     log: Arc<FaultDevice>,
+    /// The flash cache's device, when the run has a flash cache.
+    flash: Option<Arc<FaultDevice>>,
+    /// Sectors of the flash cache device written so far (the targets of its bit rot).
+    flash_sectors: Mutex<BTreeSet<u64>>,
     /// Sectors per page.
     spp: u64,
     /// The first page after the superblock area (see `learn_pages`).
@@ -300,6 +322,8 @@ impl Injector {
             chance,
             data,
             log,
+            flash: None,
+            flash_sectors: Mutex::new(BTreeSet::new()),
             spp: (page_size / SECTOR_SIZE).max(1) as u64,
             first_page: pagoda_engine::format::HEADER_BYTES.div_ceil(page_size as u64),
             pages: Mutex::new(BTreeSet::new()),
@@ -308,15 +332,59 @@ impl Injector {
         (me, d, l)
     }
 
-    /// The data and log devices beneath the faults.
-    pub(crate) fn raw(&self) -> (DeviceRef, DeviceRef) {
-        (self.data.inner().clone(), self.log.inner().clone())
+    /// Wraps the flash cache's device `flash` too; returns the device to use in its place.
+    pub(crate) fn wrap_flash(&mut self, flash: DeviceRef) -> DeviceRef {
+        let f = Arc::new(FaultDevice::new(flash).named("flash"));
+        f.record(true);
+        self.flash = Some(f.clone());
+        f
+    }
+
+    /// The data, log and flash cache (if any) devices beneath the faults.
+    pub(crate) fn raw(&self) -> (DeviceRef, DeviceRef, Option<DeviceRef>) {
+        let flash = self.flash.as_ref().map(|f| f.inner().clone());
+        (self.data.inner().clone(), self.log.inner().clone(), flash)
+    }
+
+    /// Bytes per page.
+    pub(crate) fn page_bytes(&self) -> u64 {
+        self.spp * SECTOR_SIZE as u64
+    }
+
+    /// The names of the devices faults can be armed on.
+    fn names(&self) -> Vec<&'static str> {
+        let mut v = vec!["data", "log"];
+        if self.flash.is_some() {
+            v.push("flash");
+        }
+        v
+    }
+
+    /// The fault device named `dev`.
+    fn dev(&self, dev: &str) -> &Arc<FaultDevice> {
+        match (dev, &self.flash) {
+            ("log", _) => &self.log,
+            ("flash", Some(f)) => f,
+            _ => &self.data,
+        }
     }
 
     /// Requests that injected faults acted on so far on the device named `dev`.
     fn acted_so_far(&self, dev: &str) -> u64 {
-        let d = if dev == "log" { &self.log } else { &self.data };
+        let d = self.dev(dev);
         OPS.iter().map(|&op| d.injected(op)).sum()
+    }
+
+    /// Takes note of the flash cache device's sectors written since the last call.
+    fn learn_flash_sectors(&self) {
+        if let Some(f) = &self.flash {
+            let mut s = self.flash_sectors.lock();
+            for r in f.take_records() {
+                if r.op == Op::Write && !r.failed {
+                    s.extend(r.sector..r.sector + r.sectors);
+                }
+            }
+        }
     }
 
     /// Takes note of the data pages written since the last call, and returns them. The
@@ -443,11 +511,7 @@ impl Injector {
 
     /// Errors injected so far by the device `a` was armed on.
     pub(crate) fn tags(&self, a: &Armed) -> u64 {
-        if a.dev == "log" {
-            self.log.failures()
-        } else {
-            self.data.failures()
-        }
+        self.dev(a.dev).failures()
     }
 
     /// Whether `text` carries the tag of an error that `a` injected.
@@ -457,16 +521,13 @@ impl Injector {
 
     /// Disarms the faults of the device named `dev` (damage on the medium stays).
     pub(crate) fn disarm_dev(&self, dev: &str) {
-        if dev == "log" {
-            self.log.clear();
-        } else {
-            self.data.clear();
-        }
+        self.dev(dev).clear();
     }
 
     /// Disarms every fault (damage on the medium stays).
     pub(crate) fn disarm(&self) {
-        self.data.clear();
-        self.log.clear();
+        for d in self.names() {
+            self.dev(d).clear();
+        }
     }
 }

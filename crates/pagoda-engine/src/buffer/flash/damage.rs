@@ -24,7 +24,19 @@ impl FlashCache {
     /// Serves a read of `slot` (its entry `meta`) that found it damaged or unreadable: the
     /// data device's copy when it is as new (the slot is dropped), else the error naming both.
     pub(super) fn reread(&self, slot: u32, meta: &Slot, fault: SlotFault) -> Result<Vec<u8>> {
+        let what = match &fault {
+            SlotFault::Damaged => "fails its check".to_string(),
+            SlotFault::Unreadable(e) => format!("cannot be read ({e})"),
+        };
         let buf = self.instead_of(slot, meta, fault)?;
+        let at = self.geo.slot_sector(slot) * SECTOR as u64;
+        crate::probe::emit(
+            &self.observer,
+            crate::probe::Event::Served(format!(
+                "page {}: flash cache slot {slot} (byte {at}) {what}; served from the data device",
+                meta.pid
+            )),
+        );
         let mut st = self.state.lock();
         if st.dir.get(&meta.pid) == Some(&slot) && st.slots[slot as usize].seq == meta.seq {
             st.evict(slot, self.policy == FlashPolicy::Lru);

@@ -552,10 +552,9 @@ impl FlashCache {
             let flash = slot_ok(&buf, meta);
             self.data.read(self.data_sector(meta.pid), &mut buf)?;
             let disk = check_page(&buf, meta.pid).ok();
-            let bad = match disk {
-                Some(d) => d > meta.lsn || (!meta.dirty && d != meta.lsn),
-                None => !meta.dirty,
-            };
+            // A data copy that fails its own check (bit rot, a torn write) makes no slot stale:
+            // the slot is then the good copy, and the data page's damage is its own finding.
+            let bad = disk.is_some_and(|d| d > meta.lsn || (!meta.dirty && d != meta.lsn));
             // A damaged flash copy is not served (the read falls back and checks the other).
             if flash && bad {
                 stale += 1;
