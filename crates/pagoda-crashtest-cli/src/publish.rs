@@ -70,17 +70,19 @@ fn faults_preamble() -> String {
     format!(
         "{FAULTS_TITLE}\n\n{}Each row is one fault kind of one run of `pagoda crashtest \
          --faults ... --publish FILE`, appended by that run: power-cut cycles as in the \
-         power-cut page, and in a share of them one fault armed on the data or log device \
-         (docs/failure-model.md says what each does and what the engine must do). `fired`: \
+         power-cut page, and in a share of them one fault armed on the data, log or \
+         flash-cache device (docs/failure-model.md says what each does and what the engine must do). `fired`: \
          cycles in which the fault acted; `detected`: cycles in which the fault's own report \
          arrived (an error carrying the failed request's tag reached a caller or the \
          database's failure; for damage, the check named for it reported that page; the power \
          cut's error never counts); a fault that fails requests stays armed through the next \
          recovery: `fired in recovery` counts the recoveries it acted in, `reported at \
          recovery` those whose open failed with its error (the open is then retried with the \
-         fault disarmed, as after replacing a device), and the superblock copies rotted while \
-         the power was off that the next recovery reported; `repaired`: damaged pages recovery rewrote; `restored`: times damage that recovery or \
-         a read reported was undone on the medium (as restoring those pages from a backup \
+         fault disarmed, as after replacing a device), and the superblock copies and log \
+         groups rotted while the power was off that the next recovery reported (a log group \
+         at its LSN); `repaired`: damaged pages recovery rewrote, and reads served from the \
+         data device after a flash-cache slot failed; `restored`: times damage that recovery \
+         or a read reported was undone on the medium (as restoring those pages from a backup \
          would) and the same cycle opened again and verified; `checked` and \
          `unverified`: cycles with the fault whose workload was then verified whole, or only \
          in part or not at all (recovery refused the damaged database, or damaged pages hid \
