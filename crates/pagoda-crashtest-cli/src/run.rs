@@ -59,7 +59,8 @@ pub struct CrashtestArgs {
     /// retry-failed-log-sync and write-out-after-failure (fsync-fail; the latter with
     /// --threads 2 or more), ignore-write-error and ignore-log-write-error
     /// (eio-write, enospc),
-    /// ignore-read-error (eio-read); with --flash-cache and --faults eio-write:
+    /// ignore-read-error (eio-read), superblock-one-copy (bitrot; caught within a few dozen
+    /// cycles with --log-size 256KiB); with --flash-cache and --faults eio-write:
     /// flash-write-after-failure): the crash test
     /// must then fail, which proves it can (ignore-log-epoch needs a rare alignment of two
     /// crashes; its deterministic proof is in the engine's log tests).
@@ -110,6 +111,10 @@ pub struct CrashtestArgs {
     /// those writes too.
     #[arg(long)]
     sparse_log: bool,
+    /// Size of the log ring (at least 256KiB): a small one wraps within a few cycles, so the
+    /// log before an older checkpoint is reused often.
+    #[arg(long, value_name = "SIZE", default_value = "1MiB")]
+    log_size: String,
 }
 
 /// Whether the device `spec` names can have its power cut (refused before anything is created).
@@ -282,6 +287,7 @@ pub fn run(a: &CrashtestArgs) -> CliResult<()> {
         faults,
         fault_chance: a.fault_chance,
         sparse_log: a.sparse_log,
+        log_bytes: parse_size(&a.log_size)?,
         ..CrashTestOptions::default()
     };
     opts.validate()?;

@@ -70,6 +70,9 @@ pub const FLASH_CACHE_POOLS: u64 = 4;
 /// engine's ring needs 4 segments of one batch).
 pub const FLASH_CACHE_MIN_BATCHES: u64 = 5;
 
+/// The smallest log ring the engine takes.
+pub const MIN_LOG_BYTES: u64 = 256 << 10;
+
 /// A flash cache under test (seed 000).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CrashFlashCache {
@@ -160,6 +163,9 @@ pub struct CrashTestOptions {
     /// writes zeros ahead of its log writer while the workload runs (with background threads,
     /// i.e. more than one thread, a thread of its own does).
     pub sparse_log: bool,
+    /// Bytes of the log ring (at least [`MIN_LOG_BYTES`]). A small ring wraps within a few
+    /// cycles, so the log before an older checkpoint is reused often.
+    pub log_bytes: u64,
 }
 
 impl Default for CrashTestOptions {
@@ -188,6 +194,7 @@ impl Default for CrashTestOptions {
             faults: Vec::new(),
             fault_chance: 0.5,
             sparse_log: false,
+            log_bytes: 1 << 20,
         }
     }
 }
@@ -262,6 +269,11 @@ impl CrashTestOptions {
                 "recovery_cut_chance is a probability from 0 to 1",
             ));
         }
+        if self.log_bytes < MIN_LOG_BYTES {
+            return Err(Error::config(
+                "the engine's log ring is at least 256 KiB (--log-size 256KiB or more)",
+            ));
+        }
         if !(0.0..=1.0).contains(&self.fault_chance) {
             return Err(Error::config(
                 "--fault-chance is a probability from 0 to 1 (e.g. 0.5)",
@@ -292,6 +304,12 @@ impl CrashTestOptions {
                         names.join(" or --faults ")
                     )));
                 }
+            }
+            if s == Sabotage::SuperblockOneCopy && !self.faults.contains(&FaultKind::Bitrot) {
+                return Err(Error::config(format!(
+                    "sabotage {s} is checked with --faults bitrot (only a damaged newest \
+                     superblock copy makes recovery fall back to the older one)"
+                )));
             }
             if s == Sabotage::SalvageTornLog && self.commit != CommitMode::Lazy {
                 return Err(Error::config(format!(

@@ -141,7 +141,7 @@ pub(crate) fn db_options(opts: &CrashTestOptions, switch: &Arc<Switch>) -> DbOpt
         .buffer_bytes(opts.pool_bytes())
         .torn(opts.torn)
         .commit(opts.commit)
-        .log_capacity(1 << 20)
+        .log_capacity(opts.log_bytes)
         .observer(switch.observer())
         .sabotage(opts.sabotage)
         // Recovery must leave every tree well formed, not only the rows the oracle reads.

@@ -9,7 +9,9 @@
 mod common;
 
 use common::{caught, caught_on, cycles, seed};
-use pagoda_crashtest::{run, CrashTestOptions, CrashTestReport, Failure, FaultKind, FindingKind};
+use pagoda_crashtest::{
+    run, CrashTestOptions, CrashTestReport, Failure, FaultKind, FindingKind, MIN_LOG_BYTES,
+};
 use pagoda_engine::{fault::Sabotage, CommitMode, TornMode};
 use FindingKind::{
     Corruption, EngineFailed, LostCommit, PartialTransaction, ReadMismatch, UncommittedVisible,
@@ -271,6 +273,41 @@ fn sabotage_trust_page_id_is_caught() {
 }
 
 #[test]
+fn sabotage_superblock_one_copy_is_caught() {
+    // A checkpoint writes its redo start into the newer superblock copy only and reuses the
+    // log before it (issue 42): with that copy rotten, recovery falls back to the older one,
+    // whose redo range the ring has overwritten, and refuses the log. The smallest log wraps
+    // within a few cycles (with the default 1 MiB, a catch takes thousands of cycles).
+    // Seed 0x5eed ^ 0x5b2c: caught at cycle 4, copy 1 rotten; recovery fell back to copy 0
+    // (redo start LSN 1,048,576, four laps of the ring back) and met a later lap's group.
+    let (f, control) = caught(Sabotage::SuperblockOneCopy, &[Corruption], 500, || {
+        CrashTestOptions {
+            seed: seed() ^ 0x5b2c,
+            log_bytes: MIN_LOG_BYTES,
+            ..every_cycle(FaultKind::Bitrot)
+        }
+    });
+    assert!(
+        f.fault
+            .as_deref()
+            .is_some_and(|x| x.contains("superblock copy")),
+        "{f}"
+    );
+    assert!(
+        f.findings
+            .iter()
+            .all(|x| x.found.contains("open failed: log corruption")),
+        "{f}"
+    );
+    // Without the sabotage a superblock copy rotted too, and the run passed.
+    let c = &control.faults["bitrot"];
+    assert!(
+        c.targets.get("data superblock").is_some_and(|t| t[1] > 0),
+        "{c:?}"
+    );
+}
+
+#[test]
 fn sabotage_retry_failed_log_sync_is_caught() {
     // The retried sync succeeds, the commits it covered are acknowledged, and the writes the
     // failed sync dropped are gone: the oracle finds acknowledged commits missing.
@@ -369,6 +406,12 @@ fn sabotage_ignore_read_error_is_caught() {
 fn a_fault_sabotage_without_its_fault_is_refused_with_the_fix() {
     let o = CrashTestOptions {
         sabotage: Some(Sabotage::TrustPageChecksum),
+        ..CrashTestOptions::default()
+    };
+    let e = o.validate().unwrap_err().to_string();
+    assert!(e.contains("--faults bitrot"), "{e}");
+    let o = CrashTestOptions {
+        sabotage: Some(Sabotage::SuperblockOneCopy),
         ..CrashTestOptions::default()
     };
     let e = o.validate().unwrap_err().to_string();

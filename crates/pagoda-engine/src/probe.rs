@@ -181,11 +181,15 @@ pub enum Sabotage {
     /// already waiting for the cleaner writes the double-write area over the only copies of
     /// the failed batch's torn pages).
     WriteOutAfterFailure,
+    /// A checkpoint writes its redo start into the newer superblock copy only, then reuses
+    /// the log before it (as before issue 42): the older copy, which recovery falls back to
+    /// when the newest is damaged, names a redo start whose log may be overwritten.
+    SuperblockOneCopy,
 }
 
 impl Sabotage {
     /// Every sabotage.
-    pub const ALL: [Sabotage; 27] = [
+    pub const ALL: [Sabotage; 28] = [
         Self::SkipLogSync,
         Self::SkipDoublewrite,
         Self::AckBeforeDurable,
@@ -213,6 +217,7 @@ impl Sabotage {
         Self::WriteLogPastReady,
         Self::IgnoreLogWriteError,
         Self::WriteOutAfterFailure,
+        Self::SuperblockOneCopy,
     ];
 
     /// Whether the sabotage only has an effect with a flash cache.
@@ -253,6 +258,7 @@ impl Sabotage {
             Self::WriteLogPastReady => "write-log-past-ready",
             Self::IgnoreLogWriteError => "ignore-log-write-error",
             Self::WriteOutAfterFailure => "write-out-after-failure",
+            Self::SuperblockOneCopy => "superblock-one-copy",
         }
     }
 }

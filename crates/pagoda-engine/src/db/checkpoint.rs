@@ -96,6 +96,9 @@ impl Db {
                     sb.flash_seq = fc_seq;
                     sb.flash_dependent = fc_dep;
                 })?;
+                if probe::is(self.inner.opts.sabotage, Sabotage::SuperblockOneCopy) {
+                    return Ok(());
+                }
                 // The same again into the other slot. Recovery falls back to the older copy
                 // when the newest is torn or damaged, and must find that copy's redo range in
                 // the log: only once both copies name `c` may the log before it be reused.
