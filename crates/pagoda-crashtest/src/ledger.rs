@@ -3,8 +3,7 @@
 //! explains a later report of corruption or (a lost write) a finding.
 
 use crate::cycle::Pending;
-use crate::faults::{names_slot_at, Armed, FaultCounts, FaultKind, Injector, Repair};
-use crate::logrot::LogRot;
+use crate::faults::{names_slot_at, Armed, FaultCounts, FaultKind, Injector, LogRot, Repair};
 use crate::met::{carries_tag, corrupt_pages, is_corruption};
 use crate::oracle::{Finding, FindingKind, Verdict};
 use crate::workload::{marker_key, TxRec, MARKS};

@@ -34,7 +34,6 @@ mod bulk;
 mod cycle;
 mod faults;
 mod ledger;
-mod logrot;
 mod met;
 mod open;
 mod oracle;

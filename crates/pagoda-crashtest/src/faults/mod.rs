@@ -14,8 +14,9 @@
 //! undetectable, not as a failure, and the database is re-created.
 
 mod arm;
+mod logrot;
 
-use crate::logrot::LogRot;
+pub(crate) use logrot::LogRot;
 use pagoda_device::fault::{Fault, FaultDevice, Op};
 use pagoda_device::{BlockDevice, DeviceRef, WriteHints, SECTOR_SIZE};
 use pagoda_engine::{fault::Sabotage, Error, Result};
@@ -269,7 +270,7 @@ pub(crate) struct Armed {
     /// A fault applied only after the workload (the superblock's rot).
     deferred: Option<Fault>,
     /// Bit rot of a log group, applied after the workload: the random choice of group, byte
-    /// and bit (see [`crate::logrot::LogRot::apply`]).
+    /// and bit (see [`LogRot::apply`]).
     pub log_rot: Option<u64>,
     /// The byte of the flash cache device whose bit flips on every read (bit rot there): a
     /// report names the slot holding it.

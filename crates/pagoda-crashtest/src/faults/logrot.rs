@@ -5,7 +5,7 @@
 //! tail of a crash and cannot be reported (docs/failure-model.md), so it is not aimed at; a
 //! cycle whose log has no vouched group counts the fault as armed but not fired.
 
-use crate::faults::Armed;
+use super::Armed;
 use pagoda_device::{DeviceRef, WriteHints, SECTOR_SIZE};
 use pagoda_engine::inspect::inspect_devices;
 use pagoda_engine::Result;
