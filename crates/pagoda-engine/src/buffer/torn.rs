@@ -14,7 +14,7 @@ use super::cleaner::Out;
 use super::runs::write_runs;
 use super::Pool;
 use crate::error::{Error, Failure, Result};
-use crate::format::{check_page, is_zero, names_other_page};
+use crate::format::{check_page, is_zero};
 use crate::probe::{self, Sabotage};
 use crate::TornMode;
 use pagoda_device::WriteHints;
@@ -146,10 +146,13 @@ impl Pool {
     /// home when the home copy is torn or older (pages below `first_page`, the superblock and
     /// the area itself, are never targets). Returns the number of torn pages repaired.
     ///
-    /// A home page that holds another page whole was hit by a misdirected write, not torn: its
-    /// newest version may have been there alone, so a copy older than `redo_start` (whose
-    /// later changes redo would not replay) is not put back; the page stays for the checks to
-    /// report.
+    /// A copy at or after `redo_start` repairs a damaged home: every page a batch since the last
+    /// completed checkpoint wrote was changed at or after it (the checkpoint wrote the older
+    /// ones), and redo replays what followed. An older copy is left over from an earlier batch:
+    /// it repairs the home only when the home is that very version with a few bits rotten
+    /// ([`ROT_BITS`] at most differ); else the home may have held a newer version whose changes
+    /// before `redo_start` redo would not replay, and it stays damaged for the checks to report
+    /// (bit rot of a newer version, or a misdirected write that put another page there).
     pub fn repair_from_doublewrite(&self, first_page: u64, redo_start: u64) -> Result<u64> {
         let mut best: BTreeMap<u64, (u64, Vec<u8>)> = BTreeMap::new();
         for i in 0..self.dw_pages as u64 {
@@ -174,7 +177,7 @@ impl Pool {
             match check_page(&cur, pid) {
                 Ok(l) if l >= lsn => continue,
                 Ok(_) => {}
-                Err(_) if lsn < redo_start && names_other_page(&cur, pid) => continue,
+                Err(_) if lsn < redo_start && !rotten_copy_of(&cur, &bytes) => continue,
                 Err(_) => repaired += 1,
             }
             self.dev.write(
@@ -189,4 +192,21 @@ impl Pool {
         }
         Ok(repaired)
     }
+}
+
+/// Bits that may differ between a damaged home page and an older double-write copy for the
+/// copy to count as the home's own version (bit rot flips one; a torn write or another
+/// version differs in far more).
+const ROT_BITS: u32 = 8;
+
+/// Whether `home` is `copy` with at most [`ROT_BITS`] bits flipped.
+fn rotten_copy_of(home: &[u8], copy: &[u8]) -> bool {
+    let mut bits = 0;
+    for (a, b) in home.iter().zip(copy) {
+        bits += (a ^ b).count_ones();
+        if bits > ROT_BITS {
+            return false;
+        }
+    }
+    home.len() == copy.len()
 }
