@@ -158,6 +158,9 @@ pub(crate) struct Switch {
     ckpt_bias: Mutex<Option<(f64, u64, SmallRng)>>,
     /// The sectors the cut tore (device index, sector, the contents before the write).
     torn: Mutex<Vec<TornSector>>,
+    /// The data sectors unflushed at the cut, which the device itself may have kept or
+    /// dropped, one by one (a page of several sectors then mixes two versions).
+    at_risk: Mutex<Vec<TornSector>>,
     /// Errors that reached the database's failure path carrying an injected fault's tag
     /// (the engine keeps only its first cause; a fault's error may come second).
     heard: Mutex<Vec<String>>,
@@ -232,6 +235,7 @@ impl Switch {
             heard: Mutex::default(),
             served: Mutex::default(),
             torn: Mutex::default(),
+            at_risk: Mutex::default(),
         })
     }
 
@@ -380,11 +384,13 @@ impl Switch {
         self.ops.load(Ordering::Acquire)
     }
 
-    /// Where the cut fell (after a cut).
-    /// The sectors the cut tore, each with its contents before the torn write (device index:
-    /// data, log, flash cache).
+    /// The sectors the cut may have torn, each with its contents before the write: the data
+    /// sectors unflushed at the cut (holding, if the device kept them, their new image), then
+    /// the sectors the switch tore in 512-byte pieces (holding that mix).
     pub(crate) fn torn(&self) -> Vec<TornSector> {
-        self.torn.lock().clone()
+        let mut all = self.at_risk.lock().clone();
+        all.extend(self.torn.lock().iter().cloned());
+        all
     }
 
     pub(crate) fn cut_point(&self) -> Option<CutPoint> {
@@ -441,6 +447,20 @@ impl Switch {
         };
         self.cut_mid_dw
             .store(self.dw_pending.load(Ordering::Acquire), Ordering::Release);
+        // What the device's own cut may keep or drop, sector by sector (with its new image
+        // where it `torn` stands for what the sector may hold now).
+        let at_risk: Vec<TornSector> = self.unflushed[DATA]
+            .lock()
+            .sectors
+            .iter()
+            .map(|(&sector, (_, pre, new))| TornSector {
+                dev: DATA,
+                sector,
+                pre: pre.clone(),
+                torn: new.clone(),
+            })
+            .collect();
+        self.at_risk.lock().extend(at_risk);
         for (i, d) in self.inner.iter().enumerate() {
             let pc = d.as_power_cut().ok_or_else(|| {
                 DeviceError::Unsupported(format!(
@@ -544,7 +564,7 @@ impl Switch {
             if dev == DATA && hints.stream == Stream::Doublewrite.on(&inner.caps()) {
                 self.dw_pending.store(true, Ordering::Release);
             }
-            if !self.tear512 {
+            if !self.tracks(dev) {
                 return inner.write(sector, buf, hints);
             }
             let durable = inner
@@ -583,17 +603,24 @@ impl Switch {
         })
     }
 
+    /// Whether the unflushed sectors of `dev` are kept: for 512-byte tears, and on the data
+    /// device always (its own cut keeps or drops each: see `at_risk`).
+    fn tracks(&self, dev: usize) -> bool {
+        self.tear512 || dev == DATA
+    }
+
     fn flush(&self, dev: usize) -> pagoda_device::Result<()> {
         let req = Req::new(dev, "flush", 0, 0);
         self.io(req, || {
-            let _order = self.tear512.then(|| self.order[dev].write());
+            let tracked = self.tracks(dev);
+            let _order = tracked.then(|| self.order[dev].write());
             let start = self.unflushed[dev].lock().seq;
             self.inner[dev].flush()?;
             if dev == DATA && self.dw_pending.load(Ordering::Acquire) {
                 // The flush after the double-write arms the in-place phase; the next one ends it.
                 self.dw_pending.store(false, Ordering::Release);
             }
-            if self.tear512 {
+            if tracked {
                 self.unflushed[dev]
                     .lock()
                     .sectors
@@ -606,7 +633,7 @@ impl Switch {
     fn trim(&self, dev: usize, sector: u64, sectors: u64) -> pagoda_device::Result<()> {
         let req = Req::new(dev, "trim", sector, sectors);
         self.io(req, || {
-            if self.tear512 {
+            if self.tracks(dev) {
                 let mut u = self.unflushed[dev].lock();
                 for s in sector..sector + sectors {
                     u.sectors.remove(&s);
@@ -704,6 +731,7 @@ mod tests {
         assert_eq!(faulty.failures(), 0, "the switch's own I/O met a fault");
         let cut = switch.cut_point().expect("the cut is recorded");
         assert!(cut.torn_512 > 0, "64 unflushed sectors and none torn");
-        assert_eq!(switch.torn().len() as u64, cut.torn_512);
+        // The sectors torn, after the 64 at risk (the device itself may keep or drop each).
+        assert_eq!(switch.torn().len() as u64, 64 + cut.torn_512);
     }
 }

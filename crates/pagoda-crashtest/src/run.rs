@@ -211,6 +211,8 @@ pub fn run(opts: CrashTestOptions) -> Result<CrashTestReport> {
         if let Some(p) = &pending {
             st.tore(&p.torn, spp);
         }
+        let torn_pages = st.torn_pages.clone();
+        let torn_at = |p: &u64| torn_pages.contains(p);
         let failed_cycle = pending.as_ref().map_or(cycle, |p| p.cycle);
         let cut = pending.as_ref().and_then(|p| p.cut.clone());
         let fault = pending.as_ref().and_then(|p| p.fault.clone());
@@ -244,9 +246,8 @@ pub fn run(opts: CrashTestOptions) -> Result<CrashTestReport> {
                 let lost = ledger.lost_write();
                 // Torn mode none: the pages cuts tore explain their own corruption, the damage
                 // a fault left must explain the rest.
-                let (torn_hit, rest): (Vec<u64>, Vec<u64>) = pages
-                    .iter()
-                    .partition(|p| excused && st.torn_pages.contains(p));
+                let (torn_hit, rest): (Vec<u64>, Vec<u64>) =
+                    pages.iter().partition(|p| excused && torn_at(p));
                 let torn_page = e.is_corruption() && !torn_hit.is_empty();
                 let explains = (e.is_corruption() || lost)
                     && !(torn_page && rest.is_empty())
@@ -389,7 +390,7 @@ pub fn run(opts: CrashTestOptions) -> Result<CrashTestReport> {
                 .iter()
                 .map(|(pages, d)| {
                     let rest = pages.iter().copied();
-                    let rest = rest.filter(|p| !(excused && st.torn_pages.contains(p)));
+                    let rest = rest.filter(|p| !(excused && torn_at(p)));
                     (pages.is_empty(), rest.collect::<Vec<u64>>(), d.clone())
                 })
                 .filter(|(unnamed, rest, _)| *unnamed || !rest.is_empty())
