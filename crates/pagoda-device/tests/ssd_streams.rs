@@ -94,3 +94,56 @@ fn sequential_writes_need_almost_no_copyback() {
     assert!(s.copybacks * 20 < s.host_write_pages, "{s:?}");
     assert!(s.waf < 1.05, "{s:?}");
 }
+
+/// `separate=3` (seed 001's FTL): writes tagged 3 keep write points of their own, writes
+/// tagged 0, 1 and 2 share stream 0's, and the counters are kept by where a write lands.
+#[test]
+fn separate_keeps_only_the_named_stream_apart() {
+    use pagoda_device::{BlockDevice, WriteHints};
+    let mut cfg = SsdConfig::preset("sata-ssd").expect("preset");
+    for (k, v) in [
+        ("capacity", "512MiB"),
+        ("streams", "4"),
+        ("separate", "3"),
+        ("backing", "none"),
+    ] {
+        cfg.set(k, v).expect("key");
+    }
+    assert_eq!(cfg.write_point_streams(), 2);
+    assert_eq!(
+        (0..4)
+            .map(|s| cfg.write_point_stream(s))
+            .collect::<Vec<_>>(),
+        [0, 0, 0, 3]
+    );
+    let d = Ssd::new(cfg).expect("device");
+    assert_eq!(d.caps().streams, 4, "the host still tags four streams");
+    for (lpn, stream) in [(0, 0), (1, 1), (2, 2), (3, 3), (4, 3)] {
+        d.write_units(lpn, 1, WriteHints::stream(stream))
+            .expect("write");
+    }
+    let s = d.stats();
+    let host: Vec<u64> = s.streams.iter().map(|x| x.host_write_pages).collect();
+    assert_eq!(host, [3, 0, 0, 2]);
+    assert!(
+        d.describe().contains("own write points: 3"),
+        "{}",
+        d.describe()
+    );
+}
+
+#[test]
+fn separate_names_only_streams_the_device_has() {
+    for (streams, separate) in [("4", "0"), ("4", "4"), ("2", "1+2")] {
+        let mut cfg = SsdConfig::preset("sata-ssd").expect("preset");
+        cfg.set("streams", streams).expect("streams");
+        cfg.set("separate", separate).expect("parses");
+        let e = cfg.validate().expect_err("out of range").to_string();
+        assert!(
+            e.contains("separate=") && e.contains("stream 0 is the shared one"),
+            "{e}"
+        );
+    }
+    let mut cfg = SsdConfig::preset("sata-ssd").expect("preset");
+    assert!(cfg.set("separate", "dw").is_err());
+}

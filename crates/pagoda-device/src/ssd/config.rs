@@ -63,6 +63,12 @@ pub struct SsdConfig {
     /// feature (seed 001): the drive `sata-ssd` models has no streams (`streams=1` models it
     /// as it is); see `docs/devices.md`.
     pub streams: u16,
+    /// The streams that get write points of their own, all others sharing stream 0's
+    /// (`None`: every stream its own). Key `separate`, ids joined by `+` (`separate=3`):
+    /// an FTL with one extra region for one kind of write, as seed 001's custom FTL keeps
+    /// only the double-write area apart, while the host still tags every write. The
+    /// per-stream counters are kept by the stream a write lands in.
+    pub separate: Option<Vec<u16>>,
     /// Atomic-write unit in bytes (power of two, 4 KiB..=1 MiB) or `None`. Key `atomic`
     /// (`0` = none). The presets set 16 KiB as an emulated research feature (seed 003): the
     /// drive `sata-ssd` models guarantees no atomic write above the sector (`atomic=0`
@@ -147,7 +153,7 @@ pub struct SsdConfig {
 
 /// Valid keys of [`SsdConfig::set`], for error messages.
 pub const KEYS: &str =
-    "capacity, op, streams, atomic, split, latency, time_scale, backing, channels, \
+    "capacity, op, streams, separate, atomic, split, latency, time_scale, backing, channels, \
      dies, planes, pages_per_block, page_size, spare, gc, gc_low, gc_high, stripe, cache, \
      plp, precondition, read_us, program_us, erase_us, channel_mbps, link_mbps, cmd_us";
 
@@ -186,6 +192,7 @@ impl SsdConfig {
             capacity_bytes: 1 << 30,
             op: 0.07,
             streams: 4,
+            separate: None,
             atomic_unit_bytes: Some(16 * 1024),
             split_bytes: 0,
             latency: LatencyMode::Count,
@@ -251,6 +258,13 @@ impl SsdConfig {
             "capacity" => self.capacity_bytes = parse_size(v)?,
             "op" => self.op = float(key, v)?,
             "streams" => self.streams = int(key, v)?,
+            "separate" => {
+                self.separate = Some(
+                    v.split('+')
+                        .map(|id| int(key, id.trim()))
+                        .collect::<Result<Vec<u16>>>()?,
+                );
+            }
             "atomic" => {
                 let b = parse_size(v)?;
                 self.atomic_unit_bytes = if b == 0 {
@@ -335,6 +349,21 @@ impl SsdConfig {
         Ok(())
     }
 
+    /// The stream whose write points a write tagged `stream` lands in (see [`Self::separate`]).
+    pub fn write_point_stream(&self, stream: u16) -> u16 {
+        match &self.separate {
+            Some(own) if !own.contains(&stream) => 0,
+            _ => stream,
+        }
+    }
+
+    /// How many streams hold write points: all of them, or stream 0 and the separate ones.
+    pub fn write_point_streams(&self) -> u16 {
+        (0..self.streams)
+            .filter(|s| self.write_point_stream(*s) == *s)
+            .count() as u16
+    }
+
     /// Checks the options and that capacity, op and geometry agree.
     pub fn validate(&self) -> Result<()> {
         self.geometry().map(|_| ())
@@ -357,6 +386,16 @@ impl SsdConfig {
                 "streams={} is out of range; use 1..=64",
                 self.streams
             ));
+        }
+        if let Some(own) = &self.separate {
+            if let Some(id) = own.iter().find(|id| **id == 0 || **id >= self.streams) {
+                return cfg(format!(
+                    "separate={id} is not a stream of its own on a device with streams={}; \
+                     give ids 1..={} joined by '+' (stream 0 is the shared one)",
+                    self.streams,
+                    self.streams - 1
+                ));
+            }
         }
         if let Some(u) = self.atomic_unit_bytes {
             if u < SECTOR_SIZE || !u.is_power_of_two() || u > 1 << 20 {

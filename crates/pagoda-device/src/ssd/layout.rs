@@ -72,7 +72,7 @@ pub(crate) fn derive(c: &SsdConfig, units_per_page: u32) -> Result<Geometry> {
     let cfg = |m: String| Err(DeviceError::config(m));
     let logical_units = c.capacity_bytes / UNIT;
     let pus = c.channels * c.dies_per_channel * c.planes;
-    let streams = u64::from(c.streams);
+    let streams = u64::from(c.write_point_streams());
     let reserve = u64::from(c.gc_high_blocks);
     let stripe = match c.stripe {
         Some(s) if s == 0 || s > pus => {
@@ -130,7 +130,7 @@ pub(crate) fn derive(c: &SsdConfig, units_per_page: u32) -> Result<Geometry> {
 /// smallest blocks (`upb` units each): names the smallest capacity that can, and the op that
 /// would do at this capacity.
 fn too_small(c: &SsdConfig, upb: u32, pus: u32, stripe: u32) -> DeviceError {
-    let streams = u64::from(c.streams);
+    let streams = u64::from(c.write_point_streams());
     let reserve = u64::from(c.gc_high_blocks);
     let need = spare_needed(u64::from(stripe), streams, reserve);
     let logical_units = c.capacity_bytes / UNIT;

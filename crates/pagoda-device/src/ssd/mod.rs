@@ -11,7 +11,8 @@
 //!   (a unit is live iff `l2p[oob.lpn] == ppn`), a valid bitmap (live or pinned units, so GC
 //!   finds what to move without L2P lookups), per-block valid/written/erase counts. Each
 //!   stream has `stripe` write points (round-robin over PUs, for parallelism), shared by host
-//!   writes and GC. Free blocks sit in FIFO lists per PU, so erases rotate over all blocks
+//!   writes and GC; with `separate` only the streams it names keep their own, the others
+//!   write to stream 0's. Free blocks sit in FIFO lists per PU, so erases rotate over all blocks
 //!   (simple dynamic wear levelling); erase counts are lifetime figures (not reset by
 //!   `reset_stats`).
 //! * **GC** (`gc`): when free blocks fall below `gc_low`, victims are collected until
@@ -200,7 +201,8 @@ impl Ssd {
             if let Some(t) = f.timing.as_mut() {
                 t.now = now;
             }
-            f.write(lpn, n, hints.stream, hints.atomic, data)?
+            let stream = self.cfg.write_point_stream(hints.stream);
+            f.write(lpn, n, stream, hints.atomic, data)?
         };
         self.wait(done);
         Ok(())
@@ -353,12 +355,16 @@ impl BlockDevice for Ssd {
     fn describe(&self) -> String {
         let c = &self.cfg;
         format!(
-            "{}(capacity={}, op={:.3}, streams={}, atomic={}, {}x{}x{} pus, \
+            "{}(capacity={}, op={:.3}, streams={}{}, atomic={}, {}x{}x{} pus, \
              {} blocks of {} ({} pages{}), page={}, stripe={}, gc={:?}, cache={}, latency={:?})",
             c.name,
             format_size(c.capacity_bytes),
             self.geo.effective_op(),
             c.streams,
+            c.separate.as_ref().map_or(String::new(), |own| {
+                let ids: Vec<String> = own.iter().map(u16::to_string).collect();
+                format!(" (own write points: {}; the rest share 0's)", ids.join("+"))
+            }),
             c.atomic_unit_bytes
                 .map_or("none".to_string(), |u| format_size(u as u64)),
             c.channels,
