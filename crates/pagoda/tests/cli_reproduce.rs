@@ -121,7 +121,7 @@ fn all_experiments_write_report_json_and_plots() {
     };
     let (one, sep) = (
         both("dwb-ftl.one-stream", &cb),
-        both("dwb-ftl.separated", &cb),
+        both("dwb-ftl.dw-separated", &cb),
     );
     let report = json(&out.join("report.json"));
     let dwb = report["experiments"]
@@ -151,17 +151,17 @@ fn all_experiments_write_report_json_and_plots() {
     let o = pagoda(&[
         "reproduce",
         "cell",
-        "dwb-ftl.separated",
+        "dwb-ftl.dw-separated",
         "--scale",
         "tiny",
         "--out",
         again.to_str().unwrap(),
     ]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let first = cell(&out, "dwb-ftl.separated", 1);
+    let first = cell(&out, "dwb-ftl.dw-separated", 1);
     let (a, b) = (
         &first["result"]["devices"]["data"],
-        &cell(&again, "dwb-ftl.separated", 1)["result"]["devices"]["data"],
+        &cell(&again, "dwb-ftl.dw-separated", 1)["result"]["devices"]["data"],
     );
     for k in [
         "host_write_pages",
