@@ -433,13 +433,19 @@ fn seed_share_ablation(results: &[&CellResult]) -> Option<String> {
     let get = |mode: &str| find(results, &[("mode", mode), ("variant", SEED_SHARE)]);
     let (sep, one) = (get(DW)?, get(ONE)?);
     let share = Spread::of(dw_shares(Some(&sep)))?;
-    let buffer = sep.runs.first()?.num("config/buffer_bytes")? / 1_048_576.0;
+    let kib = sep.runs.first()?.num("config/buffer_bytes")? / 1024.0;
+    // Whole MiB where it is one (quick's 13 MiB), else KiB (tiny's 1,056).
+    let buffer = if kib % 1024.0 == 0.0 {
+        format!("{} MiB", kib / 1024.0)
+    } else {
+        format!("{} KiB", fmt_num(Some(kib)))
+    };
     let pct = |path: &str| {
         changes(Some(&sep), Some(&one), path)
             .map_or("?".to_string(), |s| s.fmt(|v| format!("{v:+.1} %")))
     };
     Some(format!(
-        "with a {buffer:.0} MiB buffer the double-write copies are {} of the host writes (the \
+        "with a {buffer} buffer the double-write copies are {} of the host writes (the \
          seed's 11.5 %); {DW} vs {ONE} then changes copybacks by {}, GC runs by {} and ops/s \
          by {}",
         share.percent(),
