@@ -151,6 +151,14 @@ fn secs(s: f64) -> String {
     format!("{}s", (s * 100.0).round() / 100.0)
 }
 
+/// No ratio divides two of these cells for a verdict: each headline row judges the shape of
+/// one device's curve, or a prediction against each cell. (The table's SSD/HDD column divides
+/// cells of two devices that run apart, the SSD's alone and the disk's four at a time; it is
+/// context, not a verdict.)
+pub(super) fn comparisons(_cells: &[Cell]) -> Vec<Vec<String>> {
+    Vec::new()
+}
+
 pub(super) fn cells(scale: Scale) -> Vec<Cell> {
     let p = plan(scale);
     let table = p.records / RECORDS_PER_PAGE;

@@ -171,6 +171,26 @@ pub(crate) struct CellResult {
     /// absent in results saved before it was recorded.
     #[serde(default)]
     pub started_unix_s: Option<f64>,
+    /// The round the cell started in (the cells started with it, the load then), so the
+    /// report can list who ran beside whom; absent in results saved before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub round: Option<RoundInfo>,
+}
+
+/// Cells started together, as one result records it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub(crate) struct RoundInfo {
+    /// When the run that scheduled the round started (Unix seconds): it tells the rounds of
+    /// two runs merged into one directory apart.
+    pub run_started_unix_s: f64,
+    /// 1-based, in the run's order.
+    pub index: usize,
+    /// The rounds of the run.
+    pub of: usize,
+    /// The ids of every cell of the round, this one included, in the order they started.
+    pub cells: Vec<String>,
+    /// The 1-minute load average (`/proc/loadavg`) just before the round's cells started.
+    pub load_1m: Option<f64>,
 }
 
 fn one() -> u64 {
@@ -221,11 +241,18 @@ pub(crate) struct Running<'a> {
     log_path: PathBuf,
     path: PathBuf,
     machine: Value,
+    round: Option<RoundInfo>,
 }
 
 impl<'a> Running<'a> {
-    /// Starts `cell` for `seed`; `jobs` is recorded with its result.
-    pub(crate) fn spawn(cell: &'a Cell, seed: u64, jobs: u64, out: &Path) -> CliResult<Self> {
+    /// Starts `cell` for `seed`; `jobs` and `round` are recorded with its result.
+    pub(crate) fn spawn(
+        cell: &'a Cell,
+        seed: u64,
+        jobs: u64,
+        round: Option<RoundInfo>,
+        out: &Path,
+    ) -> CliResult<Self> {
         let dir = out.join("cells");
         fs::create_dir_all(&dir).map_err(|e| io_err(&dir, e))?;
         let stem = cell.stem(seed);
@@ -267,6 +294,7 @@ impl<'a> Running<'a> {
             log_path,
             path: dir.join(format!("{stem}.json")),
             machine,
+            round,
         })
     }
 
@@ -316,6 +344,7 @@ impl<'a> Running<'a> {
             result,
             jobs: self.jobs,
             started_unix_s: Some(self.started_unix_s),
+            round: self.round,
         };
         let text = serde_json::to_string_pretty(&r).map_err(|e| CliError::Other(e.to_string()))?;
         fs::write(&self.path, text).map_err(|e| io_err(&self.path, e))?;

@@ -141,15 +141,15 @@ pub(super) fn cells(scale: Scale) -> Vec<Cell> {
     for conf in ["face", "lru"] {
         runs.push((ssd.0, ssd.2, conf, "full"));
     }
-    // The disk cells run four at a time: in this order the cells of a group take about as
-    // long as each other (the short full-cache cells beside the two fresh ones without a
-    // restart; the GSC row's ablation, the same two cells over a longer window, beside
-    // the ones with a restart), also when a round runs the order backwards.
-    for conf in ["face", "lru"] {
-        runs.push((hdd.0, hdd.2, conf, "full"));
-    }
+    // The disk cells run four at a time, each comparison's cells in one unit (see
+    // `comparisons`): the four fresh ones together, then the two full-cache cells beside the
+    // GSC row's ablation (the same two cells over a longer window), which stand next to each
+    // other in this order whichever way a repeat runs it.
     for conf in ["lru", "face-gsc", "face", "original"] {
         runs.push((hdd.0, hdd.2, conf, "fresh"));
+    }
+    for conf in ["face", "lru"] {
+        runs.push((hdd.0, hdd.2, conf, "full"));
     }
     if g.long.is_some() {
         for conf in ["face", "face-gsc"] {
@@ -251,6 +251,14 @@ pub(super) fn cells(scale: Scale) -> Vec<Cell> {
             }
         })
         .collect()
+}
+
+/// The cells each ratio divides: the configurations on one data device with one cache device
+/// state (every ratio and table column of this section compares cells within one of these).
+pub(super) fn comparisons(cells: &[Cell]) -> Vec<Vec<String>> {
+    super::schedule::comparisons_by(cells, |c| {
+        Some(format!("{}.{}", c.params["data"], c.params["cache"]))
+    })
 }
 
 fn get<'a>(results: &[&'a CellResult], data: &str, conf: &str, cache: &str) -> Option<Group<'a>> {

@@ -176,6 +176,23 @@ pub(super) fn cells(scale: Scale) -> Vec<Cell> {
         .collect()
 }
 
+/// The cells each ratio divides: every mode at one thread count on one device (on the NVMe
+/// SSD with and without a power-loss-protected cache, whose gains the PLP row divides), and
+/// the same-total-in-flight row's 4-thread pipelined cell with the 16-thread sync one.
+pub(super) fn comparisons(cells: &[Cell]) -> Vec<Vec<String>> {
+    let mut out = super::schedule::comparisons_by(cells, |c| {
+        let dev = c.params["device"].as_str().unwrap_or("");
+        let family = if dev.starts_with("nvme") { "nvme" } else { dev };
+        Some(format!("{family}.{}", c.params["threads"]))
+    });
+    let id = |dev: &str, mode: &str, t: u32| format!("{EXP}.{dev}.{mode}.t{t:02}");
+    let same_total = [id("nvme", "d4", 4), id("nvme", "sync", 16)];
+    if same_total.iter().all(|x| cells.iter().any(|c| c.id == *x)) {
+        out.push(same_total.to_vec());
+    }
+    out
+}
+
 fn tps(results: &[&CellResult], dev: &str, mode: &str, t: u32) -> Option<f64> {
     find(
         results,

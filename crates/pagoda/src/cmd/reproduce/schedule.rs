@@ -1,52 +1,43 @@
-//! Runs the grid's cells as child processes under one progress bar: one unit (a cell, or
-//! light neighbours) at a time by default, or up to `--jobs` units at once. Units start in the
-//! plan's order, so with `--jobs 1` the run is the sequential one; with more, the cells share
-//! the machine, and the report says so from what each result recorded.
+//! Runs the grid's cells as child processes under one progress bar, in rounds: the cells of a
+//! round start together and the next round starts when all of them have ended, so every cell
+//! of a round has the same neighbours. A round holds one unit (a cell, or light cells side by
+//! side) with `--jobs 1`, up to `--jobs` units with more.
+//!
+//! The rule that makes ratios fair: the cells whose figures form one ratio (a comparison, as
+//! each experiment declares it) run in one unit; when they cannot share one (a cell that is
+//! not light, or more of them than a light cell allows beside it), in a round of their own
+//! when `--jobs` gives them a unit each, else each alone in a round. Either way, the arms of
+//! a ratio see the same neighbours for the same repeat.
 
-use super::cell::{Cell, CellResult, Running, Scale};
+use super::cell::{Cell, CellResult, RoundInfo, Running, Scale};
 use crate::error::CliResult;
 use crate::progress::Progress;
+use std::collections::HashMap;
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-/// Cells that start together and take one of the `--jobs` slots: a cell alone, or light
-/// neighbours (each bound by its own emulated disk at a few % of a core).
-struct Unit<'a> {
+/// Cells that start together, and the repeat they run for.
+#[derive(Debug)]
+struct Round<'a> {
     seed: u64,
+    /// In the order they start (the repeat's order: reversed on odd repeats).
     cells: Vec<&'a Cell>,
-    /// The 1-based number of its first run among all runs (for the progress message).
-    first_run: usize,
 }
 
-impl Unit<'_> {
+impl Round<'_> {
+    /// Together, the cells take the time of the longest.
     fn estimate(&self) -> u64 {
-        self.cells.iter().map(|c| c.estimate_s).sum()
+        self.cells.iter().map(|c| c.estimate_s).max().unwrap_or(0)
     }
 
-    /// Together, the unit's estimates elapse in the time of its longest cell.
-    fn progress(&self, t: Duration) -> u64 {
-        let longest = self.cells.iter().map(|c| c.estimate_s).max().unwrap_or(1);
-        let est = self.estimate();
-        (t.as_secs() * est / longest.max(1)).min(est)
-    }
-
-    fn label(&self, runs: usize) -> String {
+    fn label(&self, index: usize, rounds: usize) -> String {
         let ids: Vec<&str> = self.cells.iter().map(|c| c.id.as_str()).collect();
         format!(
-            "run {}/{runs}: {} (seed {})",
-            self.first_run,
+            "round {index}/{rounds}: {} (seed {})",
             ids.join(" + "),
             self.seed
         )
     }
-}
-
-/// A unit whose children are running.
-struct Active<'a> {
-    unit: usize,
-    start: Instant,
-    children: Vec<Option<Running<'a>>>,
-    results: Vec<CellResult>,
 }
 
 /// Where results go and what each records.
@@ -57,81 +48,82 @@ pub(crate) struct Target<'p> {
     pub jobs: u64,
 }
 
-/// Runs `units`, keeping up to `slots` of them running, and saves each cell's result in
-/// `out/cells/ID.sSEED.json` (also when it fails: the report then says why). About every
-/// 200 ms `tick` gets the estimated seconds done and a message naming the running units;
-/// `done` sees each result as it is saved. Results come back in the units' order.
-fn run_units(
-    units: &[Unit],
+/// The 1-minute load average now, from `/proc/loadavg` (`None` where there is none).
+pub(crate) fn load_1m() -> Option<f64> {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
+fn unix_now() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
+}
+
+/// Runs `rounds` one after another and saves each cell's result in `out/cells/ID.sSEED.json`
+/// (also when it fails: the report then says why). About every 200 ms `tick` gets the
+/// estimated seconds done and a message naming the running round; `done` sees each result
+/// as it is saved. Results come back in the rounds' order.
+fn run_rounds(
+    rounds: &[Round],
     t: &Target,
-    slots: usize,
     tick: &mut dyn FnMut(u64, String),
     done: &mut dyn FnMut(&CellResult),
 ) -> CliResult<Vec<CellResult>> {
-    let runs: usize = units.iter().map(|u| u.cells.len()).sum();
-    let mut next = 0;
-    let mut active: Vec<Active> = Vec::new();
-    let mut finished: Vec<Vec<CellResult>> = units.iter().map(|_| Vec::new()).collect();
+    let run_started = unix_now();
+    let mut out = Vec::new();
     let mut finished_s = 0u64;
-    let outcome = (|| -> CliResult<()> {
-        while next < units.len() || !active.is_empty() {
-            while active.len() < slots.max(1) && next < units.len() {
-                let u = &units[next];
-                let mut children = Vec::with_capacity(u.cells.len());
-                for c in &u.cells {
-                    children.push(Some(Running::spawn(c, u.seed, t.jobs, t.out)?));
-                }
-                active.push(Active {
-                    unit: next,
-                    start: Instant::now(),
-                    children,
-                    results: Vec::new(),
-                });
-                next += 1;
+    for (i, round) in rounds.iter().enumerate() {
+        let info = RoundInfo {
+            run_started_unix_s: run_started,
+            index: i + 1,
+            of: rounds.len(),
+            cells: round.cells.iter().map(|c| c.id.clone()).collect(),
+            load_1m: load_1m(),
+        };
+        let label = round.label(i + 1, rounds.len());
+        let start = Instant::now();
+        let mut children: Vec<Option<Running>> = Vec::with_capacity(round.cells.len());
+        let mut results = Vec::new();
+        let outcome = (|| -> CliResult<()> {
+            for c in &round.cells {
+                let run = Running::spawn(c, round.seed, t.jobs, Some(info.clone()), t.out)?;
+                children.push(Some(run));
             }
-            for a in &mut active {
-                for slot in &mut a.children {
+            while children.iter().any(Option::is_some) {
+                for slot in &mut children {
                     if let Some(status) = slot.as_mut().map(Running::poll).transpose()?.flatten() {
                         let run = slot.take().expect("polled above");
                         let r = run.finish(status, t.scale)?;
                         done(&r);
-                        a.results.push(r);
+                        results.push(r);
                     }
                 }
-            }
-            // Completed units leave their slot; their results are kept in the plan's order.
-            let mut i = 0;
-            while i < active.len() {
-                if active[i].children.iter().all(Option::is_none) {
-                    let a = active.remove(i);
-                    finished_s += units[a.unit].estimate();
-                    finished[a.unit] = a.results;
-                } else {
-                    i += 1;
+                let into = start.elapsed().as_secs().min(round.estimate());
+                tick(finished_s + into, label.clone());
+                if children.iter().any(Option::is_some) {
+                    std::thread::sleep(Duration::from_millis(200));
                 }
             }
-            let into: u64 = active
-                .iter()
-                .map(|a| units[a.unit].progress(a.start.elapsed()))
-                .sum();
-            let labels: Vec<String> = active.iter().map(|a| units[a.unit].label(runs)).collect();
-            tick(finished_s + into, labels.join(" | "));
-            if !active.is_empty() {
-                std::thread::sleep(Duration::from_millis(200));
-            }
-        }
-        Ok(())
-    })();
-    if outcome.is_err() {
-        // No cell outlives a run that gave up.
-        for a in &mut active {
-            for run in a.children.iter_mut().flatten() {
+            Ok(())
+        })();
+        if outcome.is_err() {
+            // No cell outlives a run that gave up.
+            for run in children.iter_mut().flatten() {
                 run.kill();
             }
         }
+        outcome?;
+        // In the round's start order, whichever ended first.
+        results.sort_by_key(|r| round.cells.iter().position(|c| c.id == r.cell.id));
+        out.extend(results);
+        finished_s += round.estimate();
     }
-    outcome?;
-    Ok(finished.into_iter().flatten().collect())
+    Ok(out)
 }
 
 /// Runs one cell as a child process and saves its result; `tick` gets the seconds elapsed.
@@ -141,52 +133,54 @@ pub(crate) fn run_cell(
     t: &Target,
     tick: &mut dyn FnMut(Duration),
 ) -> CliResult<CellResult> {
-    let unit = Unit {
+    let round = Round {
         seed,
         cells: vec![cell],
-        first_run: 1,
     };
     let start = Instant::now();
-    let mut r = run_units(
-        &[unit],
-        t,
-        1,
-        &mut |_, _| tick(start.elapsed()),
-        &mut |_| {},
-    )?;
+    let mut r = run_rounds(&[round], t, &mut |_, _| tick(start.elapsed()), &mut |_| {})?;
     Ok(r.remove(0))
 }
 
-/// Runs every cell once per seed with one progress bar over their estimated time, in rounds:
-/// each round runs every cell once, so the configurations a ratio compares run close in time;
-/// odd rounds run the cells in reverse, so no configuration always runs first. Two light cells
-/// next to each other run at the same time; `t.jobs` units run at once.
-pub(crate) fn run_all(cells: &[Cell], seeds: &[u64], t: &Target) -> CliResult<Vec<CellResult>> {
-    let mut units = Vec::new();
-    let mut first_run = 1;
-    for (round, &seed) in seeds.iter().enumerate() {
-        let order: Vec<&Cell> = if round % 2 == 1 {
-            cells.iter().rev().collect()
-        } else {
-            cells.iter().collect()
-        };
-        for g in groups(&order) {
-            let n = g.len();
-            units.push(Unit {
+/// The rounds of every repeat: each repeat runs every cell once, so the configurations a
+/// ratio compares run close in time; odd repeats take the cells in reverse, so no
+/// configuration always starts first or always has the same cells before it.
+fn plan<'a>(
+    cells: &'a [Cell],
+    comparisons: &[Vec<String>],
+    seeds: &[u64],
+    slots: usize,
+) -> Vec<Round<'a>> {
+    let mut out = Vec::new();
+    for (repeat, &seed) in seeds.iter().enumerate() {
+        let mut order: Vec<&Cell> = cells.iter().collect();
+        if repeat % 2 == 1 {
+            order.reverse();
+        }
+        for cells in rounds(&order, comparisons, slots) {
+            out.push(Round {
                 seed,
-                cells: g,
-                first_run,
+                cells: cells.into_iter().flatten().collect(),
             });
-            first_run += n;
         }
     }
-    let total: u64 = units.iter().map(Unit::estimate).sum();
-    let mut bar = Progress::new("reproduce", "s", total.max(1));
+    out
+}
+
+/// Runs every cell once per seed with one progress bar over the rounds' estimated time.
+pub(crate) fn run_all(
+    cells: &[Cell],
+    comparisons: &[Vec<String>],
+    seeds: &[u64],
+    t: &Target,
+) -> CliResult<Vec<CellResult>> {
     let slots = usize::try_from(t.jobs).unwrap_or(usize::MAX);
-    let results = run_units(
-        &units,
+    let rounds = plan(cells, comparisons, seeds, slots);
+    let total: u64 = rounds.iter().map(Round::estimate).sum();
+    let mut bar = Progress::new("reproduce", "s", total.max(1));
+    let results = run_rounds(
+        &rounds,
         t,
-        slots,
         &mut |at, msg| bar.set_with_message(at, msg),
         &mut |r| {
             if let (Some(e), false) = (&r.error, r.cell.may_fail) {
@@ -201,38 +195,150 @@ pub(crate) fn run_all(cells: &[Cell], seeds: &[u64], t: &Target) -> CliResult<Ve
     Ok(results)
 }
 
-/// Seconds one round of `cells` should take with `jobs` units at once, light pairs counted
-/// once (by the longer).
-pub(crate) fn wall_estimate_s(cells: &[Cell], jobs: u64) -> u64 {
-    let order: Vec<&Cell> = cells.iter().collect();
-    let sum: u64 = groups(&order)
+/// Seconds one repeat of `cells` should take with `jobs` units a round: the sum of each
+/// round's longest cell.
+pub(crate) fn wall_estimate_s(cells: &[Cell], comparisons: &[Vec<String>], jobs: u64) -> u64 {
+    let slots = usize::try_from(jobs).unwrap_or(usize::MAX);
+    plan(cells, comparisons, &[0], slots)
         .iter()
-        .map(|g| g.iter().map(|c| c.estimate_s).max().unwrap_or(0))
-        .sum();
-    sum.div_ceil(jobs.max(1))
+        .map(Round::estimate)
+        .sum()
 }
 
-/// The order's cells in groups run together: light cells next to each other, as many as
-/// each of them allows (two unless it says more), else one.
-fn groups<'a>(order: &[&'a Cell]) -> Vec<Vec<&'a Cell>> {
-    let mut out = Vec::new();
-    let mut i = 0;
-    while i < order.len() {
-        let mut group = vec![order[i]];
-        let mut room = if order[i].light {
-            order[i].together()
-        } else {
-            1
-        };
-        while let Some(c) = order.get(i + group.len()) {
-            if !c.light || group.len() >= room.min(c.together()) {
-                break;
+/// The comparisons of `cells` as the cells that share a key (`None`: in no comparison), each
+/// group in the cells' order: for experiments whose ratios divide cells of one setting.
+pub(crate) fn comparisons_by(
+    cells: &[Cell],
+    key: impl Fn(&Cell) -> Option<String>,
+) -> Vec<Vec<String>> {
+    let mut keys: Vec<String> = Vec::new();
+    let mut out: Vec<Vec<String>> = Vec::new();
+    for c in cells {
+        let Some(k) = key(c) else { continue };
+        match keys.iter().position(|x| *x == k) {
+            Some(i) => out[i].push(c.id.clone()),
+            None => {
+                keys.push(k);
+                out.push(vec![c.id.clone()]);
             }
-            room = room.min(c.together());
-            group.push(c);
         }
-        i += group.len();
-        out.push(group);
+    }
+    out
+}
+
+/// A run of cells the order keeps together: the cells of one comparison (linked through
+/// shared cells), at the place of the first of them, or one cell that is in none.
+struct Block<'a> {
+    cells: Vec<&'a Cell>,
+}
+
+impl Block<'_> {
+    /// How many cells may share a unit with these (0 when one of them is not light).
+    fn room(&self) -> usize {
+        if self.cells.iter().all(|c| c.light) {
+            self.cells.iter().map(|c| c.together()).min().unwrap_or(1)
+        } else {
+            0
+        }
+    }
+}
+
+/// The order's cells as blocks: each comparison's cells (with every comparison that shares
+/// a cell with it) together, where the first of them stands in the order.
+fn blocks<'a>(order: &[&'a Cell], comparisons: &[Vec<String>]) -> Vec<Block<'a>> {
+    // Union-find over the cells' ids: a cell in two comparisons joins them.
+    let index: HashMap<&str, usize> = order
+        .iter()
+        .enumerate()
+        .map(|(i, c)| (c.id.as_str(), i))
+        .collect();
+    let mut parent: Vec<usize> = (0..order.len()).collect();
+    fn root(parent: &mut [usize], mut i: usize) -> usize {
+        while parent[i] != i {
+            parent[i] = parent[parent[i]];
+            i = parent[i];
+        }
+        i
+    }
+    for arms in comparisons {
+        let ids: Vec<usize> = arms
+            .iter()
+            .filter_map(|id| index.get(id.as_str()).copied())
+            .collect();
+        for w in ids.windows(2) {
+            let (a, b) = (root(&mut parent, w[0]), root(&mut parent, w[1]));
+            parent[a] = b;
+        }
+    }
+    let mut at: HashMap<usize, usize> = HashMap::new();
+    let mut out: Vec<Block> = Vec::new();
+    for (i, c) in order.iter().enumerate() {
+        let r = root(&mut parent, i);
+        match at.get(&r) {
+            Some(&b) => out[b].cells.push(c),
+            None => {
+                at.insert(r, out.len());
+                out.push(Block { cells: vec![c] });
+            }
+        }
+    }
+    out
+}
+
+/// The order's cells in rounds of units (each unit: cells that start together under one of
+/// `slots`). A block that fits one unit (all light, no more cells than each allows beside
+/// it) stays whole, beside the light blocks next to it while they all fit, and other units
+/// fill its round up to `slots`. A block of several cells that does not fit one unit gets a
+/// round to itself, one cell a unit, when it has no more cells than `slots`, and else runs
+/// each cell alone in a round: so the arms of every ratio share a round, or each is alone.
+fn rounds<'a>(
+    order: &[&'a Cell],
+    comparisons: &[Vec<String>],
+    slots: usize,
+) -> Vec<Vec<Vec<&'a Cell>>> {
+    let slots = slots.max(1);
+    let mut out: Vec<Vec<Vec<&Cell>>> = Vec::new();
+    // The last round may take more units; its last unit takes up to `room` cells.
+    let (mut open, mut room) = (false, 0);
+    for b in blocks(order, comparisons) {
+        let r = b.room();
+        let n = b.cells.len();
+        let last = out.last_mut().filter(|_| open);
+        if r >= n {
+            match last {
+                Some(round) => {
+                    let unit = round.last_mut().expect("a round holds a unit");
+                    if unit.len() + n <= room.min(r) {
+                        unit.extend(b.cells);
+                        room = room.min(r);
+                    } else if round.len() < slots {
+                        round.push(b.cells);
+                        room = r;
+                    } else {
+                        out.push(vec![b.cells]);
+                        room = r;
+                    }
+                }
+                None => {
+                    out.push(vec![b.cells]);
+                    room = r;
+                }
+            }
+            open = true;
+        } else if n == 1 {
+            // A cell that is not light and in no comparison: a unit of its own.
+            match last {
+                Some(round) if round.len() < slots => round.push(b.cells),
+                _ => out.push(vec![b.cells]),
+            }
+            (open, room) = (true, 0);
+        } else if n <= slots {
+            out.push(b.cells.into_iter().map(|c| vec![c]).collect());
+            (open, room) = (false, 0);
+        } else {
+            out.extend(b.cells.into_iter().map(|c| vec![vec![c]]));
+            (open, room) = (false, 0);
+        }
     }
     out
 }
@@ -276,6 +382,56 @@ pub(crate) fn concurrency_note(results: &[CellResult]) -> String {
     }
 }
 
+/// `Ok` when the arms of every comparison share one round or each is alone in its round, in
+/// `rounds` (ids of each round's units); else the first comparison that does not.
+#[cfg(test)]
+pub(crate) fn fair<S: AsRef<str>>(
+    rounds: &[Vec<Vec<S>>],
+    comparisons: &[Vec<String>],
+) -> Result<(), String> {
+    let at = |id: &str| {
+        rounds.iter().enumerate().find_map(|(r, units)| {
+            units
+                .iter()
+                .position(|u| u.iter().any(|c| c.as_ref() == id))
+                .map(|u| (r, u))
+        })
+    };
+    for arms in comparisons {
+        let places: Vec<(usize, usize)> = arms.iter().filter_map(|a| at(a)).collect();
+        let one_round = places.windows(2).all(|w| w[0].0 == w[1].0);
+        let all_alone = places
+            .iter()
+            .all(|&(r, _)| rounds[r].iter().map(Vec::len).sum::<usize>() == 1);
+        if !one_round && !all_alone {
+            return Err(format!("{arms:?} ran beside different cells: {places:?}"));
+        }
+    }
+    Ok(())
+}
+
+/// The ids of each round's units in one repeat (odd repeats run the cells in reverse).
+#[cfg(test)]
+pub(crate) fn plan_ids(
+    cells: &[Cell],
+    comparisons: &[Vec<String>],
+    repeat: usize,
+    slots: usize,
+) -> Vec<Vec<Vec<String>>> {
+    let mut order: Vec<&Cell> = cells.iter().collect();
+    if repeat % 2 == 1 {
+        order.reverse();
+    }
+    rounds(&order, comparisons, slots)
+        .iter()
+        .map(|r| {
+            r.iter()
+                .map(|u| u.iter().map(|c| c.id.clone()).collect())
+                .collect()
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -290,13 +446,116 @@ mod tests {
         }
     }
 
-    /// The ids of each group the cells run in.
+    /// The ids of each unit the cells run in, with no comparisons and one unit a round.
     fn ids(cells: &[Cell]) -> Vec<Vec<&str>> {
-        let order: Vec<&Cell> = cells.iter().collect();
-        groups(&order)
-            .iter()
-            .map(|g| g.iter().map(|c| c.id.as_str()).collect())
+        compared(cells, &[], 1)
+            .into_iter()
+            .map(|round| round.into_iter().flatten().collect())
             .collect()
+    }
+
+    /// The ids of each round's units.
+    fn compared<'a>(
+        cells: &'a [Cell],
+        comparisons: &[&[&str]],
+        slots: usize,
+    ) -> Vec<Vec<Vec<&'a str>>> {
+        let order: Vec<&Cell> = cells.iter().collect();
+        let comparisons: Vec<Vec<String>> = comparisons
+            .iter()
+            .map(|c| c.iter().map(|n| format!("x.{n}")).collect())
+            .collect();
+        rounds(&order, &comparisons, slots)
+            .iter()
+            .map(|r| {
+                r.iter()
+                    .map(|u| u.iter().map(|c| c.id.as_str()).collect())
+                    .collect()
+            })
+            .collect()
+    }
+
+    /// The grouping before comparisons counted: [a, b] [c, d] put the arms b and c beside
+    /// different cells. Now they share a unit, and what does not fit beside them runs apart.
+    #[test]
+    fn the_arms_of_a_ratio_share_a_unit() {
+        let cells = [
+            cell("a", true),
+            cell("b", true),
+            cell("c", true),
+            cell("d", true),
+        ];
+        assert_eq!(
+            compared(&cells, &[&["b", "c"]], 1),
+            vec![
+                vec![vec!["x.a"]],
+                vec![vec!["x.b", "x.c"]],
+                vec![vec!["x.d"]]
+            ]
+        );
+        // Wherever the arms stand in the order (a round in reverse included).
+        let rev = [
+            cell("d", true),
+            cell("c", true),
+            cell("b", true),
+            cell("a", true),
+        ];
+        let r = compared(&rev, &[&["a", "c"]], 1);
+        assert_eq!(r[1], vec![vec!["x.c", "x.a"]], "{r:?}");
+        assert_eq!(check(&rev, &[&["a", "c"]], 1), Ok(()));
+    }
+
+    /// Four light cells that allow two at a time cannot share one unit: each arm runs alone,
+    /// also with `--jobs 2` (which would otherwise put two units in one round).
+    #[test]
+    fn a_ratio_too_large_for_one_unit_runs_each_arm_alone() {
+        let cells = [
+            cell("a", true),
+            cell("b", true),
+            cell("c", true),
+            cell("d", true),
+            cell("e", false),
+            cell("f", false),
+        ];
+        let cmp: &[&[&str]] = &[&["a", "b"], &["b", "c", "d"]];
+        assert_eq!(
+            compared(&cells, cmp, 2),
+            vec![
+                vec![vec!["x.a"]],
+                vec![vec!["x.b"]],
+                vec![vec!["x.c"]],
+                vec![vec!["x.d"]],
+                vec![vec!["x.e"], vec!["x.f"]],
+            ]
+        );
+        assert_eq!(check(&cells, cmp, 2), Ok(()));
+        // A cell that is not light keeps its comparison's arms apart with one unit a round;
+        // with two, they take a round of their own side by side.
+        let cells = [cell("a", true), cell("b", false), cell("c", true)];
+        assert_eq!(check(&cells, &[&["a", "b"]], 1), Ok(()));
+        assert_eq!(compared(&cells, &[&["a", "b"]], 1)[0], vec![vec!["x.a"]]);
+        assert_eq!(check(&cells, &[&["a", "b"]], 2), Ok(()));
+        assert_eq!(
+            compared(&cells, &[&["a", "b"]], 2),
+            vec![vec![vec!["x.a"], vec!["x.b"]], vec![vec!["x.c"]]]
+        );
+    }
+
+    /// The check itself fails the old grouping's rounds.
+    #[test]
+    fn the_check_catches_arms_beside_different_cells() {
+        let old = vec![vec![vec!["x.a", "x.b"]], vec![vec!["x.c", "x.d"]]];
+        assert!(fair(&old, &[vec!["x.b".into(), "x.c".into()]]).is_err());
+        let alone = vec![vec![vec!["x.b"]], vec![vec!["x.c"]]];
+        assert!(fair(&alone, &[vec!["x.b".into(), "x.c".into()]]).is_ok());
+    }
+
+    fn check(cells: &[Cell], comparisons: &[&[&str]], slots: usize) -> Result<(), String> {
+        let cmp: Vec<Vec<String>> = comparisons
+            .iter()
+            .map(|c| c.iter().map(|n| format!("x.{n}")).collect())
+            .collect();
+        fair(&compared(cells, comparisons, slots), &cmp)
     }
 
     #[test]
@@ -358,6 +617,7 @@ mod tests {
             result: Value::Null,
             jobs: 1,
             started_unix_s: Some(start),
+            round: None,
         }
     }
 
@@ -378,7 +638,7 @@ mod tests {
     #[test]
     fn the_estimate_divides_by_the_jobs() {
         let cells = [cell("a", false), cell("b", false), cell("c", false)];
-        assert_eq!(wall_estimate_s(&cells, 1), 3);
-        assert_eq!(wall_estimate_s(&cells, 2), 2);
+        assert_eq!(wall_estimate_s(&cells, &[], 1), 3);
+        assert_eq!(wall_estimate_s(&cells, &[], 2), 2);
     }
 }
