@@ -111,6 +111,15 @@ fn parallel_cells_give_the_sequential_files_and_report() {
     );
     assert!(ra["most_cells_at_once"].as_u64().unwrap() <= 4, "{ra}");
     assert!(rb["most_cells_at_once"].as_u64().unwrap() <= 4, "{rb}");
+    // Each run lists its two rounds, the four cells of a repeat in each.
+    for r in [&ra, &rb] {
+        let rounds = r["rounds"].as_array().unwrap();
+        assert_eq!(rounds.len(), 2, "{r}");
+        assert!(rounds
+            .iter()
+            .all(|x| x["cells"].as_array().unwrap().len() == 4));
+    }
+    assert!(ia.contains("## Rounds"), "{ia}");
     let whats = |r: &Value| -> Vec<Value> {
         r["experiments"][0]["headlines"]
             .as_array()

@@ -12,6 +12,7 @@ pub(crate) mod publish;
 mod regime;
 mod repeats;
 mod report;
+mod rounds;
 mod schedule;
 
 use crate::error::{CliError, CliResult};
@@ -312,17 +313,17 @@ pub fn run(cmd: ReproduceCommand) -> CliResult<()> {
 /// Emulated devices keep their modelled time by sleeping and yielding, so other work on the
 /// machine distorts every cell's regime: a run at a load average of 31 on 2 cores found 9
 /// rows out of regime that were in regime on the quiet machine. Says so before it starts.
+/// The report repeats it at its top when the first round started above the threshold.
 fn warn_if_busy() {
     let m = crate::provenance::machine();
-    let load: f64 = m["load_average_1m_at_start"]
-        .as_str()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0.0);
+    let load = schedule::load_1m().unwrap_or(0.0);
     let cores = m["cores"].as_f64().unwrap_or(1.0);
-    if load > 2.0 * cores {
+    if load > rounds::busy_threshold(cores) {
         eprintln!(
-            "reproduce: warning: load average {load:.1} on {cores:.0} cores; other work on this \
-             machine distorts the cells' regimes (each cell's table shows the load it started at)"
+            "reproduce: warning: load average {load:.1} on {cores:.0} cores, above {:.0}; other \
+             work on this machine distorts the cells' regimes (the report says so at its top \
+             and lists the load at the start of each round)",
+            rounds::busy_threshold(cores)
         );
     }
 }

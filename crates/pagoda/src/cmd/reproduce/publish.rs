@@ -51,6 +51,10 @@ pub(crate) fn write(dir: &Path, to: &Path, summary: &str) -> CliResult<()> {
         m["kernel"].as_str().unwrap_or("?"),
         m["load_average_1m_at_start"].as_str().unwrap_or("?"),
     );
+    // A run on a busy machine says so before any figure.
+    if let Some(note) = report["busy_start"].as_str() {
+        let _ = writeln!(md, "{note}\n");
+    }
     // A published page must not pass cells that shared the CPU off as the measured setting.
     if report["jobs"].as_u64().is_some_and(|j| j > 1) {
         let _ = writeln!(md, "{}\n", report["concurrency"].as_str().unwrap_or(""));
@@ -69,6 +73,15 @@ pub(crate) fn write(dir: &Path, to: &Path, summary: &str) -> CliResult<()> {
     }
     if let Some(parent) = to.parent().filter(|p| !p.as_os_str().is_empty()) {
         std::fs::create_dir_all(parent).map_err(|e| cell::io_err(parent, e))?;
+    }
+    let rounds: Vec<super::rounds::Row> =
+        serde_json::from_value(report["rounds"].clone()).unwrap_or_default();
+    if !rounds.is_empty() {
+        md.push_str("\n## Rounds\n\n");
+        md.push_str(&super::rounds::table(
+            &rounds,
+            m["cores"].as_f64().unwrap_or(1.0),
+        ));
     }
     let plots = copy_plots(dir, to)?;
     if !plots.is_empty() {

@@ -278,6 +278,8 @@ pub(crate) fn write(dir: &Path) -> CliResult<String> {
         "jobs": results.iter().map(|r| r.jobs).max(),
         "most_cells_at_once": super::schedule::most_at_once(&results),
         "concurrency": super::schedule::concurrency_note(&results),
+        "rounds": super::rounds::rows(&results),
+        "busy_start": super::rounds::busy_note(&results, &super::rounds::rows(&results)),
         "failed_cells": results.iter().filter(|r| !r.usable()).map(|r| r.cell.id.clone()).collect::<Vec<_>>(),
         "experiments": sections.iter().map(|(e, s)| json!({
             "experiment": e.name(),
@@ -369,6 +371,10 @@ fn render(results: &[CellResult], sections: &[(Experiment, Section)]) -> String 
         m["load_average_1m_at_start"].as_str().unwrap_or("?"),
         m["pagoda_version"].as_str().unwrap_or("?"),
     );
+    let rounds = super::rounds::rows(results);
+    if let Some(note) = super::rounds::busy_note(results, &rounds) {
+        let _ = writeln!(md, "{note}\n");
+    }
     let _ = writeln!(md, "{}\n", super::schedule::concurrency_note(results));
     md.push_str(
         "Every figure below is read from the cells' JSON files in `cells/` (one per run and \
@@ -406,6 +412,13 @@ fn render(results: &[CellResult], sections: &[(Experiment, Section)]) -> String 
             let _ = writeln!(md, "{}", r.cell.runs(r.seed));
         }
         md.push_str("```\n");
+    }
+    if !rounds.is_empty() {
+        md.push_str("\n## Rounds\n\n");
+        md.push_str(&super::rounds::table(
+            &rounds,
+            m["cores"].as_f64().unwrap_or(1.0),
+        ));
     }
     md
 }
