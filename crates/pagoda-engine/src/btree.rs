@@ -82,10 +82,32 @@ fn corrupt_kind(pid: u64, want: &str) -> Error {
     Error::corrupt(pid, format!("expected a {want} page in the tree"))
 }
 
+/// Levels no real tree reaches (a fanout of two over 2^64 pages): a descent past it follows a
+/// cycle, which a stale page (a lost write) can close by pointing back up.
+const MAX_LEVELS: usize = 64;
+
+/// Counts one more level of a descent now at `pid`; the error when the descent went past
+/// [`MAX_LEVELS`] (else it would loop forever).
+pub(crate) fn descend(levels: &mut usize, pid: u64) -> Result<()> {
+    *levels += 1;
+    if *levels > MAX_LEVELS {
+        return Err(Error::corrupt(
+            pid,
+            format!(
+                "the tree goes on past {MAX_LEVELS} levels here: its pages point back up \
+                 (a cycle, e.g. a stale page)"
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// Finds `key`'s leaf entry (latch coupling).
 pub fn get(pool: &Pool, root: u64, key: &[u8]) -> Result<Option<Val>> {
     let mut page = pool.read(root)?;
+    let mut levels = 0;
     loop {
+        descend(&mut levels, page.id)?;
         let next = match &page.node {
             Node::Internal { keys, children } => children[child_index(keys, key)],
             Node::Leaf(es) => {
@@ -123,7 +145,9 @@ fn prefetch<T>(es: &[T]) {
 pub fn depth(pool: &Pool, root: u64) -> Result<usize> {
     let mut pid = root;
     let mut levels = 1;
+    let mut walked = 0;
     loop {
+        descend(&mut walked, pid)?;
         let next = match &pool.read(pid)?.node {
             Node::Internal { children, .. } => children[0],
             Node::Leaf(_) => return Ok(levels),
@@ -185,7 +209,9 @@ pub struct Batch {
 pub fn batch(pool: &Pool, root: u64, cursor: &Bound<Vec<u8>>, reverse: bool) -> Result<Batch> {
     let mut page = pool.read(root)?;
     let mut fence: Option<Vec<u8>> = None;
+    let mut levels = 0;
     loop {
+        descend(&mut levels, page.id)?;
         let next = match &page.node {
             Node::Internal { keys, children } => {
                 let i = match (cursor, reverse) {
@@ -351,6 +377,7 @@ impl<'a> Apply<'a> {
         let mut path = Vec::new();
         let mut pid = root;
         loop {
+            descend(&mut path.len(), pid)?;
             let p = self.pool.read(pid)?;
             match &p.node {
                 Node::Internal { keys, children } => {

@@ -12,6 +12,9 @@ pub(crate) fn lookup_pages(pool: &Pool, root: u64, key: &[u8]) -> (Vec<u64>, Res
     let mut pages = Vec::new();
     let mut pid = root;
     loop {
+        if let Err(e) = super::descend(&mut pages.len(), pid) {
+            return (pages, Err(e));
+        }
         pages.push(pid);
         let page = match pool.read(pid) {
             Ok(p) => p,
