@@ -266,12 +266,7 @@ pub(crate) fn open_armed(
                 if switch.is_dead() {
                     // The background thread met the cut right after open: recover again.
                     db.abandon();
-                    st.torn_in_recovery.extend(switch.torn());
-                    if let Some(c) = switch.cut_point() {
-                        count_cut(report, &c);
-                        recovery_cuts.push(c);
-                    }
-                    report.cuts_during_recovery += 1;
+                    recovery_cut(&switch, st, report, &mut recovery_cuts);
                     continue;
                 }
                 if !cut_open {
@@ -299,14 +294,7 @@ pub(crate) fn open_armed(
                 }
                 report.opens_failed_by_faults += 1;
             }
-            Err(_) if switch.is_dead() => {
-                st.torn_in_recovery.extend(switch.torn());
-                if let Some(c) = switch.cut_point() {
-                    count_cut(report, &c);
-                    recovery_cuts.push(c);
-                }
-                report.cuts_during_recovery += 1;
-            }
+            Err(_) if switch.is_dead() => recovery_cut(&switch, st, report, &mut recovery_cuts),
             // A configuration the engine refuses, on the first open of new devices; later,
             // a refusal is a failed recovery (e.g. a flash cache it cannot use).
             Err(e @ Error::Config(_)) if st.new_devices => return Err(e),
@@ -314,6 +302,21 @@ pub(crate) fn open_armed(
         }
     };
     Ok((opened, recovery_cuts))
+}
+
+/// Notes a cut during recovery: what it tore, where it fell.
+fn recovery_cut(
+    switch: &Switch,
+    st: &mut OpenState,
+    report: &mut CrashTestReport,
+    cuts: &mut Vec<CutPoint>,
+) {
+    st.torn_in_recovery.extend(switch.torn());
+    if let Some(c) = switch.cut_point() {
+        count_cut(report, &c);
+        cuts.push(c);
+    }
+    report.cuts_during_recovery += 1;
 }
 
 pub(crate) fn count_cut(report: &mut CrashTestReport, c: &CutPoint) {
