@@ -277,6 +277,22 @@ pub(crate) struct Armed {
     pub flash_at: Option<u64>,
 }
 
+/// What lost writes reached: a finding on these keys or on a lookup through these pages may
+/// be theirs, for the rest of the database's life.
+#[derive(Debug, Default)]
+pub(crate) struct Reach {
+    /// The pages whose writes were lost, and the children either image of an internal one
+    /// names (the subtree a stale pointer hides or a lost one would have shown).
+    pub(crate) pages: BTreeSet<u64>,
+    /// The keys on the leaf pages whose writes were lost, in the image kept or in the one
+    /// lost: redo can carry a stale page's rows to other pages (a merge).
+    pub(crate) keys: BTreeSet<Vec<u8>>,
+    /// From the first to the last separator of each image of an internal page whose write
+    /// was lost (both ends included): rows under it may have moved to pages neither image
+    /// names (a child split after the loss).
+    pub(crate) spans: Vec<(Vec<u8>, Vec<u8>)>,
+}
+
 /// The fault devices of a run with faults, around the data and log devices.
 pub(crate) struct Injector {
     kinds: Vec<FaultKind>,
@@ -446,18 +462,18 @@ impl Injector {
         pages.iter().nth(rng.gen_range(0..pages.len())).copied()
     }
 
-    /// What the misdirected and lost writes since the last call did to the medium: the keys on
-    /// the pages whose writes were lost (from both the image each kept and the one it lost;
-    /// leaf pages only), and how to undo the stray copies (the sectors they overwrote given
+    /// What the misdirected and lost writes since the last call did to the medium: what the
+    /// lost writes reached, and how to undo the stray copies (the sectors they overwrote given
     /// back what they held).
-    pub(crate) fn take_redirected(&self) -> (BTreeSet<Vec<u8>>, Vec<Repair>) {
-        let mut keys = BTreeSet::new();
+    pub(crate) fn take_redirected(&self) -> (Reach, Vec<Repair>) {
+        let mut reach = Reach::default();
         let mut repairs = Vec::new();
         let lost = self.data.take_lost();
         let page_bytes = self.spp as usize * SECTOR_SIZE;
         // Sectors of one page arrive together and in order (one write covers the page).
         for chunk in lost.chunks(self.spp as usize) {
             let pid = chunk[0].sector / self.spp;
+            reach.pages.insert(pid);
             for image in [
                 chunk
                     .iter()
@@ -468,10 +484,17 @@ impl Injector {
                 if image.len() != page_bytes {
                     continue;
                 }
-                if let Ok(page) = pagoda_engine::format::decode_page(&image, pid) {
-                    if let pagoda_engine::format::Node::Leaf(es) = page.node {
-                        keys.extend(es.into_iter().map(|(k, _)| k.to_vec()));
+                match pagoda_engine::format::decode_page(&image, pid).map(|p| p.node) {
+                    Ok(pagoda_engine::format::Node::Leaf(es)) => {
+                        reach.keys.extend(es.into_iter().map(|(k, _)| k.to_vec()));
                     }
+                    Ok(pagoda_engine::format::Node::Internal { children, keys }) => {
+                        reach.pages.extend(children);
+                        if let (Some(lo), Some(hi)) = (keys.first(), keys.last()) {
+                            reach.spans.push((lo.to_vec(), hi.to_vec()));
+                        }
+                    }
+                    _ => {}
                 }
             }
         }
@@ -484,7 +507,7 @@ impl Injector {
                 .rev()
                 .map(|(sector, bytes)| Repair::Write { sector, bytes }),
         );
-        (keys, repairs)
+        (reach, repairs)
     }
 
     /// Undoes damage on the data device (no database is open).
