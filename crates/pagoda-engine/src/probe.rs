@@ -185,11 +185,15 @@ pub enum Sabotage {
     /// the log before it (as before issue 42): the older copy, which recovery falls back to
     /// when the newest is damaged, names a redo start whose log may be overwritten.
     SuperblockOneCopy,
+    /// Recovery puts any intact double-write copy over a damaged home page, also one older
+    /// than the redo start (left over from an earlier batch), whose later changes redo does
+    /// not replay: an acknowledged update vanishes when the home held a newer version.
+    DoublewriteStaleCopy,
 }
 
 impl Sabotage {
     /// Every sabotage.
-    pub const ALL: [Sabotage; 28] = [
+    pub const ALL: [Sabotage; 29] = [
         Self::SkipLogSync,
         Self::SkipDoublewrite,
         Self::AckBeforeDurable,
@@ -218,6 +222,7 @@ impl Sabotage {
         Self::IgnoreLogWriteError,
         Self::WriteOutAfterFailure,
         Self::SuperblockOneCopy,
+        Self::DoublewriteStaleCopy,
     ];
 
     /// Whether the sabotage only has an effect with a flash cache.
@@ -259,6 +264,7 @@ impl Sabotage {
             Self::IgnoreLogWriteError => "ignore-log-write-error",
             Self::WriteOutAfterFailure => "write-out-after-failure",
             Self::SuperblockOneCopy => "superblock-one-copy",
+            Self::DoublewriteStaleCopy => "doublewrite-stale-copy",
         }
     }
 }

@@ -177,7 +177,13 @@ impl Pool {
             match check_page(&cur, pid) {
                 Ok(l) if l >= lsn => continue,
                 Ok(_) => {}
-                Err(_) if lsn < redo_start && !rotten_copy_of(&cur, &bytes) => continue,
+                Err(_)
+                    if lsn < redo_start
+                        && !rotten_copy_of(&cur, &bytes)
+                        && !probe::is(self.sabotage, Sabotage::DoublewriteStaleCopy) =>
+                {
+                    continue
+                }
                 Err(_) => repaired += 1,
             }
             self.dev.write(
