@@ -8,7 +8,7 @@ use crate::faults::{
 };
 use crate::met::{carries_tag, corrupt_pages, is_corruption};
 use crate::oracle::{Finding, FindingKind, Verdict};
-use crate::workload::{marker_key, TxRec, MARKS};
+use crate::workload::{marker_key, TxRec, WrongRead, MARKS};
 use pagoda_device::fault::FaultDevice;
 use pagoda_engine::{Db, Error, Result};
 use std::collections::{BTreeMap, BTreeSet};
@@ -435,11 +435,13 @@ impl Ledger {
         self.superblock = None;
     }
 
-    /// Whether a lost write explains a wrong value read at `key` of `table` while running:
-    /// the key was on the page (in the image kept or the one lost), or its lookup passes
-    /// through the page (`db`, when a database is open). Counted as undetectable.
-    pub(crate) fn explains_wrong(&mut self, db: Option<&Db>, table: &str, key: &[u8]) -> bool {
-        let hit = self.reached(db, table, key);
+    /// Whether a lost write explains a wrong value read while running (`w`): the key was on a
+    /// page it hit (in the image kept or the one lost), or its lookup passed through a page it
+    /// reached, when it was read or now (`db`, when a database is open). Counted as
+    /// undetectable.
+    pub(crate) fn explains_wrong(&mut self, db: Option<&Db>, w: &WrongRead) -> bool {
+        let hit = self.reached(db, &w.table, &w.key)
+            || w.pages.iter().any(|p| self.lost.pages.contains(p));
         if hit {
             self.count(FaultKind::LostWrite).undetectable += 1;
         }

@@ -286,7 +286,7 @@ pub fn run(opts: CrashTestOptions) -> Result<CrashTestReport> {
                 // What the workload found stands whatever recovery does.
                 let mut findings = pending
                     .as_ref()
-                    .map(|p| p.findings_but(|w| ledger.explains_wrong(None, &w.table, &w.key)))
+                    .map(|p| p.findings_but(|w| ledger.explains_wrong(None, w)))
                     .unwrap_or_default();
                 let reason = if explained && lost {
                     "recovery refused after a lost write"
@@ -409,7 +409,7 @@ pub fn run(opts: CrashTestOptions) -> Result<CrashTestReport> {
             let excused_by_lost = ledger.excuse_lost(&db, &mut verdict, &p.txns);
             let mut findings = verdict.findings;
             findings.extend(flash_findings);
-            findings.extend(p.findings_but(|w| ledger.explains_wrong(Some(&db), &w.table, &w.key)));
+            findings.extend(p.findings_but(|w| ledger.explains_wrong(Some(&db), w)));
             let torn_only = damaged.is_empty();
             if corrupt && !(torn_only || explained) {
                 let pages: Vec<u64> = verdict.corrupt_pages.iter().copied().collect();

@@ -139,6 +139,9 @@ pub(crate) struct WrongRead {
     pub table: String,
     pub key: Vec<u8>,
     pub found: Vec<u8>,
+    /// The pages the key's lookup passed through when it was read (overflow pages included):
+    /// by the time the cycle is verified, redo or a drop may have moved the key elsewhere.
+    pub pages: Vec<u64>,
 }
 
 /// What the workers of one cycle share.
@@ -215,10 +218,12 @@ impl Shared<'_> {
         self.met(&r);
         match r {
             Ok(Some(v)) if !well_formed(table, key, &v) => {
+                let pages = self.db.key_pages(table, key);
                 self.wrong.lock().push(WrongRead {
                     table: table.to_string(),
                     key: key.to_vec(),
                     found: v,
+                    pages,
                 });
                 true
             }
