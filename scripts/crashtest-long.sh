@@ -53,4 +53,12 @@ for r in "${runs[@]}"; do
   fi
   echo "$name: $per cycles, $(( $(date +%s) - start )) s, $result: $(tail -1 "$OUT/$name.txt")"
 done
+if [ -n "${PUBLISH:-}" ]; then
+  # After the runs' tables (each run appends its rows to the last table of the page).
+  printf '\n%s\n' "Recovery sweep (\`PAGODA_SWEEP_IMAGES=$images cargo test --release -p \
+pagoda-crashtest --test recovery_sweep\`, run by \`scripts/crashtest-long.sh\` before the runs): \
+$images crashed images, $opens sweeps (the k-th read, write or flush of the data or log device \
+failing inside \`Db::open\`, transient and persistent, for every k until the open completes), \
+each reopened on a healthy device and verified exactly: $sweep." >> "$PUBLISH"
+fi
 exit $status
