@@ -321,35 +321,43 @@ pub(super) fn section(ctx: &Ctx, results: &[&CellResult]) -> CliResult<Section> 
     ] {
         let x = (SEED[1][i] / SEED[0][i] - 1.0) * 100.0;
         let seed = format!("{x:+.1} %");
+        let band = Band::around(x, &format!("the seed's {seed}"));
+        let nearer = seed_share_change(results, path);
         headlines.push(
             Headline::judged(
                 &format!("{what}, double-write area on its own stream vs one stream"),
                 &seed,
                 changes(dw.as_ref(), one.as_ref(), path),
-                &Band::around(x, &format!("the seed's {seed}")),
+                &band,
                 why_low,
                 why_high,
                 pct,
             )
             .regime(off.clone())
-            .ablation_unless_within(ablation.clone()),
+            .ablated(
+                "the double-write copies' share of the host writes (a larger buffer)",
+                nearer.map(|c| band.judge(Some(&c), "", "").key() == "within"),
+                ablation.clone().unwrap_or_default(),
+            ),
         );
     }
     // Beyond the seed: does giving every kind of write its own stream save at least what the
     // seed's separation of the double-write area alone saved? No saving would fail it.
     let x = (SEED[1][3] / SEED[0][3] - 1.0) * 100.0;
-    headlines.push(Headline::judged(
-        "copybacks, log, data, double-write area and fill each on its own stream vs one stream",
-        "beyond the seed",
-        changes(four.as_ref(), one.as_ref(), "devices/data/copybacks"),
-        &Band::at_most(
-            x,
-            &format!("pagoda's addition: saves at least the seed's {x:+.1} %"),
-        ),
-        "",
-        "four streams save fewer copybacks than the seed's separation of the double-write area",
-        pct,
-    ));
+    headlines.push(
+        Headline::judged(
+            "copybacks, log, data, double-write area and fill each on its own stream vs one \
+             stream",
+            "saves at least the seed's separation",
+            changes(four.as_ref(), one.as_ref(), "devices/data/copybacks"),
+            &Band::at_most(x, &format!("saves at least the seed's {x:+.1} %")),
+            "",
+            "four streams save fewer copybacks than the seed's separation of the double-write \
+             area",
+            pct,
+        )
+        .beyond("pagoda's addition"),
+    );
     let all: Vec<&CellResult> = results.to_vec();
     body.push_str(&regime::cells(&all));
     Ok(Section {
@@ -426,6 +434,12 @@ fn changes(sep: Option<&Group>, one: Option<&Group>, path: &str) -> Option<Sprea
     repeats::paired(sep, one, path, |a, b| {
         (b > 0.0).then(|| (a / b - 1.0) * 100.0)
     })
+}
+
+/// The change at `path` with the double-write share nearer the seed's (a larger buffer).
+fn seed_share_change(results: &[&CellResult], path: &str) -> Option<Spread> {
+    let get = |mode: &str| find(results, &[("mode", mode), ("variant", SEED_SHARE)]);
+    changes(Some(&get(DW)?), Some(&get(ONE)?), path)
 }
 
 /// What the seed's rows show with the double-write share nearer the seed's (a larger buffer).

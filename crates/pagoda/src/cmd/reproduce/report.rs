@@ -141,6 +141,11 @@ pub(crate) struct Headline {
     /// For a miss: the ablation cell that changes the factor the reason names, and what it
     /// showed.
     pub ablation: Option<String>,
+    /// A row the seed reports no figure for (pagoda's test of an argument or an addition):
+    /// counted apart from the seeds' own rows.
+    pub beyond: bool,
+    /// The reason already says whether an ablation found the cause.
+    pub caused: bool,
 }
 
 impl Headline {
@@ -174,6 +179,8 @@ impl Headline {
             verdict: band.judge(ours.as_ref(), why_low, why_high),
             value: ours,
             ablation: None,
+            beyond: false,
+            caused: false,
         }
     }
 
@@ -203,6 +210,8 @@ impl Headline {
             value: Spread::of(vec![k as f64 / n.max(1) as f64]),
             verdict,
             ablation: None,
+            beyond: false,
+            caused: false,
         }
     }
 
@@ -215,18 +224,66 @@ impl Headline {
         self
     }
 
-    /// Attaches what the ablation of a miss showed.
-    pub(crate) fn ablation(mut self, text: String) -> Self {
-        self.ablation = Some(text);
+    /// Adds the figures behind the value to the row's `ours` column.
+    pub(crate) fn detail(mut self, text: String) -> Self {
+        self.ours = format!("{} ({text})", self.ours);
         self
     }
 
-    /// Attaches an ablation (when it ran) to a row that is not within its band.
-    pub(crate) fn ablation_unless_within(self, text: Option<String>) -> Self {
-        match text {
-            Some(t) if self.verdict.key() != "within" => self.ablation(t),
-            _ => self,
+    /// Marks a row the seed reports no figure for; `source` says where its expectation comes
+    /// from (the seed's argument, the FaCE paper, pagoda's own claim).
+    pub(crate) fn beyond(mut self, source: &str) -> Self {
+        self.beyond = true;
+        self.seed = format!("beyond the seed ({source}): {}", self.seed);
+        self
+    }
+
+    /// An ablation of a row not within its band: `factor` is the one thing its cells change,
+    /// `within` whether the row, so changed, lands in its band (`None`: the ablation did not
+    /// run). The reason of a miss or inconclusive row then names the factor as the measured
+    /// cause, or says the cause was not found; `detail` (the ablation's figures) goes to the
+    /// list of ablations. A within row is left alone.
+    pub(crate) fn ablated(mut self, factor: &str, within: Option<bool>, detail: String) -> Self {
+        let Some(within) = within else { return self };
+        if self.verdict.key() == "within" {
+            return self;
         }
+        let cause = if within {
+            format!("measured cause: {factor} (changed alone, the row lands in its band)")
+        } else {
+            format!("cause not found: changing {factor} alone leaves the row outside its band")
+        };
+        match &mut self.verdict {
+            Verdict::Miss(why) | Verdict::Inconclusive(why) => {
+                why.push_str(if why.is_empty() { "" } else { "; " });
+                why.push_str(&cause);
+            }
+            _ => {}
+        }
+        self.caused = true;
+        self.ablation(format!("{factor}: {detail}"))
+    }
+
+    /// Says so in the reason of a miss or inconclusive row that no ablation isolates.
+    pub(crate) fn uncaused(mut self) -> Self {
+        if self.caused {
+            return self;
+        }
+        if let Verdict::Miss(why) | Verdict::Inconclusive(why) = &mut self.verdict {
+            why.push_str(if why.is_empty() { "" } else { "; " });
+            why.push_str("cause not found: no ablation of this run isolates it");
+        }
+        self.caused = true;
+        self
+    }
+
+    /// Attaches what the ablation of a miss showed.
+    pub(crate) fn ablation(mut self, text: String) -> Self {
+        self.ablation = Some(match self.ablation.take() {
+            Some(before) => format!("{before}; {text}"),
+            None => text,
+        });
+        self
     }
 }
 
@@ -263,7 +320,8 @@ pub(crate) fn write(dir: &Path) -> CliResult<String> {
         if mine.is_empty() {
             continue;
         }
-        let s = exp.section(&ctx, &mine)?;
+        let mut s = exp.section(&ctx, &mine)?;
+        s.headlines = s.headlines.into_iter().map(Headline::uncaused).collect();
         sections.push((exp, s));
     }
     let md = render(&results, &sections);
@@ -289,7 +347,7 @@ pub(crate) fn write(dir: &Path) -> CliResult<String> {
                 "median": h.value.map(|v| v.median), "min": h.value.map(|v| v.min),
                 "max": h.value.map(|v| v.max), "repeats": h.value.map(|v| v.n),
                 "verdict": h.verdict.key(), "verdict_text": h.verdict.text(),
-                "ablation": h.ablation,
+                "ablation": h.ablation, "beyond_the_seed": h.beyond,
             })).collect::<Vec<Value>>(),
         })).collect::<Vec<Value>>(),
     });
@@ -319,22 +377,29 @@ fn summary_table(sections: &[(Experiment, Section)]) -> String {
             );
         }
     }
-    let counts = |k: &str| {
-        sections
-            .iter()
-            .flat_map(|(_, s)| &s.headlines)
-            .filter(|h| h.verdict.key() == k)
-            .count()
-    };
-    let _ = writeln!(
-        out,
-        "\n{} within, {} miss, {} inconclusive, {} out of regime, {} not measured.",
-        counts("within"),
-        counts("miss"),
-        counts("inconclusive"),
-        counts("out-of-regime"),
-        counts("missing")
-    );
+    for (beyond, whose) in [
+        (false, "The seeds' own rows"),
+        (true, "Rows beyond the seeds"),
+    ] {
+        let counts = |k: &str| {
+            sections
+                .iter()
+                .flat_map(|(_, s)| &s.headlines)
+                .filter(|h| h.beyond == beyond && h.verdict.key() == k)
+                .count()
+        };
+        let _ = write!(
+            out,
+            "{}{whose}: {} within, {} miss, {} inconclusive, {} out of regime, {} not measured.",
+            if beyond { " " } else { "\n" },
+            counts("within"),
+            counts("miss"),
+            counts("inconclusive"),
+            counts("out-of-regime"),
+            counts("missing")
+        );
+    }
+    out.push('\n');
     let ablations: Vec<&Headline> = sections
         .iter()
         .flat_map(|(_, s)| &s.headlines)
@@ -385,7 +450,11 @@ fn render(results: &[CellResult], sections: &[(Experiment, Section)]) -> String 
          as median (min–max). A row is **within** when the whole min–max lies in its band, a \
          **miss** when it lies wholly outside, **inconclusive** otherwise; a row whose cells \
          were not bound where the seed's experiment was (the regime tables) gets no verdict. \
-         Bands are the seed's stated range, or its figure ± 25 %, as written beside each row. \
+         Bands are the seed's stated range, or its figure ± 25 %, as written beside each row; a \
+         row **beyond the seed** (no figure in the seed: pagoda's test of its argument, or an \
+         addition) has a band that the result no effect would give fails, and is counted apart. \
+         A miss or inconclusive row names the factor an ablation cell changed when that change \
+         alone lands it in its band (the measured cause), else says the cause was not found. \
          Rebuild this page from the cells with `pagoda reproduce report DIR`.\n\n## Summary\n\n",
     );
     md.push_str(&summary_table(sections));

@@ -89,7 +89,11 @@ pub(super) fn shapes(sweep: &Sweep) -> Vec<Headline> {
             ),
         )
         .regime(off(1))
-        .ablation_unless_within(proportional_below_the_table(sweep)),
+        .ablated(
+            "the sweep's last point (the whole table in the buffer)",
+            proportional_below_the_table(sweep).map(|a| a.0),
+            proportional_below_the_table(sweep).map_or(String::new(), |a| a.1),
+        ),
     );
 
     // HDD TPS an S-curve.
@@ -146,22 +150,21 @@ pub(super) fn shapes(sweep: &Sweep) -> Vec<Headline> {
             ),
             &format!(
                 "the steepest step is {} of the sweep (medians: {steepest}), or an end is more \
-                 than half as steep: TPS keeps falling with the hit ratio down to the smallest \
-                 buffer, where the seed's flattens (its region C). The disk's command queueing \
-                 was the suspect; the ablation below reorders a 32-deep queue and the curve \
-                 stays convex, so the seed's flattening comes from something this run does not \
-                 model (not yet identified)",
+                 than half as steep",
                 places.join(" / ")
             ),
         )
         .regime(off(0))
-        .ablation_unless_within({
-            let parts: Vec<String> = [s_curve_below_the_table(sweep), s_curve_with_ncq(sweep)]
-                .into_iter()
-                .flatten()
-                .collect();
-            (!parts.is_empty()).then(|| parts.join("; "))
-        }),
+        .ablated(
+            "the sweep's last point (the whole table in the buffer)",
+            s_curve_below_the_table(sweep).map(|a| a.0),
+            s_curve_below_the_table(sweep).map_or(String::new(), |a| a.1),
+        )
+        .ablated(
+            "the disk's queue (reordered, 32 deep)",
+            s_curve_with_ncq(sweep).map(|a| a.0),
+            s_curve_with_ncq(sweep).map_or(String::new(), |a| a.1),
+        ),
     );
 
     // SSD read requests decaying exponentially.
@@ -204,7 +207,11 @@ pub(super) fn shapes(sweep: &Sweep) -> Vec<Headline> {
             ),
         )
         .regime(off(1))
-        .ablation_unless_within(decay_per_transaction(sweep)),
+        .ablated(
+            "the closed loop's pace (reads per transaction instead of per second)",
+            decay_per_transaction(sweep).map(|a| a.0),
+            decay_per_transaction(sweep).map_or(String::new(), |a| a.1),
+        ),
     );
     out
 }
@@ -224,14 +231,14 @@ fn below_the_table<T>(
 /// The S-curve rule on each repeat's curve without its last step: there the whole table
 /// fits, the disk drops out of the run and TPS jumps to the CPU's rate, a step the seed's
 /// sweep (up to 12 GB, its hit ratio still below 1) did not take.
-fn s_curve_below_the_table(sweep: &Sweep) -> Option<String> {
+fn s_curve_below_the_table(sweep: &Sweep) -> Option<(bool, String)> {
     let ss = below_the_table(&sweep.by_seed(0, Metric::Tps), shapes::s_curve);
     if ss.is_empty() {
         return None;
     }
     let table = sweep.table_mib().max(1e-9);
     let held = ss.iter().filter(|s| s.holds()).count();
-    Some(format!(
+    let text = format!(
         "the sweep without its last point (buffer below the table, hit ratio below 1): the \
          S-curve rule holds in {held} of {}; inflection at {} of the table; first/last step {} \
          / {} of the steepest",
@@ -242,28 +249,30 @@ fn s_curve_below_the_table(sweep: &Sweep) -> Option<String> {
         )),
         spread_text(ss.iter().map(|s| s.first).collect(), |v| format!("{v:.2}")),
         spread_text(ss.iter().map(|s| s.last).collect(), |v| format!("{v:.2}")),
-    ))
+    );
+    Some((held == ss.len(), text))
 }
 
 /// The SSD's straight-line rule on each repeat's curve without its last step (the whole table
 /// in the buffer, where the device drops out of the run, as on the disk).
-fn proportional_below_the_table(sweep: &Sweep) -> Option<String> {
+fn proportional_below_the_table(sweep: &Sweep) -> Option<(bool, String)> {
     let fits = below_the_table(&sweep.by_seed(1, Metric::Tps), shapes::proportional);
     if fits.is_empty() {
         return None;
     }
-    Some(format!(
+    let held = fits.iter().filter(|f| f.1).count();
+    let text = format!(
         "the sweep without its last point (buffer below the table, hit ratio below 1): the \
-         straight-line rule holds in {} of {}; R² {}",
-        fits.iter().filter(|f| f.1).count(),
+         straight-line rule holds in {held} of {}; R² {}",
         fits.len(),
         spread_text(fits.iter().map(|f| f.0.r2).collect(), |v| format!("{v:.2}")),
-    ))
+    );
+    Some((held == fits.len(), text))
 }
 
 /// The S-curve rule on the ablation's disk, which reorders a 32-deep queue: the factor the
 /// miss names changed and nothing else.
-fn s_curve_with_ncq(sweep: &Sweep) -> Option<String> {
+fn s_curve_with_ncq(sweep: &Sweep) -> Option<(bool, String)> {
     let curves = sweep.ncq_by_seed(Metric::Tps);
     if curves.is_empty() {
         return None;
@@ -275,7 +284,7 @@ fn s_curve_with_ncq(sweep: &Sweep) -> Option<String> {
     let fifo = sweep.median(0, Metric::Tps);
     let ncq = sweep.ncq_median_tps();
     let first = |v: &[(f64, f64)]| fmt_num(v.first().map(|p| p.1));
-    Some(format!(
+    let text = format!(
         "with a reordering queue ({}, `{}`): the S-curve rule holds in {} of {} (without the \
          last point in {} of {}); inflection at {} of the table; first/last step {} / {} of the \
          steepest; TPS at the smallest buffer {} against {} in arrival order (medians)",
@@ -297,14 +306,15 @@ fn s_curve_with_ncq(sweep: &Sweep) -> Option<String> {
         )),
         first(ncq.as_slice()),
         first(fifo.as_slice()),
-    ))
+    );
+    Some((held(whole.as_slice()) == whole.len(), text))
 }
 
 /// The decay rule on read requests per transaction: the SSD cells keep their device busy
 /// (closed-loop clients issue the next read as soon as one completes), so reads per second
 /// stay at the device's rate while the buffer grows; per transaction they show what the
 /// buffer saves.
-fn decay_per_transaction(sweep: &Sweep) -> Option<String> {
+fn decay_per_transaction(sweep: &Sweep) -> Option<(bool, String)> {
     let decays: Vec<(shapes::Fit, bool)> = sweep
         .by_seed(1, Metric::ReadsPerTxn)
         .values()
@@ -316,7 +326,7 @@ fn decay_per_transaction(sweep: &Sweep) -> Option<String> {
     let held = decays.iter().filter(|d| d.1).count();
     let io = sweep.median(1, Metric::ReadsPerTxn);
     let at = |k: usize| io.get(k).map_or("–".to_string(), |p| format!("{:.2}", p.1));
-    Some(format!(
+    let text = format!(
         "per transaction instead of per second (the closed loop's pace taken out): the decay \
          rule holds in {held} of {}; R² {}; {} / {} / {} reads per transaction at the first, \
          middle and last buffer (medians)",
@@ -327,7 +337,8 @@ fn decay_per_transaction(sweep: &Sweep) -> Option<String> {
         at(0),
         at(io.len() / 2),
         at(io.len().saturating_sub(1)),
-    ))
+    );
+    Some((held == decays.len(), text))
 }
 
 /// What the repeats that were not device-bound measured, beside the others: neither their
