@@ -3,8 +3,9 @@
 //! A [`BlockDevice`] reads and writes whole 4 KiB sectors at sector addresses, accepts write
 //! hints (atomic, stream id), flushes its volatile cache, trims, and reports capabilities and
 //! counters. Implementations: real files ([`file`](mod@file)), RAM ([`mem`]), emulated flash SSDs
-//! ([`ssd`]), emulated disks ([`hdd`], [`raid`]); wrappers add an I/O queue ([`sched`]) or
-//! capture a trace ([`trace`]). [`spec`] turns a CLI device string into a device.
+//! ([`ssd`]), emulated disks ([`hdd`], [`raid`]); wrappers add an I/O queue ([`sched`]), a host
+//! page cache (buffered I/O, the device-string key `pagecache=SIZE`) or capture a trace
+//! ([`trace`]). [`spec`] turns a CLI device string into a device.
 
 #![warn(missing_docs)]
 
@@ -17,6 +18,7 @@ pub mod file;
 pub mod hdd;
 mod human;
 pub mod mem;
+mod pagecache;
 pub mod partition;
 pub mod raid;
 pub mod sched;
@@ -27,7 +29,7 @@ pub mod trace;
 pub mod units;
 
 pub use error::{DeviceError, Result};
-pub use stats::{DeviceStats, EraseCountStats, QueueStats, StreamStats};
+pub use stats::{DeviceStats, EraseCountStats, PageCacheStats, QueueStats, StreamStats};
 
 use std::sync::Arc;
 

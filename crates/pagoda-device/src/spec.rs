@@ -1,11 +1,13 @@
 //! Device strings of the command line (CLI.md): `file:PATH`, `mem[,key=value...]`,
 //! `PRESET[,key=value,...]` with PRESET one of `sata-ssd`, `nvme-ssd`, `hdd-15k`,
-//! `raid0-8x-hdd-15k`.
+//! `raid0-8x-hdd-15k`. Any of them takes `pagecache=SIZE` (buffered I/O through a host page
+//! cache in front of the device).
 
 use crate::error::{DeviceError, Result};
 use crate::file::{FileDevice, FileOptions};
 use crate::hdd::{Hdd, HddConfig};
 use crate::mem::{MemConfig, MemDevice};
+use crate::pagecache::{self, PageCache, PageCacheOptions};
 use crate::raid::raid0_preset;
 use crate::ssd::{Ssd, SsdConfig};
 use crate::DeviceRef;
@@ -15,8 +17,16 @@ use std::sync::Arc;
 /// The emulated presets a user can name.
 pub const PRESETS: [&str; 4] = ["sata-ssd", "nvme-ssd", "hdd-15k", "raid0-8x-hdd-15k"];
 
-/// Keys a `file:` device takes.
-const FILE_KEYS: [&str; 4] = ["direct", "capacity", "streams", "atomic"];
+/// Keys a `file:` device takes (the page cache's among them: it wraps any device).
+const FILE_KEYS: [&str; 7] = [
+    "direct",
+    "capacity",
+    "streams",
+    "atomic",
+    pagecache::KEYS[0],
+    pagecache::KEYS[1],
+    pagecache::KEYS[2],
+];
 
 /// What kind of device a spec names.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -110,8 +120,31 @@ impl DeviceSpec {
         self
     }
 
-    /// Opens the device this spec names.
+    /// Opens the device this spec names; with `pagecache=SIZE` (and optionally
+    /// `pagecache_request=SIZE`, `pagecache_depth=N`) behind a host page cache of that size,
+    /// as buffered I/O is.
     pub fn open(&self) -> Result<DeviceRef> {
+        let (cache, own): (Vec<_>, Vec<_>) = self
+            .options
+            .iter()
+            .cloned()
+            .partition(|(k, _)| pagecache::KEYS.contains(&k.as_str()));
+        let dev = Self {
+            kind: self.kind.clone(),
+            options: own,
+        }
+        .open_device()?;
+        if cache.is_empty() {
+            return Ok(dev);
+        }
+        let mut opts = PageCacheOptions::default();
+        for (k, v) in &cache {
+            opts.set(k, v)?;
+        }
+        Ok(Arc::new(PageCache::new(dev, opts)?))
+    }
+
+    fn open_device(&self) -> Result<DeviceRef> {
         match &self.kind {
             DeviceKind::Mem => {
                 let mut cfg = MemConfig::default();
@@ -213,5 +246,45 @@ mod tests {
             .unwrap();
         assert_eq!(d.caps().capacity_sectors, 16384);
         assert!(DeviceSpec::parse("mem,wat=1").unwrap().open().is_err());
+    }
+
+    #[test]
+    fn pagecache_wraps_any_device_and_names_its_key_when_wrong() {
+        let d = DeviceSpec::parse("sata-ssd,capacity=1GiB,pagecache=8MiB")
+            .unwrap()
+            .open()
+            .unwrap();
+        assert!(
+            d.describe().starts_with("pagecache(8 MiB"),
+            "{}",
+            d.describe()
+        );
+        assert_eq!(
+            d.caps().atomic_write_unit,
+            None,
+            "buffered I/O is not atomic"
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let f = format!(
+            "file:{},capacity=1MiB,pagecache=4MiB",
+            dir.path().join("d").display()
+        );
+        let d = DeviceSpec::parse(&f).unwrap().open().unwrap();
+        assert!(d.stats().page_cache.is_some());
+        for (bad, key) in [
+            ("mem,pagecache=lots", "pagecache=lots"),
+            ("mem,pagecache=4KiB", "pagecache="),
+            ("mem,pagecache_request=64KiB", "pagecache="),
+            (
+                "mem,pagecache=8MiB,pagecache_request=6KiB",
+                "pagecache_request=",
+            ),
+            ("mem,pagecache=8MiB,pagecache_depth=0", "pagecache_depth="),
+            ("mem,pagecache=8MiB,pagecache_depth=x", "pagecache_depth=x"),
+        ] {
+            let e = DeviceSpec::parse(bad).unwrap().open().expect_err(bad);
+            assert!(matches!(e, DeviceError::Config(_)), "{bad}: {e}");
+            assert!(e.to_string().contains(key), "{bad}: {e}");
+        }
     }
 }

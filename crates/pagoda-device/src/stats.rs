@@ -37,6 +37,9 @@ pub struct DeviceStats {
     /// I/O queue counters when the device sits behind a [`crate::sched::IoQueue`].
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub queue: Option<QueueStats>,
+    /// Host page-cache counters when the device sits behind one (`pagecache=SIZE`).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub page_cache: Option<PageCacheStats>,
     /// Modeled busy time of the device in microseconds (emulated devices).
     #[serde(default)]
     pub busy_time_us: u64,
@@ -88,4 +91,25 @@ pub struct QueueStats {
     pub merged_writes: u64,
     /// Merges refused because one side was atomic and the other not.
     pub refused_atomic_merges: u64,
+}
+
+/// Host page-cache counters (buffered I/O in front of a device). Pages are 4 KiB.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PageCacheStats {
+    /// Pages read that the cache held.
+    pub read_hit_pages: u64,
+    /// Pages read from the device below.
+    pub read_miss_pages: u64,
+    /// Pages written into the cache by the host.
+    pub buffered_pages: u64,
+    /// Pages written back to the device.
+    pub writeback_pages: u64,
+    /// Writeback requests issued to the device (contiguous pages merged).
+    pub writeback_requests: u64,
+    /// Writebacks a writer ran itself because the cache held no clean page to evict.
+    pub forced_writebacks: u64,
+    /// Clean pages evicted to make room.
+    pub evicted_pages: u64,
+    /// Dirty pages held when the counters were read.
+    pub dirty_pages: u64,
 }
