@@ -6,12 +6,15 @@
 //! the copy), no protection, atomic page writes. Per mode a power-cut crash test shows what
 //! `none` costs.
 
+mod ablations;
+
 use super::cell::{Cell, CellResult, Scale};
 use super::regime;
 use super::repeats::{self, Group, Spread};
 use super::report::{find, fmt_num, Band, Ctx, Headline, Section};
 use crate::error::CliResult;
 use crate::plot::{bar_chart, BarChart};
+use ablations::{beside, requests_per_page, RowAblation};
 use serde_json::json;
 use std::fmt::Write as _;
 
@@ -118,6 +121,16 @@ enum Variant {
     Split,
     /// The data on a power-loss-protected SSD (a flush of its write cache costs almost nothing).
     PlpData,
+    /// The data behind a host page cache (buffered I/O, not O_DIRECT): the seed's `no_double`.
+    PageCache,
+}
+
+/// The page-cache ablation's cache, scaled to the run's buffer as the grid scales data and
+/// buffer: the seed's host had 4 GB of RAM beside a 1 GB buffer pool; with about 0.5 GB for
+/// the kernel and mysqld's other memory, about 2.5 GB was left to the page cache, 2.5x the
+/// buffer (and more than the data, as there: the data is 2.5x the buffer).
+fn page_cache_mib(buffer_mib: u32) -> u32 {
+    buffer_mib * 5 / 2
 }
 
 /// One TPC-C cell of the grid, or of an ablation.
@@ -130,6 +143,11 @@ fn tpcc_cell(scale: Scale, g: &Grid, w: u32, c: u32, mode: &str, variant: Varian
     let data = match variant {
         Variant::Split => format!("{},split=4KiB", device(scale)),
         Variant::PlpData => format!("{},plp=1", device(scale)),
+        Variant::PageCache => format!(
+            "{},pagecache={}MiB",
+            device(scale),
+            page_cache_mib(g.buffer_mib)
+        ),
         _ => device(scale).to_string(),
     };
     let mut args = vec![
@@ -166,24 +184,31 @@ fn tpcc_cell(scale: Scale, g: &Grid, w: u32, c: u32, mode: &str, variant: Varian
         Variant::PlpLog => (".plp-log", "ablation"),
         Variant::Split => (".split", "split"),
         Variant::PlpData => (".plp-data", "plp-data"),
+        Variant::PageCache => (".pagecache", "pagecache"),
     };
+    let mut params = json!({ "kind": kind, "warehouses": w,
+            "clients": c, "mode": mode, "buffer_mib": g.buffer_mib, "log_mib": log_mib });
+    if variant == Variant::PageCache {
+        params["pagecache_mib"] = json!(page_cache_mib(g.buffer_mib));
+    }
     Cell::new(
         EXP,
         &format!("w{w}.c{c}.{mode}{suffix}"),
         &args,
         (g.estimate)(w),
-        json!({ "kind": kind, "warehouses": w,
-                "clients": c, "mode": mode, "buffer_mib": g.buffer_mib, "log_mib": log_mib }),
+        params,
     )
     // Bound by the data device at 13-15 % of the CPU over the window (quick, 3 repeats): up
-    // to five at a time, which start, load and measure together. Five, not four: the first
-    // combination's four modes and the split ablation form one comparison (atomic vs split
-    // none), which must run in one unit to share its neighbours.
-    .light_among(5)
+    // to six at a time, which start, load and measure together. Six, not four: the first
+    // combination's four modes and the split and page-cache ablations form one comparison
+    // (atomic vs split none, vs none through the page cache), which must run in one unit to
+    // share its neighbours.
+    .light_among(6)
 }
 
-/// The cells each ratio divides: every mode of one combination with the split ablation
-/// (modes vs InnoDB's double-write, atomic vs none and vs split none), and each ablation's
+/// The cells each ratio divides: every mode of one combination with the split and page-cache
+/// ablations (modes vs InnoDB's double-write, atomic vs none, vs split none and vs none
+/// through the page cache), and each ablation's
 /// modes of one combination; the crash tests form no ratio.
 pub(super) fn comparisons(cells: &[Cell]) -> Vec<Vec<String>> {
     super::schedule::comparisons_by(cells, |c| {
@@ -191,7 +216,7 @@ pub(super) fn comparisons(cells: &[Cell]) -> Vec<Vec<String>> {
         let at = format!("{}.{}", c.params["warehouses"], c.params["clients"]);
         match kind {
             "crash" => None,
-            "tpcc" | "split" => Some(format!("grid.{at}")),
+            "tpcc" | "split" | "pagecache" => Some(format!("grid.{at}")),
             other => Some(format!("{other}.{at}")),
         }
     })
@@ -207,11 +232,13 @@ pub(super) fn cells(scale: Scale) -> Vec<Cell> {
             }
         }
     }
-    // The atomic-over-none row's ablation: unprotected page writes split as a host path
-    // without page-aligned extents splits them (atomic ones stay whole).
+    // The atomic-over-none row's ablations: unprotected page writes split as a host path
+    // without page-aligned extents splits them (atomic ones stay whole), and the seed's own
+    // explanation, unprotected page writes through the host page cache.
     if scale != Scale::Tiny {
         let (w, c) = (g.warehouses[0], g.clients[0]);
         out.push(tpcc_cell(scale, &g, w, c, "none", Variant::Split));
+        out.push(tpcc_cell(scale, &g, w, c, "none", Variant::PageCache));
         // The copy-skipping row's ablation: both double-write modes with flushes made cheap.
         for mode in ["doublewrite-full", "doublewrite"] {
             out.push(tpcc_cell(scale, &g, w, c, mode, Variant::PlpData));
@@ -287,7 +314,14 @@ pub(super) fn section(ctx: &Ctx, results: &[&CellResult]) -> CliResult<Section> 
              combos.iter().map(|c| c.1.to_string()).collect::<Vec<_>>().join(" / ") + " on 2 cores"),
             ("run length", "10 min", format!("{} s per cell, checkpoints every few seconds (see checkpoints below)",
                  first.and_then(|r| r.num("duration_s")).unwrap_or(0.0))),
-            ("direct I/O", "yes", "yes (emulated devices have no page cache)".to_string()),
+            ("direct I/O", "atomic: yes (O_DIRECT); no_double: no, through the page cache",
+             match results.iter().find(|r| r.param_str("kind") == "pagecache") {
+                 Some(r) => format!("yes (emulated devices have no page cache); the page-cache \
+                     ablation runs `none` through a {} MiB host page cache",
+                     r.param_f64("pagecache_mib")),
+                 None => "yes (emulated devices have no page cache); the page-cache ablation \
+                     did not run".to_string(),
+             }),
             ("baseline", "InnoDB's double-write buffer: every flushed page copied, synced, then written in place",
              "`doublewrite-full` (the same); pagoda's own `doublewrite` skips the copy of pages whose image is in the log, as an extra row".to_string()),
         ])
@@ -357,13 +391,32 @@ pub(super) fn section(ctx: &Ctx, results: &[&CellResult]) -> CliResult<Section> 
         )?;
         let _ = writeln!(body, "\n![tpmC per mode]({link})");
     }
-    let mut headlines = headlines(&tpcc, &rel);
-    // The atomic-over-none row's ablation: the unprotected mode's page writes split.
-    if let Some(text) = split_ablation(results) {
-        let _ = writeln!(body, "\nAblation (atomic vs none, split): {text}");
-        if headlines[2].verdict.key() != "within" {
-            headlines[2] = headlines[2].clone().ablation(text);
-        }
+    // The atomic-over-none row's ablations (the unprotected mode through the page cache,
+    // its page writes split) and the cause they measure.
+    let row: Vec<(&str, RowAblation)> = [
+        ("page cache", ablations::pagecache_ablation(results)),
+        ("split", ablations::split_ablation(results)),
+    ]
+    .into_iter()
+    .filter_map(|(name, a)| Some((name, a?)))
+    .collect();
+    let cause = ablations::cause(
+        &atomic_vs_none_band(),
+        pooled(&rel, ATOMIC_VS_NONE).as_ref(),
+        &row.iter().map(|(_, a)| a).collect::<Vec<_>>(),
+    );
+    let mut headlines = headlines(&tpcc, &rel, &cause);
+    for (name, a) in &row {
+        let _ = writeln!(body, "\nAblation (atomic vs none, {name}): {}", a.text);
+    }
+    if !row.is_empty() && headlines[2].verdict.key() != "within" {
+        let texts: Vec<String> = row
+            .iter()
+            .map(|(name, a)| format!("{name}: {}", a.text))
+            .collect();
+        headlines[2] = headlines[2]
+            .clone()
+            .ablation(format!("{}; {cause}", texts.join("; ")));
     }
     // Each row's ablation: its two modes again with the log on a power-loss-protected SSD.
     // (The atomic-over-none row's is above: the log's sync does not favour either.)
@@ -374,7 +427,7 @@ pub(super) fn section(ctx: &Ctx, results: &[&CellResult]) -> CliResult<Section> 
         if mode.is_empty() {
             continue;
         }
-        if let Some(text) = ablation(results, mode) {
+        if let Some(text) = ablations::ablation(results, mode) {
             let _ = writeln!(body, "\nAblation ({mode}): {text}");
             if h.verdict.key() != "within" {
                 *h = h.clone().ablation(text);
@@ -382,7 +435,7 @@ pub(super) fn section(ctx: &Ctx, results: &[&CellResult]) -> CliResult<Section> 
         }
     }
     // The copy-skipping row's ablation: its two modes with the data device's flushes cheap.
-    if let Some(text) = flush_ablation(results) {
+    if let Some(text) = ablations::flush_ablation(results) {
         let _ = writeln!(body, "\nAblation (copy-skipping, cheap flushes): {text}");
         if headlines[3].verdict.key() != "within" {
             headlines[3] = headlines[3].clone().ablation(text);
@@ -409,7 +462,13 @@ fn pooled(rel: &[(&str, Option<Spread>)], mode: &str) -> Option<Spread> {
     }
 }
 
-fn headlines(tpcc: &[&CellResult], rel: &[(&str, Option<Spread>)]) -> Vec<Headline> {
+/// The seed's band of the atomic-over-none row.
+fn atomic_vs_none_band() -> Band {
+    Band::range(1.1, 1.3, "the seed's 1.1-1.3x")
+}
+
+/// The section's rows; `cause` is the atomic-over-none row's, as its ablations measured it.
+fn headlines(tpcc: &[&CellResult], rel: &[(&str, Option<Spread>)], cause: &str) -> Vec<Headline> {
     let all = Group {
         runs: tpcc.to_vec(),
     };
@@ -426,6 +485,13 @@ fn headlines(tpcc: &[&CellResult], rel: &[(&str, Option<Spread>)]) -> Vec<Headli
         )
     };
     let seed_band = Band::range(1.5, 2.2, "the seed's 1.5-2.2x");
+    let grid_figures = format!(
+        "{cause} (grid: {} and {} data-device requests per 16 KiB written for none and \
+         atomic, {})",
+        requests_per_page(find(tpcc, &[("mode", "none")]).as_ref()),
+        requests_per_page(find(tpcc, &[("mode", "atomic")]).as_ref()),
+        why(&all)
+    );
     vec![
         Headline::ratio(
             "none vs InnoDB double-write, tpmC",
@@ -455,18 +521,9 @@ fn headlines(tpcc: &[&CellResult], rel: &[(&str, Option<Spread>)]) -> Vec<Headli
             "atomic vs none (no double-write, unsafe), tpmC",
             "1.1-1.3x",
             pooled(rel, ATOMIC_VS_NONE),
-            &Band::range(1.1, 1.3, "the seed's 1.1-1.3x"),
-            &format!(
-                "both modes write the same pages ({} and {} requests per 16 KiB written for \
-                 none and atomic: the I/O queue merges plain writes, never atomic ones) and the \
-                 emulated device charges an atomic write what it charges a plain one; the seed's \
-                 drive was only assumed atomic, so its gain came from its host path (ext4 \
-                 extents aligned to 16 KiB, a page one request), which the ablation models ({})",
-                requests_per_page(find(tpcc, &[("mode", "none")]).as_ref()),
-                requests_per_page(find(tpcc, &[("mode", "atomic")]).as_ref()),
-                why(&all)
-            ),
-            "atomic writes gain more over unprotected ones than in the seed",
+            &atomic_vs_none_band(),
+            &grid_figures,
+            &grid_figures,
         )
         .regime(off.clone()),
         Headline::ratio(
@@ -547,99 +604,10 @@ fn page_write_bound(r: &CellResult) -> bool {
             && checkpoints / window >= 1.0)
 }
 
-/// What the ablation showed: `mode` against InnoDB's double-write with the log on a
-/// power-loss-protected cache, so that commits stop waiting on the log sync.
-fn ablation(results: &[&CellResult], mode: &str) -> Option<String> {
-    let get = |mode: &str| find(results, &[("kind", "ablation"), ("mode", mode)]);
-    let (full, other) = (get("doublewrite-full")?, get(mode)?);
-    let r = repeats::ratio(Some(&other), Some(&full), "tpmC")?;
-    let in_regime = full
-        .runs
-        .iter()
-        .chain(&other.runs)
-        .filter(|r| page_write_bound(r))
-        .count();
-    let runs = full.runs.len() + other.runs.len();
-    let label = MODES.iter().find(|m| m.0 == mode).map_or(mode, |m| m.1);
-    Some(format!(
-        "with the log on a power-loss-protected SSD (a log sync no longer bounds commits), \
-         {label} vs InnoDB double-write is {} tpmC; {in_regime} of {runs} of these runs were \
-         bound by page writes as the seed's (data device {:.0} % busy, commit {:.0} % of \
-         transaction time, medians of the double-write runs)",
-        r.times(),
-        full.num("regime/busy/data").unwrap_or(0.0) * 100.0,
-        full.num("regime/phases/commit").unwrap_or(0.0) * 100.0,
-    ))
-}
-
-/// What the split ablation showed: atomic against `none` whose 16 KiB page writes reach the
-/// data device as 4 KiB requests in turn, from the first combination of the grid.
-fn split_ablation(results: &[&CellResult]) -> Option<String> {
-    let split = find(results, &[("kind", "split"), ("mode", "none")])?;
-    let atomic = beside(results, &split, "tpcc", "atomic")?;
-    let r = repeats::ratio(Some(&atomic), Some(&split), "tpmC")?;
-    Some(format!(
-        "with the unprotected mode's 16 KiB page writes reaching the device as 4 KiB requests \
-         one after another (`split=4KiB`: a host path whose extents are not aligned to the \
-         page), atomic vs none is {} tpmC ({} requests per 16 KiB of data written, against \
-         {} for atomic; data device {:.0} % busy, medians)",
-        r.times(),
-        requests_per_page(Some(&split)),
-        requests_per_page(Some(&atomic)),
-        split.num("regime/busy/data").unwrap_or(0.0) * 100.0,
-    ))
-}
-
-/// What the cheap-flush ablation showed: copy-skipping against InnoDB's double-write with the
-/// data on a power-loss-protected SSD, beside the grid's flushes and pages written per mode.
-fn flush_ablation(results: &[&CellResult]) -> Option<String> {
-    let full = find(
-        results,
-        &[("kind", "plp-data"), ("mode", "doublewrite-full")],
-    )?;
-    let skip = beside(results, &full, "plp-data", "doublewrite")?;
-    let r = repeats::ratio(Some(&skip), Some(&full), "tpmC")?;
-    let n = |g: Option<Group>, k: &str| fmt_num(g.and_then(|g| g.num(k)));
-    Some(format!(
-        "with the data on a power-loss-protected SSD (`plp=1`: a flush costs almost nothing), \
-         copy-skipping vs InnoDB's double-write is {} tpmC ({} and {} 4 KiB pages written, \
-         data device {:.0} % busy, medians)",
-        r.times(),
-        n(Some(skip.clone()), "devices/data/host_write_pages"),
-        n(Some(full.clone()), "devices/data/host_write_pages"),
-        full.num("regime/busy/data").unwrap_or(0.0) * 100.0,
-    ))
-}
-
-/// The cells of `kind` and `mode` in the same combination (warehouses, clients) as `of`.
-fn beside<'a>(results: &[&'a CellResult], of: &Group, kind: &str, mode: &str) -> Option<Group<'a>> {
-    let key = |k: &str| of.param(k).map(ToString::to_string).unwrap_or_default();
-    let (w, c) = (key("warehouses"), key("clients"));
-    find(
-        results,
-        &[
-            ("kind", kind),
-            ("mode", mode),
-            ("warehouses", &w),
-            ("clients", &c),
-        ],
-    )
-}
-
 /// A mode's median of `key` over the grid's first combination, as text.
 fn mode_num(tpcc: &[&CellResult], mode: &str, key: &str) -> String {
     let first = Group {
         runs: tpcc.iter().take(1).copied().collect(),
     };
     fmt_num(beside(tpcc, &first, "tpcc", mode).and_then(|g| g.num(key)))
-}
-
-/// Median data-device write requests per 16 KiB written (4 KiB units), as text.
-fn requests_per_page(g: Option<&Group>) -> String {
-    g.and_then(|g| {
-        let req = g.num("devices/data/host_write_requests")?;
-        let units = g.num("devices/data/host_write_pages")?;
-        (units > 0.0).then(|| format!("{:.2}", req * 4.0 / units))
-    })
-    .unwrap_or_else(|| "–".to_string())
 }
