@@ -8,7 +8,7 @@ use crate::cmd::reproduce::report::{find, fmt_num, Band};
 
 /// What the ablation showed: `mode` against InnoDB's double-write with the log on a
 /// power-loss-protected cache, so that commits stop waiting on the log sync.
-pub(super) fn ablation(results: &[&CellResult], mode: &str) -> Option<String> {
+pub(super) fn ablation(results: &[&CellResult], mode: &str) -> Option<(Spread, String)> {
     let get = |mode: &str| find(results, &[("kind", "ablation"), ("mode", mode)]);
     let (full, other) = (get("doublewrite-full")?, get(mode)?);
     let r = repeats::ratio(Some(&other), Some(&full), "tpmC")?;
@@ -20,7 +20,7 @@ pub(super) fn ablation(results: &[&CellResult], mode: &str) -> Option<String> {
         .count();
     let runs = full.runs.len() + other.runs.len();
     let label = MODES.iter().find(|m| m.0 == mode).map_or(mode, |m| m.1);
-    Some(format!(
+    let text = format!(
         "with the log on a power-loss-protected SSD (a log sync no longer bounds commits), \
          {label} vs InnoDB double-write is {} tpmC; {in_regime} of {runs} of these runs were \
          bound by page writes as the seed's (data device {:.0} % busy, commit {:.0} % of \
@@ -28,7 +28,8 @@ pub(super) fn ablation(results: &[&CellResult], mode: &str) -> Option<String> {
         r.times(),
         full.num("regime/busy/data").unwrap_or(0.0) * 100.0,
         full.num("regime/phases/commit").unwrap_or(0.0) * 100.0,
-    ))
+    );
+    Some((r, text))
 }
 
 /// One ablation of the atomic-over-none row: the factor it changes, the ratio it measured and
@@ -151,7 +152,7 @@ pub(super) fn cause(band: &Band, grid: Option<&Spread>, ablations: &[&RowAblatio
 
 /// What the cheap-flush ablation showed: copy-skipping against InnoDB's double-write with the
 /// data on a power-loss-protected SSD, beside the grid's flushes and pages written per mode.
-pub(super) fn flush_ablation(results: &[&CellResult]) -> Option<String> {
+pub(super) fn flush_ablation(results: &[&CellResult]) -> Option<(Spread, String)> {
     let full = find(
         results,
         &[("kind", "plp-data"), ("mode", "doublewrite-full")],
@@ -159,7 +160,7 @@ pub(super) fn flush_ablation(results: &[&CellResult]) -> Option<String> {
     let skip = beside(results, &full, "plp-data", "doublewrite")?;
     let r = repeats::ratio(Some(&skip), Some(&full), "tpmC")?;
     let n = |g: Option<Group>, k: &str| fmt_num(g.and_then(|g| g.num(k)));
-    Some(format!(
+    let text = format!(
         "with the data on a power-loss-protected SSD (`plp=1`: a flush costs almost nothing), \
          copy-skipping vs InnoDB's double-write is {} tpmC ({} and {} 4 KiB pages written, \
          data device {:.0} % busy, medians)",
@@ -167,7 +168,8 @@ pub(super) fn flush_ablation(results: &[&CellResult]) -> Option<String> {
         n(Some(skip.clone()), "devices/data/host_write_pages"),
         n(Some(full.clone()), "devices/data/host_write_pages"),
         full.num("regime/busy/data").unwrap_or(0.0) * 100.0,
-    ))
+    );
+    Some((r, text))
 }
 
 /// The cells of `kind` and `mode` in the same combination (warehouses, clients) as `of`.
