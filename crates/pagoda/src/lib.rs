@@ -2,5 +2,7 @@
 //! engine behind the workload crate's `Store` trait (public so that tests and other drivers
 //! can use it), and the pieces its binaries share (`cli`).
 
+#![warn(missing_docs)]
+
 pub mod cli;
 pub mod store;

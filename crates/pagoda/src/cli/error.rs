@@ -14,7 +14,9 @@ pub enum CliError {
     /// A file the CLI reads or writes itself.
     #[error("{path}: {source}")]
     Io {
+        /// The file.
         path: PathBuf,
+        /// What the operating system reported.
         #[source]
         source: std::io::Error,
     },
