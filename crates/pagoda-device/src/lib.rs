@@ -5,12 +5,14 @@
 //! counters. Implementations: real files ([`file`](mod@file)), RAM ([`mem`]), emulated flash SSDs
 //! ([`ssd`]), emulated disks ([`hdd`], [`raid`]); wrappers add an I/O queue ([`sched`]), a host
 //! page cache (buffered I/O, the device-string key `pagecache=SIZE`) or capture a trace
-//! ([`trace`]). [`spec`] turns a CLI device string into a device.
+//! ([`trace`]), each through one delegation ([`delegate`]). [`spec`] turns a CLI device string
+//! into a device.
 
 #![warn(missing_docs)]
 
 pub mod aligned;
 pub mod clock;
+pub mod delegate;
 pub mod error;
 #[cfg(feature = "fault-injection")]
 pub mod fault;
@@ -28,6 +30,7 @@ pub mod stats;
 pub mod trace;
 pub mod units;
 
+pub use delegate::DelegateDevice;
 pub use error::{DeviceError, Result};
 pub use stats::{DeviceStats, EraseCountStats, PageCacheStats, QueueStats, StreamStats};
 
@@ -113,6 +116,9 @@ impl Capabilities {
 ///
 /// Buffers must be a whole, non-zero number of sectors; addresses must lie inside the device.
 /// Violations give [`DeviceError::Misaligned`] or [`DeviceError::OutOfRange`], never a panic.
+///
+/// A device that wraps another implements [`DelegateDevice`] instead, which forwards every
+/// method it does not override; a method added here must be added there too.
 pub trait BlockDevice: Send + Sync + std::fmt::Debug {
     /// Capabilities (constant over the device's life).
     fn caps(&self) -> Capabilities;

@@ -9,11 +9,8 @@
 //! cannot be split by address range, and a power cut hits both partitions at once.
 
 use crate::error::{DeviceError, Result};
-use crate::stats::DeviceStats;
 use crate::units::format_size;
-use crate::{
-    check_io, check_range, BlockDevice, Capabilities, DeviceRef, PowerCut, WriteHints, SECTOR_SIZE,
-};
+use crate::{check_io, check_range, BlockDevice, Capabilities, DeviceRef, WriteHints, SECTOR_SIZE};
 use std::sync::Arc;
 
 /// Sectors `first..first + len` of a shared device.
@@ -75,7 +72,13 @@ impl Partition {
     }
 }
 
-impl BlockDevice for Partition {
+// Its own range and atomic unit; flush, counters, timing and the power cut are the shared
+// device's (pausing twice, for data and log, is the same as once).
+impl crate::DelegateDevice for Partition {
+    fn inner(&self) -> &dyn BlockDevice {
+        &*self.dev
+    }
+
     fn caps(&self) -> Capabilities {
         let mut c = self.dev.caps();
         c.capacity_sectors = self.len;
@@ -85,38 +88,21 @@ impl BlockDevice for Partition {
     }
 
     fn read(&self, sector: u64, buf: &mut [u8]) -> Result<()> {
-        check_io(&self.caps(), sector, buf.len())?;
+        check_io(&BlockDevice::caps(self), sector, buf.len())?;
         self.dev.read(self.first + sector, buf)
     }
 
     fn write(&self, sector: u64, buf: &[u8], hints: WriteHints) -> Result<()> {
         // Own bounds and atomic unit first (the device would check its own, larger ones).
-        let caps = self.caps();
+        let caps = BlockDevice::caps(self);
         check_io(&caps, sector, buf.len())?;
         crate::check_hints(&caps, sector, buf.len(), hints)?;
         self.dev.write(self.first + sector, buf, hints)
     }
 
-    fn flush(&self) -> Result<()> {
-        self.dev.flush()
-    }
-
     fn trim(&self, sector: u64, sectors: u64) -> Result<()> {
-        check_range(&self.caps(), sector, sectors)?;
+        check_range(&BlockDevice::caps(self), sector, sectors)?;
         self.dev.trim(self.first + sector, sectors)
-    }
-
-    fn stats(&self) -> DeviceStats {
-        self.dev.stats()
-    }
-
-    fn reset_stats(&self) {
-        self.dev.reset_stats();
-    }
-
-    // The shared device's own switch: pausing twice (data and log) is the same as once.
-    fn pause_timing(&self, paused: bool) {
-        self.dev.pause_timing(paused);
     }
 
     fn describe(&self) -> String {
@@ -128,10 +114,6 @@ impl BlockDevice for Partition {
             format_size(self.len * SECTOR_SIZE as u64),
             self.dev.describe()
         )
-    }
-
-    fn as_power_cut(&self) -> Option<&dyn PowerCut> {
-        self.dev.as_power_cut()
     }
 }
 

@@ -20,7 +20,7 @@
 
 use crate::error::Result;
 use crate::stats::{DeviceStats, QueueStats};
-use crate::{check_hints, check_io, BlockDevice, Capabilities, DeviceRef, PowerCut, WriteHints};
+use crate::{check_hints, check_io, BlockDevice, Capabilities, DeviceRef, WriteHints};
 use parking_lot::Mutex;
 use std::collections::BTreeMap;
 
@@ -182,13 +182,10 @@ fn split_overlapping(batch: Vec<WriteRequest>) -> Vec<Vec<WriteRequest>> {
     segments
 }
 
-impl BlockDevice for IoQueue {
-    fn caps(&self) -> Capabilities {
-        self.inner.caps()
-    }
-
-    fn read(&self, sector: u64, buf: &mut [u8]) -> Result<()> {
-        self.inner.read(sector, buf)
+// Counts the writes it passes on and reports its queue; the rest is the device's.
+impl crate::DelegateDevice for IoQueue {
+    fn inner(&self) -> &dyn BlockDevice {
+        &*self.inner
     }
 
     fn write(&self, sector: u64, buf: &[u8], hints: WriteHints) -> Result<()> {
@@ -197,14 +194,6 @@ impl BlockDevice for IoQueue {
         s.submitted_writes += 1;
         s.issued_writes += 1;
         Ok(())
-    }
-
-    fn flush(&self) -> Result<()> {
-        self.inner.flush()
-    }
-
-    fn trim(&self, sector: u64, sectors: u64) -> Result<()> {
-        self.inner.trim(sector, sectors)
     }
 
     fn stats(&self) -> DeviceStats {
@@ -218,19 +207,11 @@ impl BlockDevice for IoQueue {
         *self.stats.lock() = QueueStats::default();
     }
 
-    fn pause_timing(&self, paused: bool) {
-        self.inner.pause_timing(paused);
-    }
-
     fn describe(&self) -> String {
         format!(
             "queue(max_request={}) -> {}",
             crate::units::format_size(self.opts.max_request_bytes as u64),
             self.inner.describe()
         )
-    }
-
-    fn as_power_cut(&self) -> Option<&dyn PowerCut> {
-        self.inner.as_power_cut()
     }
 }

@@ -32,8 +32,7 @@
 //! the first non-blank line.
 
 use crate::error::{DeviceError, Result};
-use crate::stats::DeviceStats;
-use crate::{BlockDevice, Capabilities, DeviceRef, PowerCut, WriteHints, SECTOR_SIZE};
+use crate::{BlockDevice, DeviceRef, WriteHints, SECTOR_SIZE};
 use parking_lot::Mutex;
 use std::io::{BufRead, Write};
 use std::time::{Duration, Instant};
@@ -448,9 +447,10 @@ impl Drop for TracingDevice {
     }
 }
 
-impl BlockDevice for TracingDevice {
-    fn caps(&self) -> Capabilities {
-        self.inner.caps()
+// Records each request after the device completes it; the rest is the device's.
+impl crate::DelegateDevice for TracingDevice {
+    fn inner(&self) -> &dyn BlockDevice {
+        &*self.inner
     }
 
     fn read(&self, sector: u64, buf: &mut [u8]) -> Result<()> {
@@ -482,24 +482,8 @@ impl BlockDevice for TracingDevice {
         self.record(t0, TraceOp::Trim, sector, sectors, WriteHints::NORMAL)
     }
 
-    fn stats(&self) -> DeviceStats {
-        self.inner.stats()
-    }
-
-    fn reset_stats(&self) {
-        self.inner.reset_stats();
-    }
-
-    fn pause_timing(&self, paused: bool) {
-        self.inner.pause_timing(paused);
-    }
-
     fn describe(&self) -> String {
         format!("trace -> {}", self.inner.describe())
-    }
-
-    fn as_power_cut(&self) -> Option<&dyn PowerCut> {
-        self.inner.as_power_cut()
     }
 }
 

@@ -24,8 +24,7 @@
 //! kill of the process alone cannot show (the kernel keeps its page cache).
 
 use pagoda_device::{
-    BlockDevice, Capabilities, DeviceError, DeviceRef, DeviceStats, PowerCut, PowerCutReport,
-    Result, WriteHints, SECTOR_SIZE,
+    BlockDevice, DeviceError, DeviceRef, PowerCut, PowerCutReport, Result, WriteHints, SECTOR_SIZE,
 };
 use std::fs::File;
 use std::io;
@@ -312,13 +311,12 @@ fn load(file: &dyn ImageFile, path: &Path, dev: &DeviceRef) -> Result<()> {
     dev.flush()
 }
 
-impl BlockDevice for ImageDevice {
-    fn caps(&self) -> Capabilities {
-        self.inner.caps()
-    }
-
-    fn read(&self, sector: u64, buf: &mut [u8]) -> Result<()> {
-        self.inner.read(sector, buf)
+// Writes, flushes, trims and power cuts reach the image too; the rest is the device's, its
+// description included (the image is where the data lives, not what it runs on: reports name
+// the device).
+impl pagoda_device::DelegateDevice for ImageDevice {
+    fn inner(&self) -> &dyn BlockDevice {
+        &*self.inner
     }
 
     fn write(&self, sector: u64, buf: &[u8], hints: WriteHints) -> Result<()> {
@@ -351,23 +349,6 @@ impl BlockDevice for ImageDevice {
         self.punch(sector, sectors).map_err(|e| self.broke_io(e))
     }
 
-    fn stats(&self) -> DeviceStats {
-        self.inner.stats()
-    }
-
-    fn reset_stats(&self) {
-        self.inner.reset_stats();
-    }
-
-    fn pause_timing(&self, paused: bool) {
-        self.inner.pause_timing(paused);
-    }
-
-    fn describe(&self) -> String {
-        // The image is where the data lives, not what it runs on: reports name the device.
-        self.inner.describe()
-    }
-
     fn as_power_cut(&self) -> Option<&dyn PowerCut> {
         self.inner.as_power_cut().map(|_| self as &dyn PowerCut)
     }
@@ -393,5 +374,28 @@ impl PowerCut for ImageDevice {
         self.inner
             .as_power_cut()
             .is_some_and(PowerCut::durable_on_ack)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pagoda_device::fault::Recording;
+    use std::sync::Arc;
+
+    #[test]
+    fn the_image_passes_counters_timing_and_the_cut_down() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let rec = Arc::new(Recording::new(1 << 20).expect("recording"));
+        let (img, _) = ImageDevice::open(&dir.path().join("img"), rec.clone()).expect("image");
+        assert!(
+            rec.unforwarded(&img).is_empty(),
+            "{:?}",
+            rec.unforwarded(&img)
+        );
+        let pc = img.as_power_cut().expect("cut");
+        pc.power_cut(1).expect("cut");
+        assert_eq!(rec.cuts(), 1);
+        assert_eq!(img.describe(), rec.describe());
     }
 }

@@ -5,20 +5,20 @@
 //! delays operations, flips a bit on reads (transient) or on the medium (persistent), lands a
 //! sector's write on another sector (misdirected) or also on another sector (a stray copy),
 //! acknowledges a sector's write without doing it (lost), cuts power after n writes (alone,
-//! or with the other devices on its [`Rail`]), and records every request. Storage engines
+//! or with the other devices on its [`Rail`]), and records every request. [`Recording`] is
+//! the other end: a device that records what a wrapper passes down to it. Storage engines
 //! meet these faults in production; power loss alone is what the emulated devices model.
 
-use crate::{
-    BlockDevice, Capabilities, DeviceError, DeviceRef, DeviceStats, PowerCut, Result, WriteHints,
-    SECTOR_SIZE,
-};
+use crate::{BlockDevice, DeviceError, DeviceRef, Result, WriteHints, SECTOR_SIZE};
 use parking_lot::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 mod rail;
+mod recording;
 pub use rail::Rail;
+pub use recording::Recording;
 
 /// The kind of a request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -538,9 +538,10 @@ impl FaultDevice {
     }
 }
 
-impl BlockDevice for FaultDevice {
-    fn caps(&self) -> Capabilities {
-        self.inner.caps()
+// Faults and power-off act on I/O; counters, timing and the power cut are the device's.
+impl crate::DelegateDevice for FaultDevice {
+    fn inner(&self) -> &dyn BlockDevice {
+        &*self.inner
     }
 
     fn read(&self, sector: u64, buf: &mut [u8]) -> Result<()> {
@@ -559,24 +560,8 @@ impl BlockDevice for FaultDevice {
         self.powered(true, || self.trim_now(sector, sectors))
     }
 
-    fn stats(&self) -> DeviceStats {
-        self.inner.stats()
-    }
-
-    fn reset_stats(&self) {
-        self.inner.reset_stats();
-    }
-
-    fn pause_timing(&self, paused: bool) {
-        self.inner.pause_timing(paused);
-    }
-
     fn describe(&self) -> String {
         format!("faults({})", self.inner.describe())
-    }
-
-    fn as_power_cut(&self) -> Option<&dyn PowerCut> {
-        self.inner.as_power_cut()
     }
 }
 

@@ -443,7 +443,13 @@ impl PageCache {
     }
 }
 
-impl BlockDevice for PageCache {
+// Reads, writes, flushes and trims go through the cache, which reports and resets its own
+// counters and is lost in a power cut; timing is the device's.
+impl crate::DelegateDevice for PageCache {
+    fn inner(&self) -> &dyn BlockDevice {
+        &*self.inner
+    }
+
     fn caps(&self) -> Capabilities {
         let mut c = self.inner.caps();
         // Buffered writeback cannot carry the atomic flag.
@@ -452,7 +458,7 @@ impl BlockDevice for PageCache {
     }
 
     fn read(&self, sector: u64, buf: &mut [u8]) -> Result<()> {
-        let n = check_io(&self.caps(), sector, buf.len())?;
+        let n = check_io(&BlockDevice::caps(self), sector, buf.len())?;
         let page =
             |i: u64| (i * SECTOR_SIZE as u64) as usize..((i + 1) * SECTOR_SIZE as u64) as usize;
         // Runs of pages missing from the cache, as (first page index, count).
@@ -507,7 +513,7 @@ impl BlockDevice for PageCache {
     }
 
     fn write(&self, sector: u64, buf: &[u8], hints: WriteHints) -> Result<()> {
-        let caps = self.caps();
+        let caps = BlockDevice::caps(self);
         check_io(&caps, sector, buf.len())?;
         check_hints(&caps, sector, buf.len(), hints)?;
         // In pieces of at most a quarter of the cache, so that any write finds room (a
@@ -531,7 +537,7 @@ impl BlockDevice for PageCache {
     }
 
     fn trim(&self, sector: u64, sectors: u64) -> Result<()> {
-        check_range(&self.caps(), sector, sectors)?;
+        check_range(&BlockDevice::caps(self), sector, sectors)?;
         // The device first, then the cache: a read that filled the cache from the device
         // before the trim landed leaves nothing behind, and one still running sees the change.
         let _wb = self.writeback.lock();
@@ -567,10 +573,6 @@ impl BlockDevice for PageCache {
     fn reset_stats(&self) {
         self.inner.reset_stats();
         self.state.lock().stats = PageCacheStats::default();
-    }
-
-    fn pause_timing(&self, paused: bool) {
-        self.inner.pause_timing(paused);
     }
 
     fn describe(&self) -> String {

@@ -13,8 +13,7 @@
 //! While the flash cache rebuilds its directory at open (it mostly reads), reads of the cache
 //! device count as operations too, so that cuts can fall inside the rebuild.
 
-use pagoda_device::stats::DeviceStats;
-use pagoda_device::{BlockDevice, Capabilities, DeviceError, DeviceRef, WriteHints, SECTOR_SIZE};
+use pagoda_device::{BlockDevice, DeviceError, DeviceRef, WriteHints, SECTOR_SIZE};
 use pagoda_engine::{
     fault::{Event, FlashStep, Observer, RecoveryStep},
     format::Stream,
@@ -651,9 +650,11 @@ struct CutDevice {
     dev: usize,
 }
 
-impl BlockDevice for CutDevice {
-    fn caps(&self) -> Capabilities {
-        self.switch.inner[self.dev].caps()
+// I/O goes through the switch (which can be off); capabilities, counters and timing are the
+// device's.
+impl pagoda_device::DelegateDevice for CutDevice {
+    fn inner(&self) -> &dyn BlockDevice {
+        &*self.switch.inner[self.dev]
     }
     fn read(&self, sector: u64, buf: &mut [u8]) -> pagoda_device::Result<()> {
         let s = &self.switch;
@@ -676,9 +677,6 @@ impl BlockDevice for CutDevice {
     fn trim(&self, sector: u64, sectors: u64) -> pagoda_device::Result<()> {
         self.switch.trim(self.dev, sector, sectors)
     }
-    fn stats(&self) -> DeviceStats {
-        self.switch.inner[self.dev].stats()
-    }
     fn describe(&self) -> String {
         // The role is part of the name: the engine tells its devices apart by their names, and
         // data and flash cache may be the same kind of device.
@@ -688,50 +686,12 @@ impl BlockDevice for CutDevice {
             self.switch.inner[self.dev].describe()
         )
     }
+    /// None: the switch cuts power, to all its devices at once and with its own bookkeeping;
+    /// a cut of one device beneath it would bypass both.
+    fn as_power_cut(&self) -> Option<&dyn pagoda_device::PowerCut> {
+        None
+    }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use pagoda_device::fault::{Failure, Fault, FaultDevice, Op};
-    use pagoda_device::mem::{MemConfig, MemDevice};
-
-    fn mem() -> DeviceRef {
-        let cfg = MemConfig {
-            capacity_bytes: 1 << 20,
-            atomic_write_unit: None,
-            streams: 1,
-        };
-        Arc::new(MemDevice::new(cfg).unwrap())
-    }
-
-    #[test]
-    fn the_cut_reads_and_tears_beneath_the_faults() {
-        let raw = mem();
-        let faulty = Arc::new(FaultDevice::new(raw.clone()).named("data"));
-        let log = mem();
-        let layers = vec![(faulty.clone() as DeviceRef, raw), (log.clone(), log)];
-        let switch = Switch::new(layers, 7, true, i64::MAX);
-        let (data, _, _) = switch.devices();
-        let fail = |op| Fault::Fail {
-            op,
-            after: 0,
-            times: u64::MAX,
-            failure: Failure::Eio,
-        };
-        // The switch reads each sector's pre-image before a write: not through the faults.
-        faulty.inject(fail(Op::Read)).unwrap();
-        let sector = vec![0xab; SECTOR_SIZE];
-        for s in 0..64 {
-            data.write(s, &sector, WriteHints::NORMAL).unwrap();
-        }
-        // Nor are the sectors the cut tears written through them.
-        faulty.inject(fail(Op::Write)).unwrap();
-        switch.cut_now().unwrap();
-        assert_eq!(faulty.failures(), 0, "the switch's own I/O met a fault");
-        let cut = switch.cut_point().expect("the cut is recorded");
-        assert!(cut.torn_512 > 0, "64 unflushed sectors and none torn");
-        // The sectors torn, after the 64 at risk (the device itself may keep or drop each).
-        assert_eq!(switch.torn().len() as u64, 64 + cut.torn_512);
-    }
-}
+mod tests;
