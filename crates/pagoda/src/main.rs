@@ -3,6 +3,7 @@
 mod cmd;
 mod plot;
 mod readme;
+mod spread;
 
 // Shared with the crash tester's binary; `crate::error` etc. resolve through these.
 use pagoda::cli::{error, progress, provenance, report};

@@ -7,6 +7,9 @@ use super::cell::CellResult;
 use serde_json::Value;
 use std::collections::BTreeMap;
 
+// The report's modules take these from here, next to the groups they are computed from.
+pub(crate) use crate::spread::{median, Spread};
+
 /// The usable repeats of one cell (one per seed).
 #[derive(Clone, Debug)]
 pub(crate) struct Group<'a> {
@@ -71,48 +74,6 @@ fn dedup<'s>(v: &[&'s str]) -> Vec<&'s str> {
     out
 }
 
-/// Median, min and max of repeated measurements.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub(crate) struct Spread {
-    pub median: f64,
-    pub min: f64,
-    pub max: f64,
-    pub n: usize,
-}
-
-impl Spread {
-    /// `None` for no finite values.
-    pub(crate) fn of(mut v: Vec<f64>) -> Option<Self> {
-        v.retain(|x| x.is_finite());
-        let median = median(&mut v)?;
-        Some(Self {
-            median,
-            min: v[0],
-            max: v[v.len() - 1],
-            n: v.len(),
-        })
-    }
-
-    /// `1.57x (1.41–1.71)`, or `1.57x` for one repeat.
-    pub(crate) fn times(&self) -> String {
-        self.fmt(|v| format!("{v:.2}x"))
-    }
-
-    /// `11.2 % (9.8–12.0)`, for a fraction.
-    pub(crate) fn percent(&self) -> String {
-        self.fmt(|v| format!("{:.1} %", v * 100.0))
-    }
-
-    /// The median, then the range in brackets when there is more than one value.
-    pub(crate) fn fmt(&self, f: impl Fn(f64) -> String) -> String {
-        if self.n > 1 {
-            format!("{} ({}–{})", f(self.median), f(self.min), f(self.max))
-        } else {
-            f(self.median)
-        }
-    }
-}
-
 /// `f(a, b)` per seed that both groups ran, as a spread (`a / b` for a ratio).
 pub(crate) fn paired(
     a: Option<&Group>,
@@ -131,31 +92,4 @@ pub(crate) fn paired(
 /// `a / b` per seed.
 pub(crate) fn ratio(a: Option<&Group>, b: Option<&Group>, path: &str) -> Option<Spread> {
     paired(a, b, path, |x, y| (y > 0.0).then(|| x / y))
-}
-
-/// The median (of an even count, the mean of the middle two; not the upper one, which with
-/// two cells would report the larger figure). `None` for no values.
-pub(crate) fn median(v: &mut [f64]) -> Option<f64> {
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    (n > 0).then(|| {
-        if n % 2 == 1 {
-            v[n / 2]
-        } else {
-            (v[n / 2 - 1] + v[n / 2]) / 2.0
-        }
-    })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_spread_keeps_the_median_and_the_ends() {
-        let s = Spread::of(vec![1.4, 1.7, f64::NAN, 1.5]).unwrap();
-        assert_eq!((s.median, s.min, s.max, s.n), (1.5, 1.4, 1.7, 3));
-        assert_eq!(s.times(), "1.50x (1.40x–1.70x)");
-        assert!(Spread::of(vec![]).is_none());
-    }
 }

@@ -14,7 +14,6 @@
 //! Markdown result with `--publish`. A failed cell stops the run with one line and writes no
 //! result file.
 
-mod spread;
 mod summary;
 mod targets;
 

@@ -1,11 +1,11 @@
 //! The repeats of `bench compare` reduced to medians with their spread, the verdict of each
 //! row, and the files written from them (JSON, CSV, SVG, and the Markdown of `--publish`).
 
-use super::spread::Spread;
 use super::{io, Cell, CompareArgs};
 use crate::error::CliResult;
 use crate::plot::{bar_chart, BarChart};
 use crate::report::{write_json, Table};
+use crate::spread::Spread;
 use serde_json::json;
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -17,26 +17,18 @@ fn engine_spread(cells: &[Cell], phase: &str, engine: &str) -> Option<Spread> {
         .filter(|c| c.phase == phase && c.engine == engine)
         .map(|c| c.ops_per_s)
         .collect();
-    Spread::of(&v)
+    Spread::of(v)
 }
 
 /// pagoda over the best peer of the same repeat, one ratio per repeat (a repeat pairs runs
 /// made minutes apart, so slow drift of the machine cancels out).
 pub(super) fn ratio(cells: &[Cell], phase: &str) -> Option<Spread> {
-    Spread::of(&super::targets::ratios(
+    Spread::of(super::targets::ratios(
         cells,
         phase,
         super::targets::Against::BestPeer,
         0.0,
     ))
-}
-
-/// `median (min–max)` with `digits` decimals.
-fn show(s: Spread, digits: usize, unit: &str) -> String {
-    format!(
-        "{:.digits$}{unit} ({:.digits$}–{:.digits$})",
-        s.median, s.min, s.max
-    )
 }
 
 pub(super) fn render(cells: &[Cell], labels: &[String], names: &[&str]) -> String {
@@ -48,10 +40,10 @@ pub(super) fn render(cells: &[Cell], labels: &[String], names: &[&str]) -> Strin
     for l in labels {
         let mut row = vec![l.clone()];
         for n in names {
-            row.push(engine_spread(cells, l, n).map_or_else(String::new, |s| show(s, 0, "")));
+            row.push(engine_spread(cells, l, n).map_or_else(String::new, |s| s.with_range(0, "")));
         }
         let r = ratio(cells, l);
-        row.push(r.map_or_else(|| "-".to_string(), |r| show(r, 2, "x")));
+        row.push(r.map_or_else(|| "-".to_string(), |r| r.with_range(2, "x")));
         row.push(r.map_or("-", |r| r.verdict()).to_string());
         t.row(&row);
     }
@@ -252,36 +244,4 @@ fn markdown(
     std::fs::copy(svg, &dest).map_err(|e| io(&dest, e))?;
     let _ = writeln!(md, "![median ops/s relative to the fastest engine]({plot})");
     Ok(md)
-}
-
-#[cfg(test)]
-mod tests {
-    #![allow(clippy::unwrap_used)]
-    use super::super::spread::Spread;
-
-    #[test]
-    fn median_and_spread_of_odd_and_even_counts() {
-        let s = Spread::of(&[3.0, 1.0, 2.0]).unwrap();
-        assert_eq!((s.median, s.min, s.max), (2.0, 1.0, 3.0));
-        let s = Spread::of(&[4.0, 1.0, 2.0, 3.0]).unwrap();
-        assert_eq!((s.median, s.min, s.max), (2.5, 1.0, 4.0));
-        assert!(Spread::of(&[]).is_none());
-    }
-
-    #[test]
-    fn ahead_only_when_the_low_end_is_above_one() {
-        let v = |min, max| {
-            Spread {
-                median: (min + max) / 2.0,
-                min,
-                max,
-            }
-            .verdict()
-        };
-        assert_eq!(v(1.01, 1.5), "ahead");
-        assert_eq!(v(0.99, 1.5), "even");
-        assert_eq!(v(1.0, 1.5), "even");
-        assert_eq!(v(0.5, 0.99), "behind");
-        assert_eq!(v(0.5, 1.0), "even");
-    }
 }

@@ -2,8 +2,8 @@
 //! each missed one what bounded pagoda in that cell (its CPU share and where its transactions
 //! spent their time), so a miss comes with the profile that explains it.
 
-use super::spread::Spread;
 use super::Cell;
+use crate::spread::Spread;
 use serde::Serialize;
 use serde_json::Value;
 use std::fmt::Write as _;
@@ -187,7 +187,7 @@ pub(super) fn table(cells: &[Cell], labels: &[String], ceiling: [f64; 2]) -> Str
     );
     for t in targets(labels) {
         let r = ratios(cells, &t.phase, t.against, ceiling);
-        let Some(s) = Spread::of(&r) else {
+        let Some(s) = Spread::of(r) else {
             continue;
         };
         let met = s.min >= t.at_least;
@@ -198,12 +198,10 @@ pub(super) fn table(cells: &[Cell], labels: &[String], ceiling: [f64; 2]) -> Str
         };
         let _ = writeln!(
             md,
-            "| {} vs {against} | {} | {:.2}x ({:.2}–{:.2}) | {} | {} |",
+            "| {} vs {against} | {} | {} | {} | {} |",
             t.phase,
             t.rule,
-            s.median,
-            s.min,
-            s.max,
+            s.with_range(2, "x"),
             if met { "met" } else { "**missed**" },
             if met {
                 String::new()
