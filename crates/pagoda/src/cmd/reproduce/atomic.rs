@@ -14,6 +14,7 @@ use super::repeats::{self, Group, Spread};
 use super::report::{find, fmt_num, Band, Ctx, Headline, Section};
 use crate::error::CliResult;
 use crate::plot::{bar_chart, BarChart};
+use crate::report::Table;
 use ablations::{beside, requests_per_page, RowAblation};
 use serde_json::json;
 use std::fmt::Write as _;
@@ -326,9 +327,16 @@ pub(super) fn section(ctx: &Ctx, results: &[&CellResult]) -> CliResult<Section> 
              "`doublewrite-full` (the same); pagoda's own `doublewrite` skips the copy of pages whose image is in the log, as an extra row".to_string()),
         ])
     );
-    body.push_str(
-        "\n| warehouses | clients | mode | tpmC | vs InnoDB double-write | data writes (4 KiB) | double-write pages | checkpoints |\n|---|---|---|---|---|---|---|---|\n",
-    );
+    let mut table = Table::new(&[
+        "warehouses",
+        "clients",
+        "mode",
+        "tpmC",
+        "vs InnoDB double-write",
+        "data writes (4 KiB)",
+        "double-write pages",
+        "checkpoints",
+    ]);
     let mut rel: Vec<(&str, Option<Spread>)> = Vec::new();
     let mut cats = Vec::new();
     let mut bars: Vec<(String, Vec<f64>)> = MODES
@@ -353,15 +361,16 @@ pub(super) fn section(ctx: &Ctx, results: &[&CellResult]) -> CliResult<Section> 
             let g = get(mode);
             let r = repeats::ratio(g.as_ref(), base.as_ref(), "tpmC");
             let n = |p: &str| g.as_ref().and_then(|g| g.num(p));
-            let _ = writeln!(
-                body,
-                "| {w} | {c} | {label} | {} | {} | {} | {} | {} |",
+            table.row(&[
+                w.clone(),
+                c.clone(),
+                (*label).to_string(),
                 fmt_num(n("tpmC")),
                 r.map_or("–".to_string(), |s| s.times()),
                 fmt_num(n("devices/data/host_write_pages")),
                 fmt_num(n("engine/detail/buffer/doublewrite_pages")),
                 fmt_num(n("engine/detail/checkpoints")),
-            );
+            ]);
             bars[i].1.push(n("tpmC").unwrap_or(0.0));
         }
         cats.push(format!("{w} wh, {c} clients"));
@@ -376,6 +385,8 @@ pub(super) fn section(ctx: &Ctx, results: &[&CellResult]) -> CliResult<Section> 
             repeats::ratio(get("atomic").as_ref(), get("none").as_ref(), "tpmC"),
         ));
     }
+    body.push('\n');
+    body.push_str(&table.markdown());
     body.push_str(&regime::cells(&tpcc));
     body.push_str(&crash_table(results));
     if !cats.is_empty() {
@@ -570,13 +581,21 @@ fn crash_table(results: &[&CellResult]) -> String {
         "\nPower-cut crash test per mode (same emulated SSD with 16 KiB atomic writes; random \
          cut points in commits, checkpoints, page write-back and recovery; every transaction \
          checked all or nothing against an exact oracle; `doublewrite` recovers as \
-         `doublewrite-full` does):\n\n\
-         | mode | seed | cycles | cycles that lost the database to a torn page | torn pages repaired | lost commits | partial transactions | verdict |\n\
-         |---|---|---|---|---|---|---|---|\n",
+         `doublewrite-full` does):\n\n",
     );
+    let mut table = Table::new(&[
+        "mode",
+        "seed",
+        "cycles",
+        "cycles that lost the database to a torn page",
+        "torn pages repaired",
+        "lost commits",
+        "partial transactions",
+        "verdict",
+    ]);
     for mode in CRASH {
         let Some(g) = find(results, &[("kind", "crash"), ("mode", mode)]) else {
-            let _ = writeln!(body, "| {mode} | – | – | – | – | – | – | not run |");
+            table.row(&[mode, "–", "–", "–", "–", "–", "–", "not run"]);
             continue;
         };
         for r in &g.runs {
@@ -590,18 +609,19 @@ fn crash_table(results: &[&CellResult]) -> String {
             } else {
                 "safe"
             };
-            let _ = writeln!(
-                body,
-                "| {mode} | {} | {} | {} | {} | {} | {} | {verdict} |",
-                r.seed,
+            table.row(&[
+                (*mode).to_string(),
+                r.seed.to_string(),
                 fmt_num(r.num("cycles")),
                 fmt_num(Some(lost)),
                 fmt_num(r.num("torn_pages_repaired")),
                 fmt_num(r.num("lost_commits")),
                 fmt_num(r.num("partial_transactions")),
-            );
+                verdict.to_string(),
+            ]);
         }
     }
+    body.push_str(&table.markdown());
     body
 }
 

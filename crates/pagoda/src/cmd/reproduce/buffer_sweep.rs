@@ -15,6 +15,7 @@ use super::repeats::{Group, Spread};
 use super::report::{find, fmt_frac, fmt_num, median, Ctx, Section};
 use crate::error::CliResult;
 use crate::plot::{line_chart, LineChart, Series};
+use crate::report::Table;
 use serde_json::json;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -418,10 +419,20 @@ pub(super) fn section(ctx: &Ctx, results: &[&CellResult]) -> CliResult<Section> 
             .map_or(0.0, mib),
         settings(&sweep, results)
     );
-    body.push_str(
-        "\n| step (of 12) | buffer (MiB) | HDD TPS | HDD hit | HDD reads/s | SSD TPS | SSD hit | SSD reads/s | SSD/HDD | predicted hit (LRU curve) | predicted HDD TPS | predicted SSD TPS |\n\
-         |---|---|---|---|---|---|---|---|---|---|---|---|\n",
-    );
+    let mut table = Table::new(&[
+        "step (of 12)",
+        "buffer (MiB)",
+        "HDD TPS",
+        "HDD hit",
+        "HDD reads/s",
+        "SSD TPS",
+        "SSD hit",
+        "SSD reads/s",
+        "SSD/HDD",
+        "predicted hit (LRU curve)",
+        "predicted HDD TPS",
+        "predicted SSD TPS",
+    ]);
     for (pages, tw, g) in &sweep.rows {
         let x = mib(*pages);
         let n = |d: usize, m: Metric| {
@@ -430,9 +441,9 @@ pub(super) fn section(ctx: &Ctx, results: &[&CellResult]) -> CliResult<Section> 
                 .map(|s| s.median)
         };
         let ratio = super::repeats::ratio(g[1].as_ref(), g[0].as_ref(), "throughput_ops_s");
-        let _ = writeln!(
-            body,
-            "| {tw} | {x:.1} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+        table.row(&[
+            tw.to_string(),
+            format!("{x:.1}"),
             fmt_num(n(0, Metric::Tps)),
             fmt_frac(n(0, Metric::Hit)),
             fmt_num(n(0, Metric::ReadsPerS)),
@@ -443,8 +454,10 @@ pub(super) fn section(ctx: &Ctx, results: &[&CellResult]) -> CliResult<Section> 
             fmt_frac(pred.hit(x)),
             fmt_num(pred.tps(0, x)),
             fmt_num(pred.tps(1, x)),
-        );
+        ]);
     }
+    body.push('\n');
+    body.push_str(&table.markdown());
     if let Some(text) = advise
         .as_ref()
         .and_then(|g| g.runs[0].result["advice"]["text"].as_str())

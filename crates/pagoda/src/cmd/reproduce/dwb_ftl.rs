@@ -12,6 +12,7 @@ use super::repeats::{self, Group, Spread};
 use super::report::{find, fmt_change, fmt_num, ratio, Band, Ctx, Headline, Section};
 use crate::error::CliResult;
 use crate::plot::{bar_chart, BarChart};
+use crate::report::Table;
 use serde_json::json;
 use std::fmt::Write as _;
 
@@ -373,38 +374,41 @@ pub(super) fn section(ctx: &Ctx, results: &[&CellResult]) -> CliResult<Section> 
 fn counters_table(one: &Option<Group>, dw: &Option<Group>, four: &Option<Group>) -> String {
     let mut out = format!(
         "\nThe FTL's regime (medians of the repeats, min–max; the seed's from its table, \
-         {} transactions per run):\n\n\
-         | FTL | copybacks / flash writes | GC runs per 1,000 requests | GC runs per second |\n\
-         |---|---|---|---|\n",
+         {} transactions per run):\n\n",
         fmt_num(Some(SEED_TX))
     );
+    let mut table = Table::new(&[
+        "FTL",
+        "copybacks / flash writes",
+        "GC runs per 1,000 requests",
+        "GC runs per second",
+    ]);
     let pct = |s: Option<Spread>| s.map_or("–".to_string(), |s| s.percent());
     let num = |s: Option<Spread>| s.map_or("–".to_string(), |s| s.fmt(|v| format!("{v:.1}")));
     for (mode, g) in [(ONE, one), (DW, dw), (FOUR, four)] {
         let g = g.as_ref();
-        let _ = writeln!(
-            out,
-            "| ours: {mode} | {} | {} | {} |",
-            pct(per_run(g, |r| Some(
-                r.num("devices/data/copybacks")? / r.num("devices/data/flash_programs")?
-            ))),
-            num(per_run(g, |r| Some(
-                r.num("devices/data/gc_runs")? * 1000.0 / r.num("config/driver/limit/ops")?
-            ))),
-            num(per_run(g, |r| Some(
-                r.num("devices/data/gc_runs")? / r.num("duration_s")?
-            ))),
-        );
+        table.row(&[
+            format!("ours: {mode}"),
+            pct(per_run(g, |r| {
+                Some(r.num("devices/data/copybacks")? / r.num("devices/data/flash_programs")?)
+            })),
+            num(per_run(g, |r| {
+                Some(r.num("devices/data/gc_runs")? * 1000.0 / r.num("config/driver/limit/ops")?)
+            })),
+            num(per_run(g, |r| {
+                Some(r.num("devices/data/gc_runs")? / r.num("duration_s")?)
+            })),
+        ]);
     }
     for (mode, v) in [(ONE, SEED[0]), ("separated (DWB region)", SEED[1])] {
-        let _ = writeln!(
-            out,
-            "| seed: {mode} | {:.1} % | {:.1} | {:.1} |",
-            v[3] / v[1] * 100.0,
-            v[2] * 1000.0 / SEED_TX,
-            v[2] / (SEED_TX / v[4]),
-        );
+        table.row(&[
+            format!("seed: {mode}"),
+            format!("{:.1} %", v[3] / v[1] * 100.0),
+            format!("{:.1}", v[2] * 1000.0 / SEED_TX),
+            format!("{:.1}", v[2] / (SEED_TX / v[4])),
+        ]);
     }
+    out.push_str(&table.markdown());
     out
 }
 

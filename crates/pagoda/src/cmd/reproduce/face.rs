@@ -12,6 +12,7 @@ use super::repeats::{self, Group, Spread};
 use super::report::{find, fmt_frac, fmt_num, Band, Ctx, Headline, Section};
 use crate::error::CliResult;
 use crate::plot::{bar_chart, BarChart};
+use crate::report::Table;
 use serde_json::json;
 use std::fmt::Write as _;
 
@@ -307,9 +308,18 @@ pub(super) fn section(ctx: &Ctx, results: &[&CellResult]) -> CliResult<Section> 
             ("redo log", "not stated (MySQL 5.6 default 2 x 48 MB)", "96 MiB".to_string()),
         ])
     );
-    body.push_str(
-        "\n| data | config | tpmC | vs original | seed tpmC | seed vs original | DRAM hit | flash hit (of DRAM misses) | cache-device WAF | data-device writes (4 KiB) |\n|---|---|---|---|---|---|---|---|---|---|\n",
-    );
+    let mut table = Table::new(&[
+        "data",
+        "config",
+        "tpmC",
+        "vs original",
+        "seed tpmC",
+        "seed vs original",
+        "DRAM hit",
+        "flash hit (of DRAM misses)",
+        "cache-device WAF",
+        "data-device writes (4 KiB)",
+    ]);
     let mut bars: Vec<(String, Vec<f64>)> = CONFIGS
         .iter()
         .map(|c| (format!("ours: {c}"), Vec::new()))
@@ -329,21 +339,25 @@ pub(super) fn section(ctx: &Ctx, results: &[&CellResult]) -> CliResult<Section> 
                 _ => ("–".to_string(), "–".to_string()),
             };
             let n = |k: &str| g.as_ref().and_then(|g| g.num(k));
-            let _ = writeln!(
-                body,
-                "| {label} | {conf} | {} | {} | {seed_t} | {seed_r} | {} | {} | {} | {} |",
+            table.row(&[
+                (*label).to_string(),
+                (*conf).to_string(),
                 fmt_num(n("tpmC")),
                 rel.map_or("–".to_string(), |s| s.times()),
+                seed_t,
+                seed_r,
                 fmt_frac(n("engine/buffer_hit_ratio")),
                 fmt_frac(n("engine/flash_cache_hit_ratio")),
                 n("devices/flash_cache/waf").map_or("–".to_string(), |v| format!("{v:.2}")),
                 fmt_num(n("devices/data/host_write_pages")),
-            );
+            ]);
         }
         bars[CONFIGS.len()].1.push(s_face / s_orig);
         cats.push(label.to_string());
         headlines.extend(device_headlines(results, data, label, s_face / s_orig));
     }
+    body.push('\n');
+    body.push_str(&table.markdown());
     body.push_str(&full_cache_table(results));
     body.push_str(&restart_table(results));
     body.push_str(&regime::cells(results));
@@ -600,9 +614,18 @@ fn full_cache_table(results: &[&CellResult]) -> String {
         "\nFaCE vs LRU: the flash cache on an aged, full device of the same model \
          (`{FLASH_FULL}`: every logical page written and overwritten once before the run, so \
          garbage collection works within the 7 % over-provisioning), as the SSD data device is \
-         aged: the headline rows; on the fresh cache device, their ablation:\n\n\
-         | data | cache device | config | tpmC | FaCE vs LRU | flash hit | cache-device WAF | cache busy |\n|---|---|---|---|---|---|---|---|\n"
+         aged: the headline rows; on the fresh cache device, their ablation:\n\n"
     );
+    let mut table = Table::new(&[
+        "data",
+        "cache device",
+        "config",
+        "tpmC",
+        "FaCE vs LRU",
+        "flash hit",
+        "cache-device WAF",
+        "cache busy",
+    ]);
     for ((data, label, _), cache) in DATA.iter().flat_map(|d| ["fresh", "full"].map(|c| (d, c))) {
         let lru = get(results, data, "lru", cache);
         for conf in ["face", "lru"] {
@@ -611,18 +634,20 @@ fn full_cache_table(results: &[&CellResult]) -> String {
             let rel = (conf == "face")
                 .then(|| repeats::ratio(g.as_ref(), lru.as_ref(), "tpmC"))
                 .flatten();
-            let _ = writeln!(
-                body,
-                "| {label} | {cache} | {conf} | {} | {} | {} | {} | {} |",
+            table.row(&[
+                (*label).to_string(),
+                cache.to_string(),
+                conf.to_string(),
                 fmt_num(n("tpmC")),
                 rel.map_or("–".to_string(), |s| s.times()),
                 fmt_frac(n("engine/flash_cache_hit_ratio")),
                 n("devices/flash_cache/waf").map_or("–".to_string(), |v| format!("{v:.2}")),
                 n("regime/busy/flash_cache")
                     .map_or("–".to_string(), |v| format!("{:.0} %", v * 100.0)),
-            );
+            ]);
         }
     }
+    body.push_str(&table.markdown());
     body
 }
 
@@ -633,9 +658,17 @@ fn restart_table(results: &[&CellResult]) -> String {
          on every emulated device; the open that follows is timed (log scan, redo from the last \
          checkpoint, and with the cache the rebuild of its directory from the cache device), \
          then TPC-C runs again with no warm-up. Both cells start from their own run's state: \
-         the log since the last checkpoint differs (records replayed).\n\n\
-         | config | restart (open) ms | of which cache rebuild ms | records replayed | pages read from data | tpmC after restart | vs tpmC before the crash |\n|---|---|---|---|---|---|---|\n",
+         the log since the last checkpoint differs (records replayed).\n\n",
     );
+    let mut table = Table::new(&[
+        "config",
+        "restart (open) ms",
+        "of which cache rebuild ms",
+        "records replayed",
+        "pages read from data",
+        "tpmC after restart",
+        "vs tpmC before the crash",
+    ]);
     for conf in RESTART_CONFIGS {
         let g = get(results, RESTART_DATA, conf, "fresh");
         let n = |k: &str| g.as_ref().and_then(|g| g.num(k));
@@ -648,16 +681,16 @@ fn restart_table(results: &[&CellResult]) -> String {
                     .collect(),
             )
         });
-        let _ = writeln!(
-            body,
-            "| {conf} | {} | {} | {} | {} | {} | {} |",
+        table.row(&[
+            conf.to_string(),
             fmt_num(n("restart/open_ms")),
             fmt_num(n("restart/flash_rebuild_ms")),
             fmt_num(n("restart/records_replayed")),
             fmt_num(n("restart/pages_read_from_data")),
             fmt_num(n("restart/after/tpmC")),
             after.map_or("–".to_string(), |s| s.times()),
-        );
+        ]);
     }
+    body.push_str(&table.markdown());
     body
 }

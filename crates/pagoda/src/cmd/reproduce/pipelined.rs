@@ -13,6 +13,7 @@ use super::repeats::{self, Group};
 use super::report::{find, fmt_num, ratio, Band, Ctx, Headline, Section};
 use crate::error::CliResult;
 use crate::plot::{line_chart, LineChart, Series};
+use crate::report::Table;
 use serde_json::json;
 use std::fmt::Write as _;
 
@@ -218,10 +219,18 @@ pub(super) fn section(ctx: &Ctx, results: &[&CellResult]) -> CliResult<Section> 
          the buffer; data and log on their own emulated devices (latency emulated). Pipelined \
          at depth d: a client hands its commit to the flush thread and runs the next \
          transaction's body, with at most d commits unresolved at any instant (sync: one). \
-         Seed: WiredTiger on a Samsung NVMe, 4 threads 15.9x, 16 threads ~5x; no gain on HDD.\n\n\
-         | device | threads | sync tx/s | pipelined, 1 in flight | ratio (same in flight) | pipelined, 32 in flight | ratio (32 vs 1 in flight) | seed |\n\
-         |---|---|---|---|---|---|---|---|\n",
+         Seed: WiredTiger on a Samsung NVMe, 4 threads 15.9x, 16 threads ~5x; no gain on HDD.\n\n",
     );
+    let mut table = Table::new(&[
+        "device",
+        "threads",
+        "sync tx/s",
+        "pipelined, 1 in flight",
+        "ratio (same in flight)",
+        "pipelined, 32 in flight",
+        "ratio (32 vs 1 in flight)",
+        "seed",
+    ]);
     let seed_at = |t: u32| match t {
         4 => "15.9x",
         16 => "~5x",
@@ -238,17 +247,19 @@ pub(super) fn section(ctx: &Ctx, results: &[&CellResult]) -> CliResult<Section> 
                 continue;
             }
             let seed = if dev == "hdd" { "no gain" } else { seed_at(t) };
-            let _ = writeln!(
-                body,
-                "| {label} | {t} | {} | {} | {} | {} | {} | {seed} |",
+            table.row(&[
+                (*label).to_string(),
+                t.to_string(),
                 fmt_num(s),
                 fmt_num(d1),
                 x(ratio(d1, s)),
                 fmt_num(d32),
                 x(ratio(d32, s)),
-            );
+                seed.to_string(),
+            ]);
         }
     }
+    body.push_str(&table.markdown());
     let same_total = ratio(
         tps(results, "nvme", "d4", 4),
         tps(results, "nvme", "sync", 16),
@@ -298,15 +309,20 @@ pub(super) fn section(ctx: &Ctx, results: &[&CellResult]) -> CliResult<Section> 
     // Phase breakdown of the sync path and CPU use.
     body.push_str(
         "\nWhere a synchronous commit waits on the log path (fractions of the four phases' sum; \
-         ours: `log.join`, `log.wait_slot`, `log.write` + `log.sync`, `log.wait_sync`):\n\n\
-         | run | slot_join | slot_wait | log_release | log_cond_wait | CPU utilisation |\n\
-         |---|---|---|---|---|---|\n",
+         ours: `log.join`, `log.wait_slot`, `log.write` + `log.sync`, `log.wait_sync`):\n\n",
     );
-    let _ = writeln!(
-        body,
-        "| seed (100 threads) | {} | – |",
-        PHASES.map(|(_, v)| format!("{v} %")).join(" | ")
-    );
+    let mut table = Table::new(&[
+        "run",
+        "slot_join",
+        "slot_wait",
+        "log_release",
+        "log_cond_wait",
+        "CPU utilisation",
+    ]);
+    let mut seed = vec!["seed (100 threads)".to_string()];
+    seed.extend(PHASES.map(|(_, v)| format!("{v} %")));
+    seed.push("–".to_string());
+    table.row(&seed);
     for &t in &threads {
         let Some(r) = find(
             results,
@@ -325,14 +341,15 @@ pub(super) fn section(ctx: &Ctx, results: &[&CellResult]) -> CliResult<Section> 
                     .map_or("–".to_string(), |f| format!("{:.1} %", f * 100.0))
             })
             .collect();
-        let _ = writeln!(
-            body,
-            "| nvme-ssd sync, {t} threads | {} | {} |",
-            ph.join(" | "),
+        let mut row = vec![format!("nvme-ssd sync, {t} threads")];
+        row.extend(ph);
+        row.push(
             r.num("cpu/utilisation")
-                .map_or("–".to_string(), |u| format!("{:.1} %", u * 100.0))
+                .map_or("–".to_string(), |u| format!("{:.1} %", u * 100.0)),
         );
+        table.row(&row);
     }
+    body.push_str(&table.markdown());
     let cpu = |mode: &str| {
         find(
             results,

@@ -4,16 +4,16 @@
 
 use super::cell::CellResult;
 use super::report::{fmt_frac, median};
+use crate::report::Table;
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
 
 /// `| factor | seed | ours |` rows, with a note per row.
 pub(crate) fn settings(rows: &[(&str, &str, String)]) -> String {
-    let mut out = String::from("| setting | seed | ours |\n|---|---|---|\n");
+    let mut t = Table::new(&["setting", "seed", "ours"]);
     for (what, seed, ours) in rows {
-        let _ = writeln!(out, "| {what} | {seed} | {ours} |");
+        t.row(&[*what, *seed, ours.as_str()]);
     }
-    out
+    t.markdown()
 }
 
 /// Per cell (medians over its repeats): bottleneck of each repeat, busy fraction of each
@@ -31,10 +31,17 @@ pub(crate) fn cells(results: &[&CellResult]) -> String {
     let mut out = String::from(
         "\nRegime of each cell over its measured window (medians of the repeats; busy = share of \
          the window with a request in service; CPU over all cores, the emulator's last-100-µs \
-         yields included):\n\n\
-         | cell | bottleneck per repeat | data busy | log busy | flash-cache busy | CPU | buffer hit |\n\
-         |---|---|---|---|---|---|---|\n",
+         yields included):\n\n",
     );
+    let mut t = Table::new(&[
+        "cell",
+        "bottleneck per repeat",
+        "data busy",
+        "log busy",
+        "flash-cache busy",
+        "CPU",
+        "buffer hit",
+    ]);
     for (id, runs) in by_id {
         let med = |path: &[&str]| {
             let mut v: Vec<f64> = runs
@@ -52,16 +59,16 @@ pub(crate) fn cells(results: &[&CellResult]) -> String {
             .iter()
             .map(|r| r.result["regime"]["bottleneck"].as_str().unwrap_or("?"))
             .collect();
-        let _ = writeln!(
-            out,
-            "| `{id}` | {} | {} | {} | {} | {} | {} |",
+        t.row(&[
+            format!("`{id}`"),
             bottlenecks.join(", "),
             pct(med(&["busy", "data"])),
             pct(med(&["busy", "log"])),
             pct(med(&["busy", "flash_cache"])),
             pct(med(&["cpu_utilisation"])),
             fmt_frac(med(&["buffer_hit_ratio"])),
-        );
+        ]);
     }
+    out.push_str(&t.markdown());
     out
 }

@@ -8,6 +8,7 @@ pub(crate) use super::repeats::median;
 use super::repeats::{Group, Spread};
 use super::{Experiment, ALL};
 use crate::error::{CliError, CliResult};
+use crate::report::Table;
 use serde_json::{json, Value};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -360,23 +361,27 @@ pub(crate) fn write(dir: &Path) -> CliResult<String> {
 }
 
 fn summary_table(sections: &[(Experiment, Section)]) -> String {
-    let mut out = String::from(
-        "| experiment | what | seed | band | ours: median (min–max) | verdict |\n|---|---|---|---|---|---|\n",
-    );
+    let mut t = Table::new(&[
+        "experiment",
+        "what",
+        "seed",
+        "band",
+        "ours: median (min–max)",
+        "verdict",
+    ]);
     for (e, s) in sections {
         for h in &s.headlines {
-            let _ = writeln!(
-                out,
-                "| {} | {} | {} | {} | {} | {} |",
+            t.row(&[
                 e.name(),
-                h.what,
-                h.seed,
-                h.band,
-                h.ours,
-                h.verdict.text()
-            );
+                &h.what,
+                &h.seed,
+                &h.band,
+                &h.ours,
+                &h.verdict.text(),
+            ]);
         }
     }
+    let mut out = t.markdown();
     for (beyond, whose) in [
         (false, "The seeds' own rows"),
         (true, "Rows beyond the seeds"),

@@ -4,9 +4,9 @@
 //! from shards shows every run's rounds.
 
 use super::cell::CellResult;
+use crate::report::Table;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
 
 /// The 1-minute load average above which other work distorts the cells' regimes: emulated
 /// devices keep their modelled time by sleeping and yielding, and a run at a load average
@@ -137,10 +137,17 @@ pub(crate) fn table(rows: &[Row], cores: f64) -> String {
          ended, so the cells of one round had the same neighbours; the arms of every ratio ran \
          in one round, or each alone in a round of its own. Load: the 1-minute load average \
          (`/proc/loadavg`) just before the round started; above {limit:.0} (2 per core) is \
-         marked **busy**.\n\n\
-         | run | round | seed | started (s) | took (s) | load | cells that ran together |\n\
-         |---|---|---|---|---|---|---|\n"
+         marked **busy**.\n\n"
     );
+    let mut t = Table::new(&[
+        "run",
+        "round",
+        "seed",
+        "started (s)",
+        "took (s)",
+        "load",
+        "cells that ran together",
+    ]);
     let mut runs: Vec<u64> = rows
         .iter()
         .map(|r| r.run_started_unix_s.to_bits())
@@ -159,17 +166,17 @@ pub(crate) fn table(rows: &[Row], cores: f64) -> String {
             }
         });
         let cells: Vec<String> = r.cells.iter().map(|c| format!("`{c}`")).collect();
-        let _ = writeln!(
-            out,
-            "| {run} | {}/{} | {} | {} | {:.0} | {load} | {} |",
-            r.index,
-            r.of,
-            r.seed,
+        t.row(&[
+            run.to_string(),
+            format!("{}/{}", r.index, r.of),
+            r.seed.to_string(),
             r.started_s.map_or("–".to_string(), |s| format!("{s:.0}")),
-            r.elapsed_s,
-            cells.join(" + ")
-        );
+            format!("{:.0}", r.elapsed_s),
+            load,
+            cells.join(" + "),
+        ]);
     }
+    out.push_str(&t.markdown());
     out
 }
 

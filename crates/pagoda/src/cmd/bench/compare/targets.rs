@@ -3,6 +3,7 @@
 //! spent their time), so a miss comes with the profile that explains it.
 
 use super::Cell;
+use crate::report::Table;
 use crate::spread::Spread;
 use serde::Serialize;
 use serde_json::Value;
@@ -181,10 +182,13 @@ fn explain(cells: &[Cell], phase: &str) -> String {
 pub(super) fn table(cells: &[Cell], labels: &[String], ceiling: [f64; 2]) -> String {
     // The slower of the two ceiling measurements: the disk was at least that fast.
     let ceiling = ceiling[0].min(ceiling[1]);
-    let mut md = String::from(
-        "| target | rule | measured: pagoda / reference, median (min–max) | | what bounded pagoda (median repeat) |\n\
-         |---|---|---|---|---|\n",
-    );
+    let mut table = Table::new(&[
+        "target",
+        "rule",
+        "measured: pagoda / reference, median (min–max)",
+        "",
+        "what bounded pagoda (median repeat)",
+    ]);
     for t in targets(labels) {
         let r = ratios(cells, &t.phase, t.against, ceiling);
         let Some(s) = Spread::of(r) else {
@@ -196,21 +200,19 @@ pub(super) fn table(cells: &[Cell], labels: &[String], ceiling: [f64; 2]) -> Str
             Against::Peer(n) => n.to_string(),
             Against::Ceiling => "disk ceiling".to_string(),
         };
-        let _ = writeln!(
-            md,
-            "| {} vs {against} | {} | {} | {} | {} |",
-            t.phase,
-            t.rule,
+        table.row(&[
+            format!("{} vs {against}", t.phase),
+            t.rule.clone(),
             s.with_range(2, "x"),
-            if met { "met" } else { "**missed**" },
+            if met { "met" } else { "**missed**" }.to_string(),
             if met {
                 String::new()
             } else {
                 explain(cells, &t.phase)
             },
-        );
+        ]);
     }
-    md
+    table.markdown()
 }
 
 #[cfg(test)]
