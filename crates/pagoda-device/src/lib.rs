@@ -13,6 +13,8 @@
 pub mod aligned;
 pub mod clock;
 pub mod delegate;
+#[cfg(all(test, feature = "fault-injection"))]
+mod delegate_tests;
 pub mod error;
 #[cfg(feature = "fault-injection")]
 pub mod fault;
