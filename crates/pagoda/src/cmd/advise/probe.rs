@@ -174,11 +174,16 @@ mod tests {
         assert!(err(" , ").contains("--devices is empty"));
     }
 
+    /// What the probe measures, not how fast: speed belongs to benchmarks (this test once
+    /// asserted a latency bound and failed on a loaded machine).
     #[test]
-    fn a_mem_device_probes_fast() {
+    fn a_mem_device_probe_gives_finite_positive_figures() {
         let (_, spec) = parse_list("mem,capacity=64MiB").unwrap().remove(0);
         let f = probe("mem", &spec, 16384, 8 << 20, 2, Duration::from_millis(50)).unwrap();
-        assert!(f.read_latency_s > 0.0 && f.read_latency_s < 1e-3, "{f:?}");
-        assert!(f.iops > 1_000.0, "{f:?}");
+        assert!(
+            f.read_latency_s.is_finite() && f.read_latency_s > 0.0,
+            "{f:?}"
+        );
+        assert!(f.iops.is_finite() && f.iops > 0.0, "{f:?}");
     }
 }
