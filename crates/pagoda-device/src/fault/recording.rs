@@ -2,7 +2,7 @@
 //! any wrapper and see what reaches it.
 
 use crate::mem::{MemConfig, MemDevice};
-use crate::{BlockDevice, Capabilities, DeviceStats, PowerCut, PowerCutReport, Result, WriteHints};
+use crate::{BlockDevice, DeviceStats, PowerCut, PowerCutReport, Result};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 /// A RAM device (with power cut) that counts [`BlockDevice::reset_stats`] calls, remembers the
@@ -72,21 +72,9 @@ impl Recording {
     }
 }
 
-impl BlockDevice for Recording {
-    fn caps(&self) -> Capabilities {
-        self.mem.caps()
-    }
-    fn read(&self, sector: u64, buf: &mut [u8]) -> Result<()> {
-        self.mem.read(sector, buf)
-    }
-    fn write(&self, sector: u64, buf: &[u8], hints: WriteHints) -> Result<()> {
-        self.mem.write(sector, buf, hints)
-    }
-    fn flush(&self) -> Result<()> {
-        self.mem.flush()
-    }
-    fn trim(&self, sector: u64, sectors: u64) -> Result<()> {
-        self.mem.trim(sector, sectors)
+impl crate::DelegateDevice for Recording {
+    fn inner(&self) -> &dyn BlockDevice {
+        &self.mem
     }
     fn stats(&self) -> DeviceStats {
         DeviceStats {

@@ -9,32 +9,17 @@ struct Recorder {
     writes: Mutex<Vec<(u64, u64, WriteHints)>>,
 }
 
-impl BlockDevice for Recorder {
-    fn caps(&self) -> Capabilities {
-        self.mem.caps()
-    }
-    fn read(&self, sector: u64, buf: &mut [u8]) -> Result<()> {
-        self.mem.read(sector, buf)
+impl crate::DelegateDevice for Recorder {
+    fn inner(&self) -> &dyn BlockDevice {
+        &self.mem
     }
     fn write(&self, sector: u64, buf: &[u8], hints: WriteHints) -> Result<()> {
         let n = (buf.len() / SECTOR_SIZE) as u64;
         self.writes.lock().push((sector, n, hints));
         self.mem.write(sector, buf, hints)
     }
-    fn flush(&self) -> Result<()> {
-        self.mem.flush()
-    }
-    fn trim(&self, sector: u64, sectors: u64) -> Result<()> {
-        self.mem.trim(sector, sectors)
-    }
-    fn stats(&self) -> DeviceStats {
-        self.mem.stats()
-    }
     fn describe(&self) -> String {
         "recorder".into()
-    }
-    fn as_power_cut(&self) -> Option<&dyn PowerCut> {
-        self.mem.as_power_cut()
     }
 }
 

@@ -566,27 +566,21 @@ fn lru_reason(face: Option<&Group>, lru: Option<&Group>) -> String {
     let n = |g: Option<&Group>, k: &str| g.and_then(|g| g.num(k)).unwrap_or(0.0);
     let hit = |g| n(g, "engine/flash_cache_hit_ratio");
     let waf = |g| n(g, "devices/flash_cache/waf");
-    let mut parts = Vec::new();
-    parts.push(format!(
-        "LRU keeps {} flash hits ({:.3} against FaCE's {:.3})",
-        if hit(lru) > hit(face) {
-            "more"
-        } else {
-            "no more"
-        },
-        hit(lru),
-        hit(face)
-    ));
-    parts.push(format!(
-        "its writes cost the cache device {} (WAF {:.2} against {:.2})",
-        if waf(lru) > waf(face) {
-            "more"
-        } else {
-            "no more"
-        },
-        waf(lru),
-        waf(face)
-    ));
+    let more = |a: f64, b: f64| if a > b { "more" } else { "no more" };
+    let parts = [
+        format!(
+            "LRU keeps {} flash hits ({:.3} against FaCE's {:.3})",
+            more(hit(lru), hit(face)),
+            hit(lru),
+            hit(face)
+        ),
+        format!(
+            "its writes cost the cache device {} (WAF {:.2} against {:.2})",
+            more(waf(lru), waf(face)),
+            waf(lru),
+            waf(face)
+        ),
+    ];
     format!("{} ({}; {})", parts.join(", "), figures(face), figures(lru))
 }
 
