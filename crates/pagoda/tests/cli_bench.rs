@@ -56,8 +56,10 @@ fn ycsb_runs_on_the_engine_and_writes_the_bench_json() {
     ] {
         assert!(v["engine"][k].is_number(), "engine.{k} in {}", v["engine"]);
     }
+    // Workload A draws half its 3,000 operations as updates at random: about 1,525 commits
+    // in three runs, and once fewer than 1,500 in CI. The claim is that updates commit.
     assert!(
-        v["engine"]["commits"].as_u64().unwrap() >= 1500,
+        v["engine"]["commits"].as_u64().unwrap() >= 1200,
         "updates commit"
     );
     // Seed 002's log-path breakdown: fractions of the four phases' sum, with their ms.
