@@ -95,12 +95,15 @@ fn sabotage_flash_write_after_failure_is_caught() {
     // pages never written (checksum 0) or an overflow chain short of its length, or the
     // superblock names a ring position the cache never made durable. Needs
     // concurrent writers (one fails, another writes next), so it runs on four threads.
-    // Seed 0x5eed: caught at cycles 1 to 105 in 9 runs tried.
+    // Seed 0x5eed: caught at cycles 1 to 105 in 9 runs tried. A reader can also meet an
+    // overwritten slot with the power on: the engine fails naming the slot (seen once in CI,
+    // beside the corruption recovery then reported).
     let (f, _) = caught_on(
         4,
         run,
         Sabotage::FlashWriteAfterFailure,
         &[
+            FindingKind::EngineFailed,
             FindingKind::Corruption,
             FindingKind::LostCommit,
             FindingKind::RecoveryFailed,
