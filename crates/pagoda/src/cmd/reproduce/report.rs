@@ -4,12 +4,14 @@
 //! cells' JSON files, so `reproduce report` on merged shards gives the same report.
 
 use super::cell::{self, CellResult};
+use super::record::{self, ExperimentRecord, HeadlineRecord, RunRecord};
 pub(crate) use super::repeats::median;
 use super::repeats::{Group, Spread};
 use super::{Experiment, ALL};
 use crate::error::{CliError, CliResult};
 use crate::report::Table;
-use serde_json::{json, Value};
+use serde_json::Value;
+use std::collections::BTreeSet;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
@@ -278,6 +280,24 @@ impl Headline {
         self
     }
 
+    /// The row as `report.json` keeps it.
+    fn record(&self) -> HeadlineRecord {
+        HeadlineRecord {
+            what: self.what.clone(),
+            seed: self.seed.clone(),
+            band: self.band.clone(),
+            ours: self.ours.clone(),
+            median: self.value.map(|v| v.median),
+            min: self.value.map(|v| v.min),
+            max: self.value.map(|v| v.max),
+            repeats: self.value.map(|v| v.n),
+            verdict: self.verdict.key().to_string(),
+            verdict_text: self.verdict.text(),
+            ablation: self.ablation.clone(),
+            beyond_the_seed: self.beyond,
+        }
+    }
+
     /// Attaches what the ablation of a miss showed.
     pub(crate) fn ablation(mut self, text: String) -> Self {
         self.ablation = Some(match self.ablation.take() {
@@ -325,42 +345,54 @@ pub(crate) fn write(dir: &Path) -> CliResult<String> {
         s.headlines = s.headlines.into_iter().map(Headline::uncaused).collect();
         sections.push((exp, s));
     }
-    let md = render(&results, &sections);
+    let rounds = super::rounds::rows(&results);
+    let report = RunRecord {
+        scale: scale.name().to_string(),
+        seeds: results
+            .iter()
+            .map(|r| r.seed)
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .collect(),
+        machine: results[0].machine.clone(),
+        measured_at: results
+            .iter()
+            .filter_map(|r| r.machine["commit"].as_str().map(str::to_string))
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .collect(),
+        cells: results.len(),
+        jobs: results.iter().map(|r| r.jobs).max(),
+        most_cells_at_once: super::schedule::most_at_once(&results),
+        concurrency: super::schedule::concurrency_note(&results),
+        busy_start: super::rounds::busy_note(&results, &rounds),
+        rounds,
+        failed_cells: results
+            .iter()
+            .filter(|r| !r.usable())
+            .map(|r| r.cell.id.clone())
+            .collect(),
+        experiments: sections
+            .iter()
+            .map(|(e, s)| ExperimentRecord {
+                experiment: e.name().to_string(),
+                title: s.title.clone(),
+                headlines: s.headlines.iter().map(Headline::record).collect(),
+            })
+            .collect(),
+    };
+    record::write_json(&dir.join("report.json"), &report)?;
     let index = dir.join("index.md");
+    let md = render(&results, &sections, &report);
     std::fs::write(&index, md).map_err(|e| cell::io_err(&index, e))?;
-    let report = json!({
-        "scale": scale.name(),
-        "seeds": results.iter().map(|r| r.seed).collect::<std::collections::BTreeSet<_>>(),
-        "machine": results[0].machine,
-        "measured_at": results.iter().filter_map(|r| r.machine["commit"].as_str()).collect::<std::collections::BTreeSet<_>>(),
-        "cells": results.len(),
-        "jobs": results.iter().map(|r| r.jobs).max(),
-        "most_cells_at_once": super::schedule::most_at_once(&results),
-        "concurrency": super::schedule::concurrency_note(&results),
-        "rounds": super::rounds::rows(&results),
-        "busy_start": super::rounds::busy_note(&results, &super::rounds::rows(&results)),
-        "failed_cells": results.iter().filter(|r| !r.usable()).map(|r| r.cell.id.clone()).collect::<Vec<_>>(),
-        "experiments": sections.iter().map(|(e, s)| json!({
-            "experiment": e.name(),
-            "title": s.title,
-            "headlines": s.headlines.iter().map(|h| json!({
-                "what": h.what, "seed": h.seed, "band": h.band, "ours": h.ours,
-                "median": h.value.map(|v| v.median), "min": h.value.map(|v| v.min),
-                "max": h.value.map(|v| v.max), "repeats": h.value.map(|v| v.n),
-                "verdict": h.verdict.key(), "verdict_text": h.verdict.text(),
-                "ablation": h.ablation, "beyond_the_seed": h.beyond,
-            })).collect::<Vec<Value>>(),
-        })).collect::<Vec<Value>>(),
-    });
-    let path = dir.join("report.json");
-    let text = serde_json::to_string_pretty(&report).map_err(|e| CliError::Other(e.to_string()))?;
-    std::fs::write(&path, text).map_err(|e| cell::io_err(&path, e))?;
-    let mut out = summary_table(&sections);
+    let mut out = summary_table(&report);
     let _ = writeln!(out, "\nreport: {}", index.display());
     Ok(out)
 }
 
-fn summary_table(sections: &[(Experiment, Section)]) -> String {
+/// The headline rows of a run as a Markdown table with their reasons, the counts, and the
+/// ablations.
+pub(crate) fn summary_table(rec: &RunRecord) -> String {
     let mut t = Table::new(&[
         "experiment",
         "what",
@@ -369,17 +401,8 @@ fn summary_table(sections: &[(Experiment, Section)]) -> String {
         "ours: median (min–max)",
         "verdict",
     ]);
-    for (e, s) in sections {
-        for h in &s.headlines {
-            t.row(&[
-                e.name(),
-                &h.what,
-                &h.seed,
-                &h.band,
-                &h.ours,
-                &h.verdict.text(),
-            ]);
-        }
+    for (e, h) in rec.rows() {
+        t.row(&[e, &h.what, &h.seed, &h.band, &h.ours, &h.verdict_text]);
     }
     let mut out = t.markdown();
     for (beyond, whose) in [
@@ -387,10 +410,8 @@ fn summary_table(sections: &[(Experiment, Section)]) -> String {
         (true, "Rows beyond the seeds"),
     ] {
         let counts = |k: &str| {
-            sections
-                .iter()
-                .flat_map(|(_, s)| &s.headlines)
-                .filter(|h| h.beyond == beyond && h.verdict.key() == k)
+            rec.rows()
+                .filter(|(_, h)| h.beyond_the_seed == beyond && h.verdict == k)
                 .count()
         };
         let _ = write!(
@@ -405,9 +426,9 @@ fn summary_table(sections: &[(Experiment, Section)]) -> String {
         );
     }
     out.push('\n');
-    let ablations: Vec<&Headline> = sections
-        .iter()
-        .flat_map(|(_, s)| &s.headlines)
+    let ablations: Vec<&HeadlineRecord> = rec
+        .rows()
+        .map(|(_, h)| h)
         .filter(|h| h.ablation.is_some())
         .collect();
     if !ablations.is_empty() {
@@ -421,7 +442,7 @@ fn summary_table(sections: &[(Experiment, Section)]) -> String {
     out
 }
 
-fn render(results: &[CellResult], sections: &[(Experiment, Section)]) -> String {
+fn render(results: &[CellResult], sections: &[(Experiment, Section)], rec: &RunRecord) -> String {
     let r0 = &results[0];
     let m = &r0.machine;
     let mut md = String::from("# pagoda reproduction of the five seeds\n\n");
@@ -462,7 +483,7 @@ fn render(results: &[CellResult], sections: &[(Experiment, Section)]) -> String 
          alone lands it in its band (the measured cause), else says the cause was not found. \
          Rebuild this page from the cells with `pagoda reproduce report DIR`.\n\n## Summary\n\n",
     );
-    md.push_str(&summary_table(sections));
+    md.push_str(&summary_table(rec));
     for (e, s) in sections {
         let _ = write!(md, "\n## {}\n\n", s.title);
         md.push_str(&s.body);

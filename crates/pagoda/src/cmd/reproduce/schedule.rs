@@ -142,21 +142,35 @@ pub(crate) fn run_cell(
     Ok(r.remove(0))
 }
 
-/// The rounds of every repeat: each repeat runs every cell once, so the configurations a
-/// ratio compares run close in time; odd repeats take the cells in reverse, so no
-/// configuration always starts first or always has the same cells before it.
+/// The order the cells of one repeat start in. Run 0 (the first of independent runs) takes
+/// the grid's order on even repeats and its reverse on odd ones, so no configuration always
+/// starts first or always has the same cells before it; every later run starts the grid at
+/// another place (rotated by `run` halves of it) and flips the directions, so two runs see
+/// the cells in different orders and a verdict that holds in both does not hang on one.
+pub(crate) fn order(cells: &[Cell], repeat: usize, run: usize) -> Vec<&Cell> {
+    let mut order: Vec<&Cell> = cells.iter().collect();
+    if !order.is_empty() {
+        let by = (run * order.len() / 2) % order.len();
+        order.rotate_left(by);
+    }
+    if (repeat + run) % 2 == 1 {
+        order.reverse();
+    }
+    order
+}
+
+/// The rounds of every repeat of independent run `run`: each repeat runs every cell once,
+/// so the configurations a ratio compares run close in time, in [`order`].
 fn plan<'a>(
     cells: &'a [Cell],
     comparisons: &[Vec<String>],
     seeds: &[u64],
     slots: usize,
+    run: usize,
 ) -> Vec<Round<'a>> {
     let mut out = Vec::new();
     for (repeat, &seed) in seeds.iter().enumerate() {
-        let mut order: Vec<&Cell> = cells.iter().collect();
-        if repeat % 2 == 1 {
-            order.reverse();
-        }
+        let order = order(cells, repeat, run);
         for cells in rounds(&order, comparisons, slots) {
             out.push(Round {
                 seed,
@@ -167,15 +181,17 @@ fn plan<'a>(
     out
 }
 
-/// Runs every cell once per seed with one progress bar over the rounds' estimated time.
+/// Runs every cell once per seed, in the order of independent run `run`, with one progress
+/// bar over the rounds' estimated time.
 pub(crate) fn run_all(
     cells: &[Cell],
     comparisons: &[Vec<String>],
     seeds: &[u64],
     t: &Target,
+    run: usize,
 ) -> CliResult<Vec<CellResult>> {
     let slots = usize::try_from(t.jobs).unwrap_or(usize::MAX);
-    let rounds = plan(cells, comparisons, seeds, slots);
+    let rounds = plan(cells, comparisons, seeds, slots, run);
     let total: u64 = rounds.iter().map(Round::estimate).sum();
     let mut bar = Progress::new("reproduce", "s", total.max(1));
     let results = run_rounds(
@@ -199,7 +215,7 @@ pub(crate) fn run_all(
 /// round's longest cell.
 pub(crate) fn wall_estimate_s(cells: &[Cell], comparisons: &[Vec<String>], jobs: u64) -> u64 {
     let slots = usize::try_from(jobs).unwrap_or(usize::MAX);
-    plan(cells, comparisons, &[0], slots)
+    plan(cells, comparisons, &[0], slots, 0)
         .iter()
         .map(Round::estimate)
         .sum()
@@ -410,19 +426,16 @@ pub(crate) fn fair<S: AsRef<str>>(
     Ok(())
 }
 
-/// The ids of each round's units in one repeat (odd repeats run the cells in reverse).
+/// The ids of each round's units in one repeat of independent run `run` (see [`order`]).
 #[cfg(test)]
 pub(crate) fn plan_ids(
     cells: &[Cell],
     comparisons: &[Vec<String>],
     repeat: usize,
     slots: usize,
+    run: usize,
 ) -> Vec<Vec<Vec<String>>> {
-    let mut order: Vec<&Cell> = cells.iter().collect();
-    if repeat % 2 == 1 {
-        order.reverse();
-    }
-    rounds(&order, comparisons, slots)
+    rounds(&order(cells, repeat, run), comparisons, slots)
         .iter()
         .map(|r| {
             r.iter()
