@@ -1,4 +1,4 @@
-//! The `pagoda` command line. See `../shared/docs/CLI.md` for the contract.
+//! The `pagoda` command line. Its reference, generated from these definitions, is `docs/cli.md`.
 
 mod cmd;
 mod plot;
@@ -8,7 +8,7 @@ mod spread;
 // Shared with the crash tester's binary; `crate::error` etc. resolve through these.
 use pagoda::cli::{error, progress, provenance, report};
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 use std::process::ExitCode;
 
 /// mimalloc, not glibc's malloc: the engine frees on one thread what another allocated
@@ -61,7 +61,8 @@ enum Command {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true, num_args = 0..)]
         args: Vec<std::ffi::OsString>,
     },
-    /// Reproduce the seeds' experiments: report, JSON and plots; sharded runs (plan/cell/report).
+    /// Reproduce the five papers' experiments (docs/papers.md): report, JSON and plots; sharded
+    /// runs (plan/cell/report).
     #[command(subcommand)]
     Reproduce(cmd::reproduce::ReproduceCommand),
     /// Advice from one run: `advise buffer` sizes the buffer pool (miss-ratio curve, TPS per device).
@@ -74,6 +75,12 @@ enum Command {
     Inspect {
         /// The database directory.
         path: std::path::PathBuf,
+    },
+    /// Print a shell completion script to stdout, e.g. `pagoda completions bash >
+    /// ~/.local/share/bash-completion/completions/pagoda`.
+    Completions {
+        /// The shell the script is for.
+        shell: clap_complete::Shell,
     },
 }
 
@@ -92,6 +99,7 @@ fn main() -> ExitCode {
         Command::Inspect { path } => cmd::inspect::run(&path),
         Command::Advise(c) => cmd::advise::run(c),
         Command::Mount(a) => cmd::mount::run(&a),
+        Command::Completions { shell } => cmd::docs::completions(Cli::command(), shell),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

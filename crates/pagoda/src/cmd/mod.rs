@@ -3,6 +3,7 @@
 pub mod advise;
 pub mod bench;
 pub mod crashtest;
+pub mod docs;
 pub mod inspect;
 pub mod mount;
 pub mod reproduce;

@@ -21,7 +21,8 @@ pub enum SsdCommand {
 /// Flags of `ssd synth`.
 #[derive(Debug, Args)]
 pub struct SynthArgs {
-    /// Device: sata-ssd | nvme-ssd, with ,key=value options (see CLI.md).
+    /// Device: sata-ssd | nvme-ssd, with ,key=value options (docs/devices.md; a wrong key's
+    /// error lists them all).
     #[arg(long)]
     preset: String,
     /// Logical capacity (overrides the preset's capacity key).
@@ -53,7 +54,8 @@ pub struct ReplayArgs {
     /// The trace: pagoda format (`# pagoda-trace v1`, then `time_us op sector sectors flags
     /// stream` per line) or MSR Cambridge CSV.
     trace: PathBuf,
-    /// Device: sata-ssd | nvme-ssd, with ,key=value options (see CLI.md).
+    /// Device: sata-ssd | nvme-ssd, with ,key=value options (docs/devices.md; a wrong key's
+    /// error lists them all).
     #[arg(long)]
     preset: String,
     /// Write DEVICE_STATS JSON here.
