@@ -65,6 +65,9 @@ enum Command {
     /// runs (plan/cell/report).
     #[command(subcommand)]
     Reproduce(cmd::reproduce::ReproduceCommand),
+    /// Experiments written as TOML files: run, plan, one cell, report (as `reproduce`).
+    #[command(subcommand)]
+    Experiment(cmd::reproduce::ExperimentCommand),
     /// Advice from one run: `advise buffer` sizes the buffer pool (miss-ratio curve, TPS per device).
     #[command(subcommand)]
     Advise(cmd::advise::AdviseCommand),
@@ -96,6 +99,7 @@ fn main() -> ExitCode {
         Command::Bench(c) => cmd::bench::run(c),
         Command::Crashtest { args } => cmd::crashtest::forward(&args),
         Command::Reproduce(c) => cmd::reproduce::run(c),
+        Command::Experiment(c) => cmd::reproduce::run_experiment(c),
         Command::Inspect { path } => cmd::inspect::run(&path),
         Command::Advise(c) => cmd::advise::run(c),
         Command::Mount(a) => cmd::mount::run(&a),

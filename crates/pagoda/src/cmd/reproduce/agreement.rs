@@ -113,7 +113,10 @@ pub(crate) fn agree(records: &[RunRecord]) -> Vec<AgreedRow> {
                 seed: first.seed.clone(),
                 band: first.band.clone(),
                 beyond_the_seed: first.beyond_the_seed,
-                runs: rows.into_iter().map(Option::<&HeadlineRecord>::cloned).collect(),
+                runs: rows
+                    .into_iter()
+                    .map(Option::<&HeadlineRecord>::cloned)
+                    .collect(),
                 verdict,
                 verdict_text,
             }
@@ -127,8 +130,9 @@ pub(crate) fn records(dirs: &[PathBuf]) -> CliResult<Vec<RunRecord>> {
 }
 
 /// Writes `out/agreement.json` and `out/index.md` from the runs in `dirs` (each already
-/// reported) and returns the summary: the rows side by side, then the counts.
-pub(crate) fn write(out: &Path, dirs: &[PathBuf]) -> CliResult<String> {
+/// reported) and returns the summary: the rows side by side, then the counts. `title` names
+/// an experiment file's report (`None`: the seeds').
+pub(crate) fn write(out: &Path, dirs: &[PathBuf], title: Option<&str>) -> CliResult<String> {
     let records = records(dirs)?;
     let rows = agree(&records);
     let rec = AgreementRecord {
@@ -148,7 +152,10 @@ pub(crate) fn write(out: &Path, dirs: &[PathBuf]) -> CliResult<String> {
     };
     record::write_json(&out.join("agreement.json"), &rec)?;
     let summary = summary(&rec);
-    let mut md = String::from("# pagoda reproduction of the five seeds: independent runs\n\n");
+    let mut md = format!(
+        "# {}: independent runs\n\n",
+        title.unwrap_or("pagoda reproduction of the five seeds")
+    );
     for (name, seeds) in &rec.runs {
         let _ = writeln!(md, "- [{name}]({name}/index.md): seeds {seeds:?}");
     }
@@ -247,6 +254,7 @@ mod tests {
 
     fn run(rows: &[(&str, &str)]) -> RunRecord {
         RunRecord {
+            title: None,
             scale: "standard".into(),
             seeds: vec![1, 2, 3],
             machine: serde_json::Value::Null,

@@ -13,7 +13,9 @@ use std::process::{Command, Stdio};
 use std::time::Instant;
 
 /// How large a reproduction is.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, clap::ValueEnum,
+)]
 #[serde(rename_all = "lowercase")]
 pub(crate) enum Scale {
     /// Seconds per cell: the test suite's scale (checks that everything runs, not the effect).
@@ -84,6 +86,9 @@ pub(crate) struct Cell {
     /// that barely use a core at any point of their run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub together: Option<usize>,
+    /// The experiment file the cell comes from (`None`: the seeds' built-in grid).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file: Option<String>,
 }
 
 impl Cell {
@@ -103,6 +108,7 @@ impl Cell {
             may_fail: false,
             light: false,
             together: None,
+            file: None,
         }
     }
 
@@ -126,11 +132,18 @@ impl Cell {
 
     /// The command line a user (or a batch system) runs for this cell alone.
     pub(crate) fn command(&self, scale: Scale, seed: u64, out: &str) -> String {
-        format!(
-            "pagoda reproduce cell {} --scale {} --seed {seed} --out {out}",
-            self.id,
-            scale.name()
-        )
+        match &self.file {
+            Some(f) => format!(
+                "pagoda experiment cell {f} {} --scale {} --seed {seed} --out {out}",
+                self.id,
+                scale.name()
+            ),
+            None => format!(
+                "pagoda reproduce cell {} --scale {} --seed {seed} --out {out}",
+                self.id,
+                scale.name()
+            ),
+        }
     }
 
     /// What the cell runs, as a shell line.

@@ -8,6 +8,7 @@ mod buffer_sweep;
 pub(crate) mod cell;
 mod dwb_ftl;
 mod face;
+mod file;
 mod pipelined;
 pub(crate) mod publish;
 mod record;
@@ -15,11 +16,14 @@ mod regime;
 mod repeats;
 mod report;
 mod rounds;
+mod run;
 mod schedule;
 
 use crate::error::{CliError, CliResult};
 use cell::{Cell, CellResult, Scale};
 use clap::{Args, Subcommand};
+pub use file::{run as run_experiment, ExperimentCommand};
+pub use run::{GridArgs, PublishArgs, RunArgs};
 use std::path::{Path, PathBuf};
 
 /// `pagoda reproduce ...`
@@ -49,122 +53,6 @@ pub enum ReproduceCommand {
         #[command(flatten)]
         publish: PublishArgs,
     },
-}
-
-/// Where a run's results are published beyond its own directory.
-#[derive(Debug, Args)]
-pub struct PublishArgs {
-    /// Also write the summary, with command, date, commit and machine, to this Markdown file
-    /// (e.g. docs/results/reproduce-quick.md).
-    #[arg(long)]
-    publish: Option<PathBuf>,
-    /// Also replace the generated excerpt of this README (the lines between its
-    /// `<!-- reproduce excerpt: begin -->` and `<!-- reproduce excerpt: end -->` markers)
-    /// with the verdicts of this run, linking to the --publish file.
-    #[arg(long, requires = "publish")]
-    readme: Option<PathBuf>,
-}
-
-impl PublishArgs {
-    fn write(&self, dir: &Path, summary: &str) -> CliResult<()> {
-        let Some(to) = &self.publish else {
-            return Ok(());
-        };
-        publish::write(dir, to, summary)?;
-        eprintln!("published {}", to.display());
-        self.excerpt(dir, to)
-    }
-
-    /// For independent runs in `dirs` under `out`, combined in `summary`.
-    fn write_runs(&self, out: &Path, dirs: &[PathBuf], summary: &str) -> CliResult<()> {
-        let Some(to) = &self.publish else {
-            return Ok(());
-        };
-        publish::write_runs(dirs, to, summary)?;
-        eprintln!("published {}", to.display());
-        self.excerpt(out, to)
-    }
-
-    fn excerpt(&self, dir: &Path, to: &Path) -> CliResult<()> {
-        if let Some(readme) = &self.readme {
-            publish::readme_excerpt(dir, readme, to)?;
-            eprintln!("updated the excerpt in {}", readme.display());
-        }
-        Ok(())
-    }
-}
-
-/// Flags of a reproduction of experiments: one run's, and how many independent runs.
-#[derive(Debug, Args)]
-pub struct GridArgs {
-    #[command(flatten)]
-    run: RunArgs,
-    /// Independent runs of the whole grid, each with its own seeds and its own cell order,
-    /// in OUT/run-1, OUT/run-2, ...; a row is within only when every run is. Default: 1 at
-    /// quick, 2 at standard and full (the results of record).
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=4))]
-    runs: Option<u64>,
-}
-
-impl GridArgs {
-    fn runs(&self) -> usize {
-        let default = match self.run.scale {
-            Scale::Tiny | Scale::Quick => 1,
-            Scale::Standard | Scale::Full => 2,
-        };
-        self.runs.map_or(default, |n| n as usize)
-    }
-}
-
-/// Flags of a reproduction run.
-#[derive(Debug, Args)]
-pub struct RunArgs {
-    /// quick (all experiments, 3 repeats, within about 20 minutes here) | standard (larger
-    /// databases, longer windows, about 2 hours) | full (the largest, many hours).
-    #[arg(long, value_enum, default_value = "quick")]
-    scale: Scale,
-    /// Where the report, the cell results and the plots go.
-    #[arg(long, default_value = "pagoda-reproduce")]
-    out: PathBuf,
-    /// Seed of every random choice of the first repeat (written in the report); repeat k
-    /// uses seed + k.
-    #[arg(long, default_value_t = 1)]
-    seed: u64,
-    /// Runs of every cell, each with its own seed: the report gives every ratio as median
-    /// and min–max over them.
-    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..=20))]
-    repeats: u64,
-    /// Cells run at once, as child processes taken in the plan's order. 1 (the default) is
-    /// the measured setting: concurrent cells share the CPU and change what is measured, and
-    /// the report says when they did. With `reproduce cell`: how many cells the batch system
-    /// runs at once, recorded in the result.
-    #[arg(long, value_name = "N", default_value_t = 1, value_parser = parse_jobs)]
-    jobs: u64,
-    #[command(flatten)]
-    publish: PublishArgs,
-}
-
-/// `--jobs N`: a whole number of cells, 1 or more.
-fn parse_jobs(s: &str) -> Result<u64, String> {
-    match s.trim().parse::<u64>() {
-        Ok(0) => Err(
-            "0 cells at a time runs nothing; give 1 (one after another, the measured \
-                      default) or more"
-                .to_string(),
-        ),
-        Ok(n) => Ok(n),
-        Err(_) => Err(format!(
-            "'{s}' is not a number of cells to run at once; give a whole number, 1 or more"
-        )),
-    }
-}
-
-impl RunArgs {
-    /// The seeds of independent run `run`: each run its own, after the runs before it.
-    fn seeds(&self, run: usize) -> Vec<u64> {
-        let first = self.seed + run as u64 * self.repeats;
-        (0..self.repeats).map(|k| first + k).collect()
-    }
 }
 
 /// Flags of `reproduce plan`.
@@ -296,111 +184,9 @@ pub fn run(cmd: ReproduceCommand) -> CliResult<()> {
         ReproduceCommand::Cell(c) => return one_cell(&c),
         ReproduceCommand::Report { dir, publish } => return report_only(&dir, &publish),
     };
-    let a = &g.run;
-    if let Some(readme) = &a.publish.readme {
-        crate::readme::check_block(readme, publish::BLOCK)?;
-    }
-    let (cells, comparisons) = grid(&exps, a.scale);
-    let runs = g.runs();
-    let minutes = schedule::wall_estimate_s(&cells, &comparisons, a.jobs) as f64
-        * (a.repeats as usize * runs) as f64
-        / 60.0;
-    eprintln!(
-        "reproduce: {} cells of {}, scale {}, {runs} independent run(s) of {} repeats (seeds {}-{}), {} at a time, about {minutes:.0} min; results in {}",
-        cells.len(),
-        exps.iter().map(|e| e.name()).collect::<Vec<_>>().join(", "),
-        a.scale.name(),
-        a.repeats,
-        a.seed,
-        a.seed + a.repeats * runs as u64 - 1,
-        a.jobs,
-        a.out.display()
-    );
-    warn_if_busy();
-    if a.jobs > 1 {
-        eprintln!(
-            "reproduce: rounds of up to {} units run at once and share the CPU, which changes \
-             what they measure; the report says so (`--jobs 1` is the measured default)",
-            a.jobs
-        );
-    }
-    let mut failed: Vec<String> = Vec::new();
-    let mut dirs = Vec::new();
-    for run in 0..runs {
-        let dir = agreement::run_dir(&a.out, run, runs);
-        // A rerun replaces the results of these experiments, not those of others in --out.
-        remove_old_results(&dir, &exps)?;
-        let target = schedule::Target {
-            scale: a.scale,
-            out: &dir,
-            jobs: a.jobs,
-        };
-        if runs > 1 {
-            eprintln!("reproduce: run {} of {runs} in {}", run + 1, dir.display());
-        }
-        let results = schedule::run_all(&cells, &comparisons, &a.seeds(run), &target, run)?;
-        failed.extend(
-            results
-                .iter()
-                .filter(|r| !r.ok && !r.cell.may_fail)
-                .map(|r| format!("{} (seed {})", r.cell.id, r.seed)),
-        );
-        let summary = report::write(&dir)?;
-        if runs == 1 {
-            print!("{summary}");
-            a.publish.write(&dir, &summary)?;
-        }
-        dirs.push(dir);
-    }
-    if runs > 1 {
-        let summary = agreement::write(&a.out, &dirs)?;
-        print!("{summary}");
-        a.publish.write_runs(&a.out, &dirs, &summary)?;
-    }
-    if failed.is_empty() {
-        Ok(())
-    } else {
-        Err(CliError::CheckFailed(format!(
-            "{} cell(s) failed ({}); their logs are under {}/ and the report says what is missing",
-            failed.len(),
-            failed.join(", "),
-            a.out.display()
-        )))
-    }
-}
-
-/// Emulated devices keep their modelled time by sleeping and yielding, so other work on the
-/// machine distorts every cell's regime: a run at a load average of 31 on 2 cores found 9
-/// rows out of regime that were in regime on the quiet machine. Says so before it starts.
-/// The report repeats it at its top when the first round started above the threshold.
-fn warn_if_busy() {
-    let m = crate::provenance::machine();
-    let load = schedule::load_1m().unwrap_or(0.0);
-    let cores = m["cores"].as_f64().unwrap_or(1.0);
-    if load > rounds::busy_threshold(cores) {
-        eprintln!(
-            "reproduce: warning: load average {load:.1} on {cores:.0} cores, above {:.0}; other \
-             work on this machine distorts the cells' regimes (the report says so at its top \
-             and lists the load at the start of each round)",
-            rounds::busy_threshold(cores)
-        );
-    }
-}
-
-fn remove_old_results(out: &Path, exps: &[Experiment]) -> CliResult<()> {
-    let Ok(entries) = std::fs::read_dir(out.join("cells")) else {
-        return Ok(());
-    };
-    for e in entries.flatten() {
-        let name = e.file_name().to_string_lossy().to_string();
-        if exps
-            .iter()
-            .any(|x| name.starts_with(&format!("{}.", x.name())))
-        {
-            std::fs::remove_file(e.path()).map_err(|err| cell::io_err(&e.path(), err))?;
-        }
-    }
-    Ok(())
+    let (cells, comparisons) = grid(&exps, g.run.scale);
+    let names: Vec<String> = exps.iter().map(|e| e.name().to_string()).collect();
+    run::run_grid(&names, &cells, &comparisons, &g, None, &report::write)
 }
 
 fn plan(p: &PlanArgs) -> CliResult<()> {
@@ -409,66 +195,85 @@ fn plan(p: &PlanArgs) -> CliResult<()> {
         None => ALL.to_vec(),
     };
     let seeds: Vec<u64> = (0..p.repeats).map(|k| p.seed + k).collect();
-    let cells: Vec<serde_json::Value> = seeds
+    let (cells, comparisons) = grid(&exps, p.scale);
+    let report = format!("pagoda reproduce report {}", p.out);
+    println!(
+        "{}",
+        plan_json(&cells, &comparisons, p.scale, &seeds, &p.out, &report)
+    );
+    Ok(())
+}
+
+/// The plan of `cells` for a batch system, as pretty JSON: one command line per cell and
+/// seed, the estimates, and the command that merges the results.
+fn plan_json(
+    cells: &[Cell],
+    comparisons: &[Vec<String>],
+    scale: Scale,
+    seeds: &[u64],
+    out: &str,
+    report: &str,
+) -> String {
+    let runs: Vec<serde_json::Value> = seeds
         .iter()
         .flat_map(|&seed| {
-            exps.iter()
-                .flat_map(move |e| e.cells(p.scale))
-                .map(move |c| {
-                    serde_json::json!({
-                        "id": c.id,
-                        "seed": seed,
-                        "experiment": c.experiment,
-                        "estimate_s": c.estimate_s,
-                        "command": c.command(p.scale, seed, &p.out),
-                        "runs": c.runs(seed),
-                    })
+            cells.iter().map(move |c| {
+                serde_json::json!({
+                    "id": c.id,
+                    "seed": seed,
+                    "experiment": c.experiment,
+                    "estimate_s": c.estimate_s,
+                    "command": c.command(scale, seed, out),
+                    "runs": c.runs(seed),
                 })
+            })
         })
         .collect();
-    let total: u64 = cells.iter().filter_map(|c| c["estimate_s"].as_u64()).sum();
+    let total: u64 = runs.iter().filter_map(|c| c["estimate_s"].as_u64()).sum();
     // What `reproduce all` takes one round at a time: light neighbours share their time.
-    let (round, comparisons) = grid(&exps, p.scale);
-    let wall = schedule::wall_estimate_s(&round, &comparisons, 1) * seeds.len() as u64;
+    let wall = schedule::wall_estimate_s(cells, comparisons, 1) * seeds.len() as u64;
     let plan = serde_json::json!({
-        "scale": p.scale.name(),
+        "scale": scale.name(),
         "seeds": seeds,
-        "out": p.out,
+        "out": out,
         "estimate_s": total,
         "wall_estimate_s": wall,
-        "runs": cells,
-        "report": format!("pagoda reproduce report {}", p.out),
+        "runs": runs,
+        "report": report,
     });
-    let text = serde_json::to_string_pretty(&plan).map_err(|e| CliError::Other(e.to_string()))?;
-    println!("{text}");
-    Ok(())
+    serde_json::to_string_pretty(&plan).unwrap_or_default()
 }
 
 fn one_cell(c: &CellArgs) -> CliResult<()> {
     let all: Vec<Cell> = ALL.iter().flat_map(|e| e.cells(c.run.scale)).collect();
-    let Some(cell) = all.iter().find(|x| x.id == c.id) else {
+    let lists = format!("`pagoda reproduce plan --scale {}`", c.run.scale.name());
+    run_one_cell(&all, &c.id, &c.run, &lists)
+}
+
+/// Runs the cell `id` of `all` as `run` says and saves its result; `lists` names the command
+/// that lists the ids (for the error when there is no such cell).
+fn run_one_cell(all: &[Cell], id: &str, run: &RunArgs, lists: &str) -> CliResult<()> {
+    let Some(cell) = all.iter().find(|x| x.id == id) else {
         return Err(CliError::Usage(format!(
-            "no cell '{}' at scale {}; `pagoda reproduce plan --scale {}` lists the ids",
-            c.id,
-            c.run.scale.name(),
-            c.run.scale.name()
+            "no cell '{id}' at scale {}; {lists} lists the ids",
+            run.scale.name(),
         )));
     };
     let mut bar = crate::progress::Progress::new(&cell.id, "s", cell.estimate_s.max(1));
     let target = schedule::Target {
-        scale: c.run.scale,
-        out: &c.run.out,
-        jobs: c.run.jobs,
+        scale: run.scale,
+        out: &run.out,
+        jobs: run.jobs,
     };
-    let r = schedule::run_cell(cell, c.run.seed, &target, &mut |t| {
+    let r = schedule::run_cell(cell, run.seed, &target, &mut |t| {
         bar.set(t.as_secs().min(cell.estimate_s));
     })?;
     bar.finish();
-    let stem = format!("{}/cells/{}.s{}", c.run.out.display(), cell.id, c.run.seed);
+    let stem = format!("{}/cells/{}.s{}", run.out.display(), cell.id, run.seed);
     match &r.error {
         Some(e) if !cell.may_fail => Err(CliError::CheckFailed(format!(
             "cell {} (seed {}) failed: {e} (log: {stem}.log)",
-            cell.id, c.run.seed
+            cell.id, run.seed
         ))),
         _ => {
             println!("cell {} done in {:.0} s: {stem}.json", cell.id, r.elapsed_s);
@@ -484,14 +289,14 @@ fn report_only(dir: &Path, publish: &PublishArgs) -> CliResult<()> {
     if dirs.is_empty() {
         let summary = report::write(dir)?;
         print!("{summary}");
-        return publish.write(dir, &summary);
+        return publish.write(dir, &summary, None);
     }
     for d in &dirs {
         report::write(d)?;
     }
-    let summary = agreement::write(dir, &dirs)?;
+    let summary = agreement::write(dir, &dirs, None)?;
     print!("{summary}");
-    publish.write_runs(dir, &dirs, &summary)
+    publish.write_runs(dir, &dirs, &summary, None)
 }
 
 #[cfg(test)]

@@ -12,17 +12,28 @@ use std::collections::BTreeSet;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-/// Writes `to` from the report already written in `dir` and its `summary` table.
-pub(crate) fn write(dir: &Path, to: &Path, summary: &str) -> CliResult<()> {
-    let rec = record::read(dir)?;
-    let mut md = header(std::slice::from_ref(&rec));
-    md.push_str(
-        "Each ratio is computed per seed and given as median (min–max). A row is **within** when \
+/// How to read the seeds' published summary.
+const SEEDS_NOTE: &str =
+    "Each ratio is computed per seed and given as median (min–max). A row is **within** when \
          the whole min–max lies in its band, a **miss** when it lies wholly outside, \
          **inconclusive** otherwise; a row whose cells were not bound where the seed's \
          experiment was gets no verdict. The full report (tables, regime per cell, plots, one \
-         command line per cell) is the `index.md` the same run wrote.\n\n",
-    );
+         command line per cell) is the `index.md` the same run wrote.\n\n";
+
+/// Writes `to` from the report already written in `dir` and its `summary` table.
+pub(crate) fn write(dir: &Path, to: &Path, summary: &str, title: Option<&str>) -> CliResult<()> {
+    let rec = record::read(dir)?;
+    let mut md = header(std::slice::from_ref(&rec), title);
+    if title.is_some() {
+        md.push_str(
+            "Each ratio is computed per seed and given as median (min–max). A row is **within** \
+             when the whole min–max lies in its band, a **miss** when it lies wholly outside, \
+             **inconclusive** otherwise. The full report (tables, plots, one command line per \
+             cell) is the `index.md` the same run wrote.\n\n",
+        );
+    } else {
+        md.push_str(SEEDS_NOTE);
+    }
     push_summary(&mut md, summary);
     push_rounds(&mut md, &rec, "Rounds");
     push_plots(&mut md, dir, to, "this run")?;
@@ -31,9 +42,14 @@ pub(crate) fn write(dir: &Path, to: &Path, summary: &str) -> CliResult<()> {
 
 /// Writes `to` for independent runs (`dirs`, each reported, and their agreement `summary`):
 /// the rows side by side with the combined verdict, then each run's own table and rounds.
-pub(crate) fn write_runs(dirs: &[PathBuf], to: &Path, summary: &str) -> CliResult<()> {
+pub(crate) fn write_runs(
+    dirs: &[PathBuf],
+    to: &Path,
+    summary: &str,
+    title: Option<&str>,
+) -> CliResult<()> {
     let recs = agreement::records(dirs)?;
-    let mut md = header(&recs);
+    let mut md = header(&recs, title);
     let _ = writeln!(
         md,
         "{} independent runs, each every cell once per seed with its own seeds and its own \
@@ -61,8 +77,8 @@ pub(crate) fn write_runs(dirs: &[PathBuf], to: &Path, summary: &str) -> CliResul
 
 /// The title and what a reader needs to trust the figures: command, date, commits, scale,
 /// seeds, machine and the load when each run started (a busy start said first).
-fn header(recs: &[RunRecord]) -> String {
-    let mut md = String::from("# Seed reproduction\n\n");
+fn header(recs: &[RunRecord], title: Option<&str>) -> String {
+    let mut md = format!("# {}\n\n", title.unwrap_or("Seed reproduction"));
     md.push_str(&generated_by());
     let commits: BTreeSet<&str> = recs
         .iter()
@@ -283,6 +299,7 @@ mod tests {
             beyond_the_seed: *beyond,
         };
         RunRecord {
+            title: None,
             scale: "quick".into(),
             seeds,
             machine: serde_json::Value::Null,

@@ -12,6 +12,9 @@ use std::path::Path;
 /// One run of the grid (every cell once per seed) and its verdicts.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub(crate) struct RunRecord {
+    /// The experiment file's title (`None`: the seeds' reproduction).
+    #[serde(default)]
+    pub title: Option<String>,
     pub scale: String,
     pub seeds: Vec<u64>,
     /// What `provenance::machine` recorded for the first cell.

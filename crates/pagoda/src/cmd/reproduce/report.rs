@@ -7,7 +7,7 @@ use super::cell::{self, CellResult};
 use super::record::{self, ExperimentRecord, HeadlineRecord, RunRecord};
 pub(crate) use super::repeats::median;
 use super::repeats::{Group, Spread};
-use super::{Experiment, ALL};
+use super::ALL;
 use crate::error::{CliError, CliResult};
 use crate::report::Table;
 use serde_json::Value;
@@ -317,9 +317,30 @@ pub(crate) struct Section {
     pub headlines: Vec<Headline>,
 }
 
-/// Writes `index.md` and `report.json` under `dir` from the cells there; returns the summary
-/// table (for the terminal).
+/// The sections of a report from the cells' results, each with its experiment's name.
+pub(crate) type Sections<'f> = &'f dyn Fn(&Ctx, &[CellResult]) -> CliResult<Vec<(String, Section)>>;
+
+/// Writes `index.md` and `report.json` under `dir` from the seeds' cells there; returns the
+/// summary table (for the terminal).
 pub(crate) fn write(dir: &Path) -> CliResult<String> {
+    write_with(dir, None, &|ctx, results| {
+        let mut sections = Vec::new();
+        for exp in ALL {
+            let mine: Vec<&CellResult> = results
+                .iter()
+                .filter(|r| r.cell.experiment == exp.name())
+                .collect();
+            if !mine.is_empty() {
+                sections.push((exp.name().to_string(), exp.section(ctx, &mine)?));
+            }
+        }
+        Ok(sections)
+    })
+}
+
+/// Writes `index.md` and `report.json` under `dir` with the sections `sections` makes of the
+/// cells there; `title` names an experiment file's report (`None`: the seeds').
+pub(crate) fn write_with(dir: &Path, title: Option<&str>, sections: Sections) -> CliResult<String> {
     let results = cell::load_results(dir)?;
     if results.is_empty() {
         return Err(CliError::Usage(format!(
@@ -332,21 +353,16 @@ pub(crate) fn write(dir: &Path) -> CliResult<String> {
     std::fs::create_dir_all(&plots).map_err(|e| cell::io_err(&plots, e))?;
     let scale = results[0].scale;
     let ctx = Ctx { plots };
-    let mut sections = Vec::new();
-    for exp in ALL {
-        let mine: Vec<&CellResult> = results
-            .iter()
-            .filter(|r| r.cell.experiment == exp.name())
-            .collect();
-        if mine.is_empty() {
-            continue;
-        }
-        let mut s = exp.section(&ctx, &mine)?;
-        s.headlines = s.headlines.into_iter().map(Headline::uncaused).collect();
-        sections.push((exp, s));
-    }
+    let sections: Vec<(String, Section)> = sections(&ctx, &results)?
+        .into_iter()
+        .map(|(e, mut s)| {
+            s.headlines = s.headlines.into_iter().map(Headline::uncaused).collect();
+            (e, s)
+        })
+        .collect();
     let rounds = super::rounds::rows(&results);
     let report = RunRecord {
+        title: title.map(str::to_string),
         scale: scale.name().to_string(),
         seeds: results
             .iter()
@@ -375,7 +391,7 @@ pub(crate) fn write(dir: &Path) -> CliResult<String> {
         experiments: sections
             .iter()
             .map(|(e, s)| ExperimentRecord {
-                experiment: e.name().to_string(),
+                experiment: e.clone(),
                 title: s.title.clone(),
                 headlines: s.headlines.iter().map(Headline::record).collect(),
             })
@@ -383,7 +399,7 @@ pub(crate) fn write(dir: &Path) -> CliResult<String> {
     };
     record::write_json(&dir.join("report.json"), &report)?;
     let index = dir.join("index.md");
-    let md = render(&results, &sections, &report);
+    let md = render(&results, &sections, &report, title);
     std::fs::write(&index, md).map_err(|e| cell::io_err(&index, e))?;
     let mut out = summary_table(&report);
     let _ = writeln!(out, "\nreport: {}", index.display());
@@ -405,10 +421,15 @@ pub(crate) fn summary_table(rec: &RunRecord) -> String {
         t.row(&[e, &h.what, &h.seed, &h.band, &h.ours, &h.verdict_text]);
     }
     let mut out = t.markdown();
-    for (beyond, whose) in [
-        (false, "The seeds' own rows"),
-        (true, "Rows beyond the seeds"),
-    ] {
+    let kinds: &[(bool, &str)] = if rec.title.is_some() {
+        &[(false, "Rows")]
+    } else {
+        &[
+            (false, "The seeds' own rows"),
+            (true, "Rows beyond the seeds"),
+        ]
+    };
+    for &(beyond, whose) in kinds {
         let counts = |k: &str| {
             rec.rows()
                 .filter(|(_, h)| h.beyond_the_seed == beyond && h.verdict == k)
@@ -442,10 +463,35 @@ pub(crate) fn summary_table(rec: &RunRecord) -> String {
     out
 }
 
-fn render(results: &[CellResult], sections: &[(Experiment, Section)], rec: &RunRecord) -> String {
+/// What the seeds' report says about how to read it.
+const SEEDS_INTRO: &str =
+    "Every figure below is read from the cells' JSON files in `cells/` (one per run and \
+         seed, with its command line). Emulated devices run at their modelled speed on this \
+         machine's CPU, so absolute figures depend on the machine; the ratios are the \
+         comparison with the seeds. Tables show the median of the repeats; a headline ratio is \
+         computed per seed (both configurations of a repeat ran in the same round) and shown \
+         as median (min–max). A row is **within** when the whole min–max lies in its band, a \
+         **miss** when it lies wholly outside, **inconclusive** otherwise; a row whose cells \
+         were not bound where the seed's experiment was (the regime tables) gets no verdict. \
+         Bands are the seed's stated range, or its figure ± 25 %, as written beside each row; a \
+         row **beyond the seed** (no figure in the seed: pagoda's test of its argument, or an \
+         addition) has a band that the result no effect would give fails, and is counted apart. \
+         A miss or inconclusive row names the factor an ablation cell changed when that change \
+         alone lands it in its band (the measured cause), else says the cause was not found. \
+         Rebuild this page from the cells with `pagoda reproduce report DIR`.\n\n## Summary\n\n";
+
+fn render(
+    results: &[CellResult],
+    sections: &[(String, Section)],
+    rec: &RunRecord,
+    title: Option<&str>,
+) -> String {
     let r0 = &results[0];
     let m = &r0.machine;
-    let mut md = String::from("# pagoda reproduction of the five seeds\n\n");
+    let mut md = format!(
+        "# {}\n\n",
+        title.unwrap_or("pagoda reproduction of the five seeds")
+    );
     let seeds: std::collections::BTreeSet<u64> = results.iter().map(|r| r.seed).collect();
     let _ = writeln!(
         md,
@@ -467,29 +513,25 @@ fn render(results: &[CellResult], sections: &[(Experiment, Section)], rec: &RunR
         let _ = writeln!(md, "{note}\n");
     }
     let _ = writeln!(md, "{}\n", super::schedule::concurrency_note(results));
-    md.push_str(
-        "Every figure below is read from the cells' JSON files in `cells/` (one per run and \
-         seed, with its command line). Emulated devices run at their modelled speed on this \
-         machine's CPU, so absolute figures depend on the machine; the ratios are the \
-         comparison with the seeds. Tables show the median of the repeats; a headline ratio is \
-         computed per seed (both configurations of a repeat ran in the same round) and shown \
-         as median (min–max). A row is **within** when the whole min–max lies in its band, a \
-         **miss** when it lies wholly outside, **inconclusive** otherwise; a row whose cells \
-         were not bound where the seed's experiment was (the regime tables) gets no verdict. \
-         Bands are the seed's stated range, or its figure ± 25 %, as written beside each row; a \
-         row **beyond the seed** (no figure in the seed: pagoda's test of its argument, or an \
-         addition) has a band that the result no effect would give fails, and is counted apart. \
-         A miss or inconclusive row names the factor an ablation cell changed when that change \
-         alone lands it in its band (the measured cause), else says the cause was not found. \
-         Rebuild this page from the cells with `pagoda reproduce report DIR`.\n\n## Summary\n\n",
-    );
+    if title.is_some() {
+        md.push_str(
+            "Every figure below is read from the cells' JSON files in `cells/` (one per run and \
+             seed, with its command line). Tables show the median of the repeats; a ratio is \
+             computed per seed and shown as median (min–max). A row is **within** when the \
+             whole min–max lies in its band, a **miss** when it lies wholly outside, \
+             **inconclusive** otherwise. Rebuild this page from the cells with `pagoda \
+             experiment report FILE DIR`.\n\n## Summary\n\n",
+        );
+    } else {
+        md.push_str(SEEDS_INTRO);
+    }
     md.push_str(&summary_table(rec));
     for (e, s) in sections {
         let _ = write!(md, "\n## {}\n\n", s.title);
         md.push_str(&s.body);
         let failed: Vec<&CellResult> = results
             .iter()
-            .filter(|r| r.cell.experiment == e.name() && !r.usable())
+            .filter(|r| r.cell.experiment == *e && !r.usable())
             .collect();
         if !failed.is_empty() {
             md.push_str("\nCells that failed (their rows are missing above):\n\n");
@@ -503,7 +545,7 @@ fn render(results: &[CellResult], sections: &[(Experiment, Section)], rec: &RunR
             }
         }
         md.push_str("\nCommands (each with `--seed` and `--json`):\n\n```\n");
-        for r in results.iter().filter(|r| r.cell.experiment == e.name()) {
+        for r in results.iter().filter(|r| r.cell.experiment == *e) {
             let _ = writeln!(md, "{}", r.cell.runs(r.seed));
         }
         md.push_str("```\n");

@@ -1,0 +1,257 @@
+//! What a cell's `bench --json` result says, typed: the figures an experiment file may
+//! compare, read through serde rather than by JSON paths, so a renamed field is a failed
+//! read that says so, not a silent "–".
+
+use serde::{Deserialize, Deserializer};
+use std::collections::BTreeMap;
+use std::fmt;
+use std::str::FromStr;
+
+/// The part of a `pagoda bench ... --json` result that experiments compare.
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct Outcome {
+    pub throughput_ops_s: Option<f64>,
+    #[serde(rename = "tpmC")]
+    pub tpmc: Option<f64>,
+    pub latency_us: Option<Latency>,
+    pub cpu: Option<Cpu>,
+    pub engine: Option<Engine>,
+    #[serde(default)]
+    pub devices: BTreeMap<String, Device>,
+    pub regime: Option<Regime>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct Latency {
+    pub p50: Option<f64>,
+    pub p99: Option<f64>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct Cpu {
+    pub utilisation: Option<f64>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct Engine {
+    pub buffer_hit_ratio: Option<f64>,
+    pub flash_cache_hit_ratio: Option<f64>,
+    pub commits_per_sync: Option<f64>,
+}
+
+/// One device's counters (`data`, `log`, `flash_cache`).
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct Device {
+    pub waf: Option<f64>,
+    pub copybacks: Option<f64>,
+    pub gc_runs: Option<f64>,
+    pub erases: Option<f64>,
+    pub host_write_pages: Option<f64>,
+    pub host_read_pages: Option<f64>,
+    pub flash_programs: Option<f64>,
+}
+
+/// What bound the run (`data`, `log`, `cpu`, ...).
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct Regime {
+    pub bottleneck: Option<String>,
+}
+
+/// A figure of a result an experiment can divide: one name per figure, as the file writes it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Metric {
+    Throughput,
+    TpmC,
+    P50LatencyUs,
+    P99LatencyUs,
+    CpuUtilisation,
+    BufferHitRatio,
+    FlashCacheHitRatio,
+    CommitsPerSync,
+    Device(Role, Counter),
+}
+
+/// Which device of the run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Role {
+    Data,
+    Log,
+    FlashCache,
+}
+
+/// A device counter.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Counter {
+    Waf,
+    Copybacks,
+    GcRuns,
+    Erases,
+    HostWritePages,
+    HostReadPages,
+    FlashPrograms,
+}
+
+const PLAIN: [(&str, Metric); 8] = [
+    ("throughput", Metric::Throughput),
+    ("tpmc", Metric::TpmC),
+    ("p50-latency-us", Metric::P50LatencyUs),
+    ("p99-latency-us", Metric::P99LatencyUs),
+    ("cpu-utilisation", Metric::CpuUtilisation),
+    ("buffer-hit-ratio", Metric::BufferHitRatio),
+    ("flash-cache-hit-ratio", Metric::FlashCacheHitRatio),
+    ("commits-per-sync", Metric::CommitsPerSync),
+];
+const ROLES: [(&str, Role); 3] = [
+    ("data", Role::Data),
+    ("log", Role::Log),
+    ("flash-cache", Role::FlashCache),
+];
+const COUNTERS: [(&str, Counter); 7] = [
+    ("waf", Counter::Waf),
+    ("copybacks", Counter::Copybacks),
+    ("gc-runs", Counter::GcRuns),
+    ("erases", Counter::Erases),
+    ("host-write-pages", Counter::HostWritePages),
+    ("host-read-pages", Counter::HostReadPages),
+    ("flash-programs", Counter::FlashPrograms),
+];
+
+fn names<T>(list: &[(&str, T)]) -> String {
+    list.iter().map(|x| x.0).collect::<Vec<_>>().join(", ")
+}
+
+impl FromStr for Metric {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        if let Some(m) = PLAIN.iter().find(|x| x.0 == s) {
+            return Ok(m.1);
+        }
+        let Some((role, counter)) = s.split_once('.') else {
+            return Err(format!(
+                "unknown metric '{s}': give one of {}, or DEVICE.COUNTER with DEVICE one of {} and COUNTER one of {}",
+                names(&PLAIN),
+                names(&ROLES),
+                names(&COUNTERS)
+            ));
+        };
+        let r = ROLES.iter().find(|x| x.0 == role).ok_or_else(|| {
+            format!(
+                "unknown device '{role}' in metric '{s}': give one of {}",
+                names(&ROLES)
+            )
+        })?;
+        let c = COUNTERS.iter().find(|x| x.0 == counter).ok_or_else(|| {
+            format!(
+                "unknown counter '{counter}' in metric '{s}': give one of {}",
+                names(&COUNTERS)
+            )
+        })?;
+        Ok(Metric::Device(r.1, c.1))
+    }
+}
+
+impl fmt::Display for Metric {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(p) = PLAIN.iter().find(|x| x.1 == *self) {
+            return f.write_str(p.0);
+        }
+        if let Metric::Device(r, c) = self {
+            let r = ROLES.iter().find(|x| x.1 == *r).map_or("?", |x| x.0);
+            let c = COUNTERS.iter().find(|x| x.1 == *c).map_or("?", |x| x.0);
+            return write!(f, "{r}.{c}");
+        }
+        f.write_str("?")
+    }
+}
+
+impl<'de> Deserialize<'de> for Metric {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        s.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+impl Outcome {
+    /// The figure `m` of this result (`None`: the result does not report it).
+    pub(crate) fn get(&self, m: Metric) -> Option<f64> {
+        match m {
+            Metric::Throughput => self.throughput_ops_s,
+            Metric::TpmC => self.tpmc,
+            Metric::P50LatencyUs => self.latency_us.as_ref()?.p50,
+            Metric::P99LatencyUs => self.latency_us.as_ref()?.p99,
+            Metric::CpuUtilisation => self.cpu.as_ref()?.utilisation,
+            Metric::BufferHitRatio => self.engine.as_ref()?.buffer_hit_ratio,
+            Metric::FlashCacheHitRatio => self.engine.as_ref()?.flash_cache_hit_ratio,
+            Metric::CommitsPerSync => self.engine.as_ref()?.commits_per_sync,
+            Metric::Device(r, c) => {
+                let key = match r {
+                    Role::Data => "data",
+                    Role::Log => "log",
+                    Role::FlashCache => "flash_cache",
+                };
+                let d = self.devices.get(key)?;
+                match c {
+                    Counter::Waf => d.waf,
+                    Counter::Copybacks => d.copybacks,
+                    Counter::GcRuns => d.gc_runs,
+                    Counter::Erases => d.erases,
+                    Counter::HostWritePages => d.host_write_pages,
+                    Counter::HostReadPages => d.host_read_pages,
+                    Counter::FlashPrograms => d.flash_programs,
+                }
+            }
+        }
+    }
+
+    /// Reads a cell's saved result (`Err`: it is no bench result).
+    pub(crate) fn of(result: &serde_json::Value) -> Result<Self, String> {
+        Self::deserialize(result).map_err(|e| e.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_metric_name_parses_back_to_itself() {
+        for (n, m) in PLAIN {
+            assert_eq!(n.parse::<Metric>().unwrap(), m);
+            assert_eq!(m.to_string(), n);
+        }
+        for (r, _) in ROLES {
+            for (c, _) in COUNTERS {
+                let n = format!("{r}.{c}");
+                assert_eq!(n.parse::<Metric>().unwrap().to_string(), n);
+            }
+        }
+        let e = "data.wa".parse::<Metric>().unwrap_err();
+        assert!(
+            e.contains("unknown counter 'wa'") && e.contains("waf"),
+            "{e}"
+        );
+        let e = "tps".parse::<Metric>().unwrap_err();
+        assert!(
+            e.contains("unknown metric 'tps'") && e.contains("throughput"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn figures_come_from_their_fields() {
+        let v = serde_json::json!({
+            "throughput_ops_s": 100.0, "tpmC": 1770.0,
+            "engine": { "flash_cache_hit_ratio": 0.4, "buffer_hit_ratio": 0.9 },
+            "devices": { "flash_cache": { "waf": 1.5 }, "data": { "copybacks": 7 } },
+            "unrelated": { "x": 1 }
+        });
+        let o = Outcome::of(&v).unwrap();
+        assert_eq!(o.get(Metric::Throughput), Some(100.0));
+        assert_eq!(o.get(Metric::TpmC), Some(1770.0));
+        assert_eq!(o.get("flash-cache.waf".parse().unwrap()), Some(1.5));
+        assert_eq!(o.get("data.copybacks".parse().unwrap()), Some(7.0));
+        assert_eq!(o.get("log.waf".parse().unwrap()), None);
+        assert!(Outcome::of(&serde_json::json!({ "throughput_ops_s": "fast" })).is_err());
+    }
+}
