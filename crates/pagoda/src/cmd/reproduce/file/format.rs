@@ -4,6 +4,7 @@
 //! never a silently ignored setting.
 
 use super::super::cell::{Cell, Scale};
+use super::cells::{CellSpec, Value};
 use super::outcome::Metric;
 use crate::error::{CliError, CliResult};
 use serde::Deserialize;
@@ -32,101 +33,14 @@ pub(crate) struct ExperimentFile {
     pub cells: Vec<CellSpec>,
     #[serde(default, rename = "comparison")]
     pub comparisons: Vec<Comparison>,
+    /// More sets of cells whose figures a report divides (beyond the comparisons): the
+    /// scheduler runs each set beside the same neighbours.
+    #[serde(default)]
+    pub compared: Vec<Vec<String>>,
 }
 
 fn three() -> u64 {
     3
-}
-
-/// A value a scale gives a variable (written as a string or a number).
-#[derive(Clone, Debug, Deserialize)]
-#[serde(try_from = "toml::Value")]
-pub(crate) enum Value {
-    Text(String),
-    Int(i64),
-    Float(f64),
-}
-
-impl Value {
-    pub(crate) fn text(&self) -> String {
-        match self {
-            Value::Text(s) => s.clone(),
-            Value::Int(i) => i.to_string(),
-            Value::Float(f) => f.to_string(),
-        }
-    }
-}
-
-impl TryFrom<toml::Value> for Value {
-    type Error = String;
-
-    fn try_from(v: toml::Value) -> Result<Self, String> {
-        match v {
-            toml::Value::String(s) => Ok(Value::Text(s)),
-            toml::Value::Integer(i) => Ok(Value::Int(i)),
-            toml::Value::Float(f) => Ok(Value::Float(f)),
-            other => Err(format!(
-                "{} is no value for a command line: give a string or a number",
-                other.type_str()
-            )),
-        }
-    }
-}
-
-/// Seconds a cell takes, for one scale or per scale.
-#[derive(Clone, Debug, Deserialize)]
-#[serde(try_from = "toml::Value")]
-pub(crate) enum Estimate {
-    All(u64),
-    PerScale(BTreeMap<Scale, u64>),
-}
-
-impl TryFrom<toml::Value> for Estimate {
-    type Error = String;
-
-    fn try_from(v: toml::Value) -> Result<Self, String> {
-        const WANT: &str =
-            "give whole seconds (`estimate_s = 14`) or seconds per scale (`{ quick = 14, standard = 30 }`)";
-        match v {
-            toml::Value::Integer(i) => u64::try_from(i)
-                .map(Estimate::All)
-                .map_err(|_| format!("{i} seconds: {WANT}")),
-            toml::Value::Table(t) => t
-                .into_iter()
-                .map(|(k, v)| {
-                    let scale = Scale::deserialize(toml::Value::String(k.clone()))
-                        .map_err(|_| format!("'{k}' is no scale (tiny, quick, standard, full)"))?;
-                    let secs = v
-                        .as_integer()
-                        .and_then(|i| u64::try_from(i).ok())
-                        .ok_or_else(|| format!("{k} = {v}: {WANT}"))?;
-                    Ok((scale, secs))
-                })
-                .collect::<Result<_, String>>()
-                .map(Estimate::PerScale),
-            other => Err(format!("a {}: {WANT}", other.type_str())),
-        }
-    }
-}
-
-/// One cell as written.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct CellSpec {
-    /// `[a-z0-9.-]`, unique in the file.
-    pub name: String,
-    /// The `pagoda` arguments (a `bench` command), without `--seed` and `--json`.
-    pub args: Vec<String>,
-    /// Expected seconds on a 2-core machine: the progress bar's time left and the plan's
-    /// estimate.
-    pub estimate_s: Estimate,
-    /// The run waits on an emulated disk at a few % of a core: it may share a round with
-    /// other light cells (see `reproduce`'s schedule).
-    #[serde(default)]
-    pub light: bool,
-    /// Labels for the report's table (e.g. `{ cache_mib = 64 }`).
-    #[serde(default)]
-    pub params: BTreeMap<String, Value>,
 }
 
 /// One ratio of the report: `metric` of `cells[0]` divided by that of `cells[1]`, per seed.
@@ -247,18 +161,6 @@ impl ExperimentFile {
             if self.cells[..i].iter().any(|x| x.name == c.name) {
                 return Err(format!("[[cell]] '{}' is named twice", c.name));
             }
-            if c.args.first().map(String::as_str) != Some("bench") {
-                return Err(format!(
-                    "[[cell]] '{}': args must be a `pagoda bench ...` command (start with \"bench\")",
-                    c.name
-                ));
-            }
-            if c.args.iter().any(|a| a == "--seed" || a == "--json") {
-                return Err(format!(
-                    "[[cell]] '{}': leave out --seed and --json (the runner gives each repeat its seed and saves the JSON)",
-                    c.name
-                ));
-            }
         }
         for (i, k) in self.comparisons.iter().enumerate() {
             let at = format!("[[comparison]] {} ('{}')", i + 1, k.what);
@@ -269,8 +171,20 @@ impl ExperimentFile {
             }
             k.band.bounds().map_err(|e| format!("{at}, band: {e}"))?;
         }
-        for scale in self.scales.keys() {
-            self.cells_at(*scale, None)?;
+        for set in &self.compared {
+            for name in set {
+                if !self.cells.iter().any(|c| c.name == *name) {
+                    return Err(format!("compared: no [[cell]] named '{name}'"));
+                }
+            }
+        }
+        let scales: Vec<Scale> = if self.scales.is_empty() {
+            vec![Scale::Tiny, Scale::Quick, Scale::Standard, Scale::Full]
+        } else {
+            self.scales.keys().copied().collect()
+        };
+        for scale in scales {
+            self.cells_at(scale, None)?;
         }
         Ok(())
     }
@@ -297,61 +211,15 @@ impl ExperimentFile {
     pub(crate) fn cells_at(&self, scale: Scale, file: Option<&Path>) -> Result<Vec<Cell>, String> {
         self.runs_at(scale)?;
         let vars = self.scales.get(&scale);
-        self.cells
-            .iter()
-            .map(|c| {
-                let args = c
-                    .args
-                    .iter()
-                    .map(|a| fill(a, vars))
-                    .collect::<Result<Vec<String>, String>>()
-                    .map_err(|e| format!("[[cell]] '{}' at scale {}: {e}", c.name, scale.name()))?;
-                let estimate = match &c.estimate_s {
-                    Estimate::All(s) => *s,
-                    Estimate::PerScale(m) => *m.get(&scale).ok_or_else(|| {
-                        format!(
-                            "[[cell]] '{}': estimate_s has no value for scale {}",
-                            c.name,
-                            scale.name()
-                        )
-                    })?,
-                };
-                let params = c
-                    .params
-                    .iter()
-                    .map(|(k, v)| {
-                        Ok((k.clone(), serde_json::Value::String(fill(&v.text(), vars)?)))
-                    })
-                    .collect::<Result<serde_json::Map<String, serde_json::Value>, String>>()
-                    .map_err(|e| format!("[[cell]] '{}' params: {e}", c.name))?;
-                let mut cell = Cell::new(&self.name, &c.name, &[], estimate, params.into());
-                cell.args = args;
+        let mut out = Vec::new();
+        for c in &self.cells {
+            if let Some(mut cell) = c.at(&self.name, scale, vars)? {
                 cell.file = file.map(|p| p.display().to_string());
-                Ok(if c.light { cell.light() } else { cell })
-            })
-            .collect()
+                out.push(cell);
+            }
+        }
+        Ok(out)
     }
-}
-
-/// `arg` with every `{NAME}` replaced by the scale's value.
-fn fill(arg: &str, vars: Option<&BTreeMap<String, Value>>) -> Result<String, String> {
-    let mut out = String::new();
-    let mut rest = arg;
-    while let Some(open) = rest.find('{') {
-        out.push_str(&rest[..open]);
-        let after = &rest[open + 1..];
-        let close = after
-            .find('}')
-            .ok_or_else(|| format!("'{arg}' opens '{{' without a closing '}}'"))?;
-        let name = &after[..close];
-        let v = vars.and_then(|m| m.get(name)).ok_or_else(|| {
-            format!("'{arg}' uses {{{name}}}, which this scale's [scales.*] table does not set")
-        })?;
-        out.push_str(&v.text());
-        rest = &after[close + 1..];
-    }
-    out.push_str(rest);
-    Ok(out)
 }
 
 #[cfg(test)]

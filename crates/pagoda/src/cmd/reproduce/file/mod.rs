@@ -3,6 +3,9 @@
 //! rounds and fair neighbours, `--jobs`, independent runs, sharding (`plan`, `cell`,
 //! `report`), tables, plots and `--publish`.
 
+mod cells;
+#[cfg(test)]
+mod dump;
 mod format;
 mod outcome;
 mod section;
@@ -69,7 +72,7 @@ pub fn run(cmd: ExperimentCommand) -> CliResult<()> {
             let f = format::load(&file)?;
             let cells = cells(&f, &file, grid.run.scale)?;
             grid.run.repeats.get_or_insert(f.repeats);
-            let comparisons = comparisons(&f);
+            let comparisons = comparisons(&f, &cells);
             let name = vec![f.name.clone()];
             run::run_grid(&name, &cells, &comparisons, &grid, Some(&f.title), &|dir| {
                 write_report(&f, dir)
@@ -88,7 +91,14 @@ pub fn run(cmd: ExperimentCommand) -> CliResult<()> {
                 .map(|k| seed + k)
                 .collect();
             let report = format!("pagoda experiment report {} {out}", file.display());
-            let plan = super::plan_json(&cells, &comparisons(&f), scale, &seeds, &out, &report);
+            let plan = super::plan_json(
+                &cells,
+                &comparisons(&f, &cells),
+                scale,
+                &seeds,
+                &out,
+                &report,
+            );
             println!("{plan}");
             Ok(())
         }
@@ -125,11 +135,20 @@ fn cells(f: &ExperimentFile, file: &Path, scale: Scale) -> CliResult<Vec<Cell>> 
         .map_err(|e| CliError::Usage(format!("{}: {e}", file.display())))
 }
 
-/// Each comparison's two cells, by id: the scheduler runs them beside the same neighbours.
-fn comparisons(f: &ExperimentFile) -> Vec<Vec<String>> {
+/// Each comparison's cells and each `compared` set, by id, as far as they are among `cells`:
+/// the scheduler runs each set beside the same neighbours.
+fn comparisons(f: &ExperimentFile, cells: &[Cell]) -> Vec<Vec<String>> {
     f.comparisons
         .iter()
-        .map(|k| k.cells.iter().map(|c| format!("{}.{c}", f.name)).collect())
+        .map(|k| k.cells.to_vec())
+        .chain(f.compared.iter().cloned())
+        .map(|set| {
+            set.iter()
+                .map(|c| format!("{}.{c}", f.name))
+                .filter(|id| cells.iter().any(|x| x.id == *id))
+                .collect::<Vec<String>>()
+        })
+        .filter(|set| !set.is_empty())
         .collect()
 }
 
@@ -152,7 +171,7 @@ mod tests {
     #[test]
     fn the_shipped_experiment_files_load_and_their_cells_parse() {
         use clap::Parser as _;
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../experiments");
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("experiments");
         let mut seen = 0;
         for e in std::fs::read_dir(&dir).expect("experiments/") {
             let path = e.expect("an entry").path();
@@ -184,12 +203,83 @@ mod tests {
     #[test]
     fn the_documented_example_is_the_shipped_file() {
         let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-        let file = std::fs::read_to_string(root.join("experiments/flash-cache-sweep.toml"))
-            .expect("the example");
+        let file =
+            std::fs::read_to_string(root.join("crates/pagoda/experiments/flash-cache-sweep.toml"))
+                .expect("the example");
         let doc = std::fs::read_to_string(root.join("docs/reproduce.md")).expect("the doc");
         assert!(
             doc.contains(&format!("```toml\n{file}```")),
             "docs/reproduce.md no longer shows experiments/flash-cache-sweep.toml as shipped"
         );
+    }
+
+    const TITLES: [(&str, &str); 5] = [
+        (
+            "face",
+            "Seed 000: FaCE flash cache, TPC-C on SSD and on HDD RAID-0 data",
+        ),
+        (
+            "dwb-ftl",
+            "Seed 001: LinkBench on an FTL with the double-write stream mixed vs separated",
+        ),
+        (
+            "pipelined-commit",
+            "Seed 002: pipelined vs synchronous commit, update-only YCSB on NVMe and HDD",
+        ),
+        (
+            "atomic-write",
+            "Seed 003: TPC-C with the double-write buffer, no protection, and 16 KiB atomic writes",
+        ),
+        (
+            "buffer-sweep",
+            "Seed 004: YCSB read-only (latest) over buffer sizes on HDD and SSD",
+        ),
+    ];
+
+    /// Writes the seeds' grids as experiment files when `PAGODA_DUMP_SEEDS=1`; else checks
+    /// that each file gives, at every scale, the grid built in code: the same cells in the
+    /// same order with the same arguments, estimates, params and sharing, and the same sets
+    /// of compared cells.
+    #[test]
+    fn dump_seed_grids() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("experiments/seeds");
+        for e in super::super::ALL {
+            let grids: Vec<dump::Grid> = dump::SCALES
+                .iter()
+                .map(|&s| {
+                    let cells = e.cells(s);
+                    let comps = e.comparisons(&cells);
+                    (s, cells, comps)
+                })
+                .collect();
+            let path = dir.join(format!("{}.toml", e.name()));
+            if std::env::var_os("PAGODA_DUMP_SEEDS").is_some() {
+                let title = TITLES.iter().find(|t| t.0 == e.name()).map_or("", |t| t.1);
+                std::fs::write(&path, dump::file(e.name(), title, &grids)).unwrap();
+            }
+            let f = format::load(&path).unwrap_or_else(|err| panic!("{err}"));
+            for (scale, want, want_comps) in &grids {
+                let got = f.cells_at(*scale, None).unwrap();
+                let ids = |v: &[Cell]| v.iter().map(|c| c.id.clone()).collect::<Vec<_>>();
+                assert_eq!(ids(&got), ids(want), "{} at {scale:?}", e.name());
+                for (g, w) in got.iter().zip(want) {
+                    let at = format!("{} at {scale:?}", w.id);
+                    assert_eq!(g.args, w.args, "{at}");
+                    assert_eq!(g.estimate_s, w.estimate_s, "{at}");
+                    assert_eq!(g.params, w.params, "{at}");
+                    assert_eq!(
+                        (g.light, g.together, g.may_fail),
+                        (w.light, w.together, w.may_fail),
+                        "{at}"
+                    );
+                }
+                // A set inside another changes neither the rounds nor their fairness.
+                let mut a = dump::without_subsets(comparisons(&f, &got));
+                let mut b = dump::without_subsets(want_comps.clone());
+                a.sort();
+                b.sort();
+                assert_eq!(a, b, "{} comparisons at {scale:?}", e.name());
+            }
+        }
     }
 }
