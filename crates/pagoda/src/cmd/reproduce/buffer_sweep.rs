@@ -9,18 +9,16 @@ mod advise;
 mod rows;
 mod shapes;
 
-use super::cell::{Cell, CellResult, Scale};
+use super::cell::CellResult;
 use super::regime;
 use super::repeats::{Group, Spread};
 use super::report::{find, fmt_frac, fmt_num, median, Ctx, Section};
 use crate::error::CliResult;
 use crate::plot::{line_chart, LineChart, Series};
 use crate::report::Table;
-use serde_json::json;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-const EXP: &str = "buffer-sweep";
 /// (id, label, device): HDD first.
 const DEVICES: [(&str, &str, &str); 2] = [
     ("hdd", "HDD (hdd-15k)", "hdd-15k,latency=emulate"),
@@ -40,195 +38,12 @@ const HDD_NCQ: (&str, &str, &str) = (
 );
 const PAGE_KIB: u64 = 16;
 const THREADS: &str = "32";
-/// Measured: 10,000 YCSB records (10 fields of 100 B, hashed key order) fill 999 pages of
-/// 16 KiB and 12,000 fill 1,197 (the cold misses of uniform reads through a larger pool).
-const RECORDS_PER_PAGE: u64 = 10;
 /// Random 16 KiB reads per second the emulated 15k-RPM disk serves 32 readers: 446-449 by
 /// `advise`'s probe, 440 while a cold pool fills; taken 10 % low so a warm-up of
 /// `pages / this` seconds fills the pool before the measured window.
 const HDD_FILL_READS_S: f64 = 400.0;
 /// The smallest buffers, where the seed's runs were device-bound: up to 4 of its 12 GB.
 const SMALL_TWELFTHS: u64 = 4;
-
-struct Plan {
-    records: u64,
-    /// The sweep's points in twelfths of the table (the seed's 2..12 GB of ~12 GB).
-    twelfths: &'static [u32],
-    advise_twelfths: u32,
-    /// Warm-up of an SSD cell (it fills any pool here within milliseconds) and of the advise
-    /// run; an HDD cell adds the time its disk takes to fill the pool.
-    warmup_s: f64,
-    duration_s: f64,
-    /// Seconds of an (HDD, SSD) cell besides warm-up and run: start, load, checkpoint, reopen.
-    overhead_s: (f64, f64),
-    /// The advise run in all, its device probes included.
-    advise_s: u64,
-    load_buffer: &'static str,
-}
-
-const ALL_TWELFTHS: [u32; 11] = [2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12];
-
-fn plan(scale: Scale) -> Plan {
-    scale.pick(
-        // Runs, not shapes: too few points for the rules.
-        Plan {
-            records: 2000,
-            twelfths: &[2, 7, 12],
-            advise_twelfths: 6,
-            warmup_s: 0.2,
-            duration_s: 0.5,
-            overhead_s: (1.0, 1.0),
-            advise_s: 6,
-            load_buffer: "64MiB",
-        },
-        // Overheads measured over 3 repeats at load average 8 on 2 cores (other builds
-        // running): 0.7-1.5 s per cell, the advise run 6.4-6.8 s. A 1.5 s window, as the
-        // CPU those builds leave varies from second to second.
-        Plan {
-            records: 10_000,
-            twelfths: &ALL_TWELFTHS,
-            advise_twelfths: 6,
-            warmup_s: 0.3,
-            duration_s: 1.5,
-            overhead_s: (1.0, 1.0),
-            advise_s: 7,
-            load_buffer: "512MiB",
-        },
-        // 4,000 pages (62 MiB), 5 s windows.
-        Plan {
-            records: 40_000,
-            twelfths: &ALL_TWELFTHS,
-            advise_twelfths: 6,
-            warmup_s: 1.0,
-            duration_s: 5.0,
-            overhead_s: (3.0, 3.0),
-            advise_s: 25,
-            load_buffer: "512MiB",
-        },
-        // 24,000 pages (375 MiB); load at the quick scale's ~10,000 records/s.
-        Plan {
-            records: 240_000,
-            twelfths: &ALL_TWELFTHS,
-            advise_twelfths: 6,
-            warmup_s: 10.0,
-            duration_s: 60.0,
-            overhead_s: (30.0, 25.0),
-            advise_s: 110,
-            load_buffer: "1GiB",
-        },
-    )
-}
-
-fn common(p: &Plan, buffer: &str, warmup: &str, duration: &str) -> Vec<String> {
-    [
-        "--workload",
-        "c",
-        "--distribution",
-        "latest",
-        "--records",
-        &p.records.to_string(),
-        "--threads",
-        THREADS,
-        "--warmup",
-        warmup,
-        "--duration",
-        duration,
-        "--buffer",
-        buffer,
-        "--load-buffer",
-        p.load_buffer,
-        // Read-only: the write path does not matter to the measurement; none loads fastest.
-        "--torn",
-        "none",
-        "--log",
-        "mem",
-    ]
-    .iter()
-    .map(ToString::to_string)
-    .collect()
-}
-
-fn secs(s: f64) -> String {
-    format!("{}s", (s * 100.0).round() / 100.0)
-}
-
-/// No ratio divides two of these cells for a verdict: each headline row judges the shape of
-/// one device's curve, or a prediction against each cell. (The table's SSD/HDD column divides
-/// cells of two devices that run apart, the SSD's alone and the disk's four at a time; it is
-/// context, not a verdict.)
-pub(super) fn comparisons(_cells: &[Cell]) -> Vec<Vec<String>> {
-    Vec::new()
-}
-
-pub(super) fn cells(scale: Scale) -> Vec<Cell> {
-    let p = plan(scale);
-    let table = p.records / RECORDS_PER_PAGE;
-    let step = table / 12;
-    let mut out = Vec::new();
-    let ablation = (scale != Scale::Tiny).then_some(HDD_NCQ);
-    for (dev, _, spec) in DEVICES.into_iter().chain(ablation) {
-        // The ablation's cells are the disk's own, so they fill and run as long.
-        let disk = dev.starts_with("hdd");
-        for &i in p.twelfths {
-            let pages = step * u64::from(i);
-            // A cold pool fills one miss at a time: on the disk that takes as long as its
-            // random reads need, and a window that starts before it is full measures the fill.
-            let (warm, overhead) = if disk {
-                (p.warmup_s + pages as f64 / HDD_FILL_READS_S, p.overhead_s.0)
-            } else {
-                (p.warmup_s, p.overhead_s.1)
-            };
-            let mut args = vec!["bench".to_string(), "ycsb".to_string()];
-            args.extend(common(
-                &p,
-                &format!("{}KiB", pages * PAGE_KIB),
-                &secs(warm),
-                &secs(p.duration_s),
-            ));
-            args.extend(["--data".to_string(), spec.to_string()]);
-            let args: Vec<&str> = args.iter().map(String::as_str).collect();
-            let cell = Cell::new(
-                EXP,
-                &format!("{dev}.p{pages:05}"),
-                &args,
-                (overhead + warm + p.duration_s).round() as u64,
-                json!({ "kind": "sweep", "device": dev, "buffer_pages": pages, "twelfths": i,
-                        "table_pages": table, "records": p.records }),
-            );
-            // Below the whole table the disk cells wait on seeks at 3-6 % of the CPU, from
-            // their fill to the end of their window (their load takes 0.1-0.2 s): four at once.
-            out.push(if disk && i < 12 {
-                cell.light_among(4)
-            } else {
-                cell
-            });
-        }
-    }
-    let pages = step * u64::from(p.advise_twelfths);
-    let devices = format!("{},{}", DEVICES[0].2, DEVICES[1].2);
-    let mut args = vec!["advise".to_string(), "buffer".to_string()];
-    args.extend(common(
-        &p,
-        &format!("{}KiB", pages * PAGE_KIB),
-        &secs(p.warmup_s),
-        &secs(p.duration_s),
-    ));
-    args.extend([
-        "--data".to_string(),
-        DEVICES[1].2.to_string(),
-        "--devices".to_string(),
-        devices,
-    ]);
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    out.push(Cell::new(
-        EXP,
-        "advise",
-        &args,
-        p.advise_s,
-        json!({ "kind": "advise", "buffer_pages": pages }),
-    ));
-    out
-}
 
 /// A number each sweep cell gives.
 #[derive(Clone, Copy, Debug)]

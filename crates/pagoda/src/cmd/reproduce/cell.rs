@@ -40,25 +40,6 @@ impl Scale {
             Scale::Full => "full",
         }
     }
-
-    /// Extra `bench tpcc` flags: at the tiny scale a TPC-C database of 2,000 items and 300
-    /// customers per district, which loads in about a second (the test suite's scale).
-    pub(crate) fn tpcc_size(self) -> &'static [&'static str] {
-        match self {
-            Scale::Tiny => &["--items", "2000", "--customers", "300"],
-            _ => &[],
-        }
-    }
-
-    /// Picks the value for this scale.
-    pub(crate) fn pick<T>(self, tiny: T, quick: T, standard: T, full: T) -> T {
-        match self {
-            Scale::Tiny => tiny,
-            Scale::Quick => quick,
-            Scale::Standard => standard,
-            Scale::Full => full,
-        }
-    }
 }
 
 /// One independent run of the grid.
@@ -113,12 +94,14 @@ impl Cell {
     }
 
     /// Marks the cell light (see [`Cell::light`]).
+    #[cfg(test)]
     pub(crate) fn light(mut self) -> Self {
         self.light = true;
         self
     }
 
     /// Marks the cell light, to run with up to `n - 1` other light cells at once.
+    #[cfg(test)]
     pub(crate) fn light_among(mut self, n: usize) -> Self {
         self.light = true;
         self.together = Some(n.max(1));

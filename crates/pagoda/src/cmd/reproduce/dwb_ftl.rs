@@ -6,17 +6,15 @@
 //! one set for everything. Each kind on its own stream is a row beyond the seed. The same
 //! number of requests and the same striping per stream for all.
 
-use super::cell::{Cell, CellResult, Scale};
+use super::cell::CellResult;
 use super::regime;
 use super::repeats::{self, Group, Spread};
 use super::report::{find, fmt_change, fmt_num, ratio, Band, Ctx, Headline, Section};
 use crate::error::CliResult;
 use crate::plot::{bar_chart, BarChart};
 use crate::report::Table;
-use serde_json::json;
 use std::fmt::Write as _;
 
-const EXP: &str = "dwb-ftl";
 /// One stream for everything (the seed's original FTL).
 const ONE: &str = "one-stream";
 /// The seed's custom FTL: the engine tags log 1, data 2 and the double-write area 3 on a
@@ -25,12 +23,6 @@ const ONE: &str = "one-stream";
 const DW: &str = "dw-separated";
 /// Beyond the seed: log, data, double-write area and fill each on their own write points.
 const FOUR: &str = "four-streams";
-/// (mode, the device's stream keys).
-const MODES: [(&str, &str); 3] = [
-    (ONE, "streams=1"),
-    (DW, "streams=4,separate=3"),
-    (FOUR, "streams=4"),
-];
 /// The stream the double-write area lands in with `DW` and `FOUR`.
 const DW_STREAM: &str = "devices/data/streams/3";
 /// The seed's columns: flash reads, writes, GC, copybacks, ops/s (original, custom FTL).
@@ -44,100 +36,6 @@ const SEED_TX: f64 = 5_100_000.0;
 const BASE: &str = "base";
 const SEED_SHARE: &str = "seed-share";
 const COLUMNS: [&str; 5] = ["flash reads", "flash writes", "GC", "copybacks", "ops/s"];
-
-/// The drive's 1 MiB block (the preset uses 64 KiB ones at every capacity): what separating
-/// the double-write stream saves is how often short- and long-lived pages share a victim
-/// block, so the block keeps its real size; four write points per stream leave the spare
-/// blocks for it at 512 MiB.
-fn device(streams: &str, capacity: &str) -> String {
-    format!(
-        "sata-ssd,capacity={capacity},op=0.1,{streams},stripe=4,pages_per_block=128,\
-         precondition=1,latency=emulate"
-    )
-}
-
-pub(super) fn cells(scale: Scale) -> Vec<Cell> {
-    // Requests: enough that the window spans the log's checkpoints and the counters settle.
-    // Measured with `latency=count` (the same counters, a function of the seed), seeds 1-3
-    // at quick: at 6,000 requests no checkpoint has written pages back yet (double-write
-    // copies 6 % of the host writes, separated vs one stream -7 % to +7 % copybacks); from
-    // 12,000 on each arm's copyback share stays within 3 points (one stream 81-82 % at 12,000,
-    // 79-80 % at 24,000, 77-79 % at 36,000) and the change within its seed-to-seed spread
-    // (-14 to -20 %, -15 to -18 %, -14 to -19 %). GC runs per request settle from 24,000 on
-    // (12,000 counts the first checkpoint's burst: 37-39 per 1,000 against 28-30). Buffer:
-    // the double-write copies are 20-21 % of the host writes at 11 MiB (the seed's 11.5 %);
-    // the ablation's 13 MiB gives 16-17 %, the least a buffer reaches here (above it the data
-    // fits and only checkpoints write pages).
-    let (nodes, requests, capacity, buffer_kib, share_kib, estimate) = scale.pick(
-        ("2000", "2000", "512MiB", 1024u32, 1056u32, 8u64),
-        ("10000", "12000", "512MiB", 11 * 1024, 13 * 1024, 38),
-        ("50000", "40000", "1GiB", 50 * 1024, 52 * 1024, 150),
-        ("200000", "200000", "4GiB", 32 * 1024, 33 * 1024, 900),
-    );
-    let variants = [(BASE, buffer_kib), (SEED_SHARE, share_kib)];
-    variants
-        .iter()
-        .flat_map(|v| MODES.iter().map(move |m| (*v, *m)))
-        // The ablation is of the seed's rows only.
-        .filter(|((variant, _), (mode, _))| *variant == BASE || *mode != FOUR)
-        .map(|((variant, kib), (mode, streams))| {
-            let dev = device(streams, capacity);
-            let buffer = format!("{kib}KiB");
-            let name = if variant == BASE {
-                mode.to_string()
-            } else {
-                format!("{mode}.{variant}")
-            };
-            Cell::new(
-                EXP,
-                &name,
-                &[
-                    "bench",
-                    "linkbench",
-                    "--nodes",
-                    nodes,
-                    "--requests",
-                    requests,
-                    "--mix",
-                    "seed-001",
-                    // One client and no background thread: the I/O sequence, and so every
-                    // FTL counter, is a function of the seed (the same run after run).
-                    "--threads",
-                    "1",
-                    "--no-background",
-                    // A buffer well below the data, so that pages are written back all the
-                    // time; loaded with a larger one, then reopened with the counters zeroed.
-                    "--buffer",
-                    &buffer,
-                    "--load-buffer",
-                    "64MiB",
-                    // The seed's baseline: InnoDB's double-write buffer, every page copied.
-                    "--torn",
-                    "doublewrite-full",
-                    "--data",
-                    &dev,
-                    // The log on the same SSD (its last 64 MiB), as InnoDB's files shared one
-                    // drive in the seed: log writes then make up most host writes, the
-                    // double-write copies a share of them.
-                    "--log",
-                    "data-partition,size=64MiB",
-                ],
-                // Less GC, less emulated time: measured at quick, the five cells at once at a
-                // load average of 7: one stream 38 s, the seed's separation 34 s, four 23 s.
-                match mode {
-                    ONE => estimate,
-                    DW => estimate * 9 / 10,
-                    _ => estimate * 6 / 10,
-                },
-                json!({ "mode": mode, "variant": variant, "streams": streams, "nodes": nodes, "requests": requests }),
-            )
-            // One client waiting on the SSD at about 5 % of a core (3-5 % of the window, the
-            // load under 0.6 s), so the five cells of a round run at once; its FTL counters
-            // are a function of the seed whatever runs beside it.
-            .light_among(5)
-        })
-        .collect()
-}
 
 /// The seed's five columns from a result (flash pages for reads and writes, as the seed).
 fn columns(r: &Group) -> [Option<f64>; 5] {
@@ -476,6 +374,12 @@ fn seed_share_ablation(results: &[&CellResult]) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cmd::reproduce::cell::Scale;
+    use crate::cmd::reproduce::file::seed_grid;
+
+    fn cells(scale: Scale) -> Vec<crate::cmd::reproduce::cell::Cell> {
+        seed_grid("dwb-ftl", scale).0
+    }
 
     /// The headline compares the seed's treatment (only the double-write area apart) with one
     /// stream; the four-way split is its own cell, and the ablation covers the seed's arms.

@@ -114,38 +114,15 @@ impl Experiment {
         }
     }
 
+    /// The experiment's cells at `scale`, from its file in `experiments/seeds/`.
     fn cells(self, scale: Scale) -> Vec<Cell> {
-        let mut cells = match self {
-            Experiment::Face => face::cells(scale),
-            Experiment::DwbFtl => dwb_ftl::cells(scale),
-            Experiment::PipelinedCommit => pipelined::cells(scale),
-            Experiment::AtomicWrite => atomic::cells(scale),
-            Experiment::BufferSweep => buffer_sweep::cells(scale),
-        };
-        // No cell measures its load: on emulated devices it runs at CPU speed and leaves them
-        // as a timed load would (a seed-000 TPC-C cell spent 15 of its 24 s loading).
-        for c in &mut cells {
-            let loads = c.args.first().is_some_and(|a| a == "bench")
-                && !c.args.iter().any(|a| a == "--run-only");
-            if loads && c.args.iter().any(|a| a.contains("latency=emulate")) {
-                c.args.push("--fast-load".to_string());
-            }
-        }
-        cells
+        file::seed_grid(self.name(), scale).0
     }
 
     /// The cells of `cells` (this experiment's) whose figures form one ratio: the scheduler
     /// runs each comparison's cells with the same neighbours (see `schedule`).
     fn comparisons(self, cells: &[Cell]) -> Vec<Vec<String>> {
-        match self {
-            Experiment::Face => face::comparisons(cells),
-            // Its module declares none: all its cells count as one comparison, which runs
-            // them in one unit (its four light cells) or each alone; fair either way.
-            Experiment::DwbFtl => vec![cells.iter().map(|c| c.id.clone()).collect()],
-            Experiment::PipelinedCommit => pipelined::comparisons(cells),
-            Experiment::AtomicWrite => atomic::comparisons(cells),
-            Experiment::BufferSweep => buffer_sweep::comparisons(cells),
-        }
+        file::seed_comparisons(self.name(), cells)
     }
 
     fn section(self, ctx: &report::Ctx, results: &[&CellResult]) -> CliResult<report::Section> {

@@ -7,17 +7,15 @@
 //! threads, so its flush took well under 100 µs), a 15k-RPM disk at 16 threads (no gain in
 //! the seed), the sync path's phase breakdown and CPU use beside the seed's.
 
-use super::cell::{Cell, CellResult, Scale};
+use super::cell::CellResult;
 use super::repeats::Spread;
 use super::repeats::{self, Group};
 use super::report::{find, fmt_num, ratio, Band, Ctx, Headline, Section};
 use crate::error::CliResult;
 use crate::plot::{line_chart, LineChart, Series};
 use crate::report::Table;
-use serde_json::json;
 use std::fmt::Write as _;
 
-const EXP: &str = "pipelined-commit";
 /// (name, label, device).
 const DEVICES: [(&str, &str, &str); 3] = [
     ("nvme", "nvme-ssd", "nvme-ssd,latency=emulate"),
@@ -58,141 +56,6 @@ const PHASES: [(&str, f64); 4] = [
     ("log_release", 13.8),
     ("log_cond_wait", 69.0),
 ];
-
-/// (device, mode, threads) of each cell at a scale: on nvme-ssd at 4 threads every depth
-/// (how the gain moves with commits per sync), sync against the deep window at 8 (CPU) and
-/// 16 threads, the same with a power-loss-protected cache, and the disk at 16 threads.
-fn grid(scale: Scale) -> Vec<(&'static str, &'static str, u32)> {
-    let mut g = vec![("nvme", "sync", 4), ("nvme", "d1", 4), ("nvme", "d32", 4)];
-    if scale != Scale::Tiny {
-        g.push(("nvme", "d4", 4));
-        for t in [8, 16] {
-            g.push(("nvme", "sync", t));
-            g.push(("nvme", "d32", t));
-        }
-        // The 16-thread row's ablation: the 4-thread row's 128 commits in flight in all.
-        g.push(("nvme", "d8", 16));
-        g.push(("nvme-plp", "sync", 4));
-        g.push(("nvme-plp", "d32", 4));
-        // The CPU row's ablation: the seed's clients per core (8 on 16 cores), 1 on 2 here.
-        g.push(("nvme", "sync", 1));
-        g.push(("nvme", "d32", 1));
-    }
-    g.push(("hdd", "sync", 16));
-    g.push(("hdd", "d32", 16));
-    g
-}
-
-pub(super) fn cells(scale: Scale) -> Vec<Cell> {
-    let (records, duration, estimate) = scale.pick(
-        ("2000", "1s", 4u64),
-        // 1 s holds 1,400 (1 thread, sync) to 100,000 commits; 1.5 s windows gave the same
-        // ratios (4 threads: 13.46-13.67x) at a minute more per run.
-        ("10000", "1s", 3),
-        ("100000", "10s", 15),
-        ("1000000", "60s", 90),
-    );
-    grid(scale)
-        .into_iter()
-        .map(|(dev, mode, t)| {
-            let spec = DEVICES.iter().find(|d| d.0 == dev).map_or("", |d| d.2);
-            let flags = MODES.iter().find(|m| m.0 == mode).map_or(&[][..], |m| m.2);
-            let ts = t.to_string();
-            // The disk runs about 150 tx/s: 1.5 s windows held ~225 transactions, and the
-            // ratio of three seeds spread 0.67-0.96; 4 s windows gave 0.85-1.11, then
-            // 0.84-1.05 and 0.87-1.27 in two quick runs at 58c7089.
-            // 16 threads keep 512 commits in flight: over 1 s after 500 ms of warm-up their
-            // ratio spread 4.96-8.26x (quick run at 35f33d4), over 1.5 s after 1 s 7.93-9.16x.
-            let (duration, warmup) = match (dev, scale) {
-                ("hdd", Scale::Quick) => ("12s", "1s"),
-                (_, Scale::Quick) if t >= 16 => ("1500ms", "1s"),
-                // The log ring needs no warming (the table is in the buffer).
-                (_, Scale::Quick) => (duration, "500ms"),
-                _ => (duration, "1s"),
-            };
-            let mut args = vec![
-                "bench",
-                "ycsb",
-                "--workload",
-                "update-only",
-                "--records",
-                records,
-                "--threads",
-                &ts,
-                "--duration",
-                duration,
-                "--warmup",
-                warmup,
-            ];
-            // Seed 002's 20-byte keys (no longer update-only's default key space).
-            args.extend(["--insert-order", "ordered", "--zero-padding", "16"]);
-            let mut log = spec.to_string();
-            if dev == "hdd" {
-                // The seed's data/buffer ratio (5 GB cache, 50 GB of data): ~10.5 MiB of
-                // records over a 1 MiB buffer at quick. With 4 MiB (data 2.6x the buffer,
-                // hit ratio 0.90) pipelined gained 1.38x (1.26-1.38) against the seed's none. A 64 MiB log ring: each open scans the whole ring, which took
-                // 7 s of a cell's 18 on the disk with the 1 GiB device's ring.
-                args.extend([
-                    "--buffer",
-                    scale.pick("1MiB", "1MiB", "10MiB", "100MiB"),
-                    "--load-buffer",
-                    "256MiB",
-                    "--log-size",
-                    "64MiB",
-                ]);
-
-                log = "hdd-15k,capacity=1GiB,latency=emulate".to_string();
-            } else {
-                // The table in the buffer: the run measures the log.
-                args.extend(["--buffer", scale.pick("512MiB", "512MiB", "1GiB", "2GiB")]);
-            }
-            args.extend(flags);
-            let mut args: Vec<String> = args.iter().map(ToString::to_string).collect();
-            args.extend(["--data".into(), spec.into(), "--log".into(), log]);
-            let mut c = Cell::new(
-                EXP,
-                &format!("{dev}.{mode}.t{t:02}"),
-                &[],
-                // The disk cells' load and log are small; 4.0-4.4 s at quick with 1.5 s
-                // windows, 5.4-5.6 s with 4 s windows.
-                if dev == "hdd" && scale == Scale::Quick {
-                    14
-                } else if dev == "hdd" {
-                    estimate + estimate / 2
-                } else if t >= 16 && scale == Scale::Quick {
-                    estimate + 1
-                } else {
-                    estimate
-                },
-                json!({ "device": dev, "mode": mode, "threads": t }),
-            );
-            c.args = args;
-            // The disk cells wait on seeks at 4-5 % of the CPU.
-            if dev == "hdd" {
-                c.light()
-            } else {
-                c
-            }
-        })
-        .collect()
-}
-
-/// The cells each ratio divides: every mode at one thread count on one device (on the NVMe
-/// SSD with and without a power-loss-protected cache, whose gains the PLP row divides), and
-/// the same-total-in-flight row's 4-thread pipelined cell with the 16-thread sync one.
-pub(super) fn comparisons(cells: &[Cell]) -> Vec<Vec<String>> {
-    let mut out = super::schedule::comparisons_by(cells, |c| {
-        let dev = c.params["device"].as_str().unwrap_or("");
-        let family = if dev.starts_with("nvme") { "nvme" } else { dev };
-        Some(format!("{family}.{}", c.params["threads"]))
-    });
-    let id = |dev: &str, mode: &str, t: u32| format!("{EXP}.{dev}.{mode}.t{t:02}");
-    let same_total = [id("nvme", "d4", 4), id("nvme", "sync", 16)];
-    if same_total.iter().all(|x| cells.iter().any(|c| c.id == *x)) {
-        out.push(same_total.to_vec());
-    }
-    out
-}
 
 fn tps(results: &[&CellResult], dev: &str, mode: &str, t: u32) -> Option<f64> {
     find(

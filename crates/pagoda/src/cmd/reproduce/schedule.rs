@@ -221,27 +221,6 @@ pub(crate) fn wall_estimate_s(cells: &[Cell], comparisons: &[Vec<String>], jobs:
         .sum()
 }
 
-/// The comparisons of `cells` as the cells that share a key (`None`: in no comparison), each
-/// group in the cells' order: for experiments whose ratios divide cells of one setting.
-pub(crate) fn comparisons_by(
-    cells: &[Cell],
-    key: impl Fn(&Cell) -> Option<String>,
-) -> Vec<Vec<String>> {
-    let mut keys: Vec<String> = Vec::new();
-    let mut out: Vec<Vec<String>> = Vec::new();
-    for c in cells {
-        let Some(k) = key(c) else { continue };
-        match keys.iter().position(|x| *x == k) {
-            Some(i) => out[i].push(c.id.clone()),
-            None => {
-                keys.push(k);
-                out.push(vec![c.id.clone()]);
-            }
-        }
-    }
-    out
-}
-
 /// A run of cells the order keeps together: the cells of one comparison (linked through
 /// shared cells), at the place of the first of them, or one cell that is in none.
 struct Block<'a> {

@@ -4,8 +4,6 @@
 //! `report`), tables, plots and `--publish`.
 
 mod cells;
-#[cfg(test)]
-mod dump;
 mod format;
 mod outcome;
 mod section;
@@ -17,6 +15,7 @@ use crate::error::{CliError, CliResult};
 use clap::Subcommand;
 use format::ExperimentFile;
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 
 /// `pagoda experiment ...`
 #[derive(Debug, Subcommand)]
@@ -130,6 +129,66 @@ pub fn run(cmd: ExperimentCommand) -> CliResult<()> {
     }
 }
 
+/// The seeds' experiment files, in the binary: `reproduce` runs from anywhere.
+const SEEDS: [(&str, &str); 5] = [
+    (
+        "face",
+        include_str!("../../../../experiments/seeds/face.toml"),
+    ),
+    (
+        "dwb-ftl",
+        include_str!("../../../../experiments/seeds/dwb-ftl.toml"),
+    ),
+    (
+        "pipelined-commit",
+        include_str!("../../../../experiments/seeds/pipelined-commit.toml"),
+    ),
+    (
+        "atomic-write",
+        include_str!("../../../../experiments/seeds/atomic-write.toml"),
+    ),
+    (
+        "buffer-sweep",
+        include_str!("../../../../experiments/seeds/buffer-sweep.toml"),
+    ),
+];
+
+/// The seed experiment `name`'s file, parsed once. The files are part of the binary and a
+/// test loads each, so a failure here is a build that skipped the tests.
+fn seed_file(name: &str) -> &'static ExperimentFile {
+    static FILES: OnceLock<Vec<(&'static str, ExperimentFile)>> = OnceLock::new();
+    let files = FILES.get_or_init(|| {
+        SEEDS
+            .iter()
+            .map(|(n, text)| {
+                let f = format::parse(text)
+                    .unwrap_or_else(|e| panic!("experiments/seeds/{n}.toml: {e}"));
+                (*n, f)
+            })
+            .collect()
+    });
+    &files
+        .iter()
+        .find(|(n, _)| *n == name)
+        .unwrap_or_else(|| panic!("no seed experiment '{name}'"))
+        .1
+}
+
+/// The seed experiment `name`'s cells at `scale`, and the sets its ratios compare.
+pub(crate) fn seed_grid(name: &str, scale: Scale) -> (Vec<Cell>, Vec<Vec<String>>) {
+    let f = seed_file(name);
+    let cells = f
+        .cells_at(scale, None)
+        .unwrap_or_else(|e| panic!("experiments/seeds/{name}.toml: {e}"));
+    let comps = comparisons(f, &cells);
+    (cells, comps)
+}
+
+/// The sets of `cells` (of seed experiment `name`) its ratios compare.
+pub(crate) fn seed_comparisons(name: &str, cells: &[Cell]) -> Vec<Vec<String>> {
+    comparisons(seed_file(name), cells)
+}
+
 fn cells(f: &ExperimentFile, file: &Path, scale: Scale) -> CliResult<Vec<Cell>> {
     f.cells_at(scale, Some(file))
         .map_err(|e| CliError::Usage(format!("{}: {e}", file.display())))
@@ -211,75 +270,5 @@ mod tests {
             doc.contains(&format!("```toml\n{file}```")),
             "docs/reproduce.md no longer shows experiments/flash-cache-sweep.toml as shipped"
         );
-    }
-
-    const TITLES: [(&str, &str); 5] = [
-        (
-            "face",
-            "Seed 000: FaCE flash cache, TPC-C on SSD and on HDD RAID-0 data",
-        ),
-        (
-            "dwb-ftl",
-            "Seed 001: LinkBench on an FTL with the double-write stream mixed vs separated",
-        ),
-        (
-            "pipelined-commit",
-            "Seed 002: pipelined vs synchronous commit, update-only YCSB on NVMe and HDD",
-        ),
-        (
-            "atomic-write",
-            "Seed 003: TPC-C with the double-write buffer, no protection, and 16 KiB atomic writes",
-        ),
-        (
-            "buffer-sweep",
-            "Seed 004: YCSB read-only (latest) over buffer sizes on HDD and SSD",
-        ),
-    ];
-
-    /// Writes the seeds' grids as experiment files when `PAGODA_DUMP_SEEDS=1`; else checks
-    /// that each file gives, at every scale, the grid built in code: the same cells in the
-    /// same order with the same arguments, estimates, params and sharing, and the same sets
-    /// of compared cells.
-    #[test]
-    fn dump_seed_grids() {
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("experiments/seeds");
-        for e in super::super::ALL {
-            let grids: Vec<dump::Grid> = dump::SCALES
-                .iter()
-                .map(|&s| {
-                    let cells = e.cells(s);
-                    let comps = e.comparisons(&cells);
-                    (s, cells, comps)
-                })
-                .collect();
-            let path = dir.join(format!("{}.toml", e.name()));
-            if std::env::var_os("PAGODA_DUMP_SEEDS").is_some() {
-                let title = TITLES.iter().find(|t| t.0 == e.name()).map_or("", |t| t.1);
-                std::fs::write(&path, dump::file(e.name(), title, &grids)).unwrap();
-            }
-            let f = format::load(&path).unwrap_or_else(|err| panic!("{err}"));
-            for (scale, want, want_comps) in &grids {
-                let got = f.cells_at(*scale, None).unwrap();
-                let ids = |v: &[Cell]| v.iter().map(|c| c.id.clone()).collect::<Vec<_>>();
-                assert_eq!(ids(&got), ids(want), "{} at {scale:?}", e.name());
-                for (g, w) in got.iter().zip(want) {
-                    let at = format!("{} at {scale:?}", w.id);
-                    assert_eq!(g.args, w.args, "{at}");
-                    assert_eq!(g.estimate_s, w.estimate_s, "{at}");
-                    assert_eq!(g.params, w.params, "{at}");
-                    assert_eq!(
-                        (g.light, g.together, g.may_fail),
-                        (w.light, w.together, w.may_fail),
-                        "{at}"
-                    );
-                }
-                // A set inside another changes neither the rounds nor their fairness.
-                let mut a = dump::without_subsets(comparisons(&f, &got));
-                let mut b = dump::without_subsets(want_comps.clone());
-                a.sort();
-                b.sort();
-                assert_eq!(a, b, "{} comparisons at {scale:?}", e.name());
-            }
-        }
     }
 }
