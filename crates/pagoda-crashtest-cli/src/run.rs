@@ -83,7 +83,7 @@ pub struct CrashtestArgs {
     /// is made. A file that a crashtest did not write is refused before the run.
     #[arg(long, value_name = "FILE")]
     publish: Option<PathBuf>,
-    /// Put a flash cache (seed 000) between the buffer pool and the data device, on this
+    /// Put a FaCE flash cache between the buffer pool and the data device, on this
     /// emulated device (mem, or a preset such as sata-ssd); power is cut on it too.
     #[arg(long, value_name = "DEVICE")]
     flash_cache: Option<String>,
@@ -95,8 +95,8 @@ pub struct CrashtestArgs {
     /// Flash cache replacement policy: face | face-gsc | lru.
     #[arg(long, value_name = "POLICY")]
     flash_cache_policy: Option<FlashPolicy>,
-    /// Which pages the flash cache keeps: dirty | all (default dirty, the seed's "FaCE Dirty
-    /// Only").
+    /// Which pages the flash cache keeps: dirty | all (default dirty, the FaCE paper's "FaCE
+    /// Dirty Only").
     #[arg(long, value_name = "PAGES")]
     flash_cache_pages: Option<FlashPages>,
     /// Faults beyond power cuts, comma-separated (or all): bitrot, eio-read, eio-write,

@@ -8,7 +8,7 @@
 //! operation, and abandon the engine. In half the cycles, unflushed 4 KiB sectors may also tear
 //! at 512-byte granularity. A final recovery verifies the last cycle.
 //!
-//! With [`CrashTestOptions::flash_cache`], a flash cache (seed 000) sits between the buffer pool
+//! With [`CrashTestOptions::flash_cache`], a FaCE flash cache sits between the buffer pool
 //! and the data device, on a third device that the same switch cuts; the harness then also
 //! checks after each recovery that no flash slot holds a version older than the data device's
 //! (a stale version would be served), and detected corruption fails the run in every torn mode
@@ -72,7 +72,7 @@ pub const FLASH_CACHE_MIN_BATCHES: u64 = 5;
 /// The smallest log ring the engine takes.
 pub const MIN_LOG_BYTES: u64 = 256 << 10;
 
-/// A flash cache under test (seed 000).
+/// A flash cache (FaCE) under test.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CrashFlashCache {
     /// The cache device. `None`: a RAM device (`mem`, without atomic writes, so that its slots

@@ -1,5 +1,5 @@
 #![allow(clippy::unwrap_used)]
-//! Power-cut crash tests with a flash cache (seed 000) between the buffer pool and the data
+//! Power-cut crash tests with a FaCE flash cache between the buffer pool and the data
 //! device: every policy, torn mode none (the flash cache replaces the double-write buffer, so
 //! a torn page must never be detected, let alone used), cuts on the cache device too; the
 //! harness's flash instruments; and the proof that the crash test can fail there: each flash

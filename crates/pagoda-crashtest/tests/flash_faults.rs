@@ -1,5 +1,5 @@
 #![allow(clippy::unwrap_used)]
-//! Faults beyond power cuts with a flash cache (seed 000): every fault kind mixed with power
+//! Faults beyond power cuts with a FaCE flash cache: every fault kind mixed with power
 //! cuts on four threads never costs an acknowledged commit, never serves a wrong value, and
 //! never leaves a database that refuses to open for a reason other than the fault's own
 //! detection. Then the flash cache's refusal to write after a failed write is removed by its

@@ -2,7 +2,8 @@
 //!
 //! [`IoQueue`] wraps any device. Single requests pass straight through (and are counted). A batch
 //! given to [`IoQueue::submit_writes`] is sorted by address and adjacent writes are merged into
-//! larger requests, as a block-layer elevator does, under the rules of seed 003:
+//! larger requests, as a block-layer elevator does, under the rules of the 16 KiB atomic-write
+//! paper:
 //!
 //! * a write is merged with the one right after it only when they are contiguous, on the same
 //!   stream, and the merged request is at most `max_request_bytes`;

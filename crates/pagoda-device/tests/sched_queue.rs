@@ -1,4 +1,4 @@
-//! Tests of the merging I/O queue: merge counts, the atomic rule of seed 003, streams, size
+//! Tests of the merging I/O queue: merge counts, the rule for 16 KiB atomic writes, streams, size
 //! limits, and equivalence with issuing each write alone.
 
 #![allow(clippy::unwrap_used)] // tests fail loudly on purpose

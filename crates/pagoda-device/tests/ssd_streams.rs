@@ -1,6 +1,6 @@
-//! Stream separation (seed 001): on a hot/cold pattern, tagging hot writes with their own
-//! stream keeps hot and cold data in different blocks, so GC finds emptier victims and moves
-//! fewer valid units than with one stream.
+//! Stream separation (the DWB-FTL paper's technique): on a hot/cold pattern, tagging hot writes
+//! with their own stream keeps hot and cold data in different blocks, so GC finds emptier victims
+//! and moves fewer valid units than with one stream.
 
 use pagoda_device::ssd::synth::{run, Pattern};
 use pagoda_device::ssd::{Ssd, SsdConfig};
@@ -95,7 +95,7 @@ fn sequential_writes_need_almost_no_copyback() {
     assert!(s.waf < 1.05, "{s:?}");
 }
 
-/// `separate=3` (seed 001's FTL): writes tagged 3 keep write points of their own, writes
+/// `separate=3` (the DWB-FTL paper's FTL): writes tagged 3 keep write points of their own, writes
 /// tagged 0, 1 and 2 share stream 0's, and the counters are kept by where a write lands.
 #[test]
 fn separate_keeps_only_the_named_stream_apart() {

@@ -1,4 +1,4 @@
-//! Restart figures of the flash cache (seed 000): recovery time after a power cut with and
+//! Restart figures of the FaCE flash cache: recovery time after a power cut with and
 //! without a flash cache (and how much of it was the directory rebuild), then, after a clean
 //! close, the open time and the hit ratios of the first reads with the cache warm, cold, and
 //! without one. Data on an emulated 15k-RPM disk, log and flash cache on emulated SATA SSDs,

@@ -1,4 +1,4 @@
-//! Options of the flash cache tier (seed 000): which device, how large, which policy.
+//! Options of the FaCE flash cache tier: which device, how large, which policy.
 
 use crate::error::{Error, Result};
 use pagoda_device::DeviceRef;
@@ -51,7 +51,7 @@ impl fmt::Display for FlashPolicy {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum FlashPages {
-    /// Only dirty pages (the seed's "FaCE Dirty Only").
+    /// Only dirty pages (the FaCE paper's "FaCE Dirty Only").
     #[default]
     Dirty,
     /// Dirty pages and clean pages evicted from DRAM.

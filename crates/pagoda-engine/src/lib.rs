@@ -77,7 +77,7 @@ pub use pipeline::{CommitInfo, CommitTicket};
 pub mod stats {
     pub use crate::check::CheckReport;
     pub use crate::db::{BufferStats, CheckpointInfo, DbStats, FlashCacheStats, RecoveryStats};
-    pub use crate::profile::{CpuClock, CpuUsage, PhaseStat, ProfileStats, Seed002Phases};
+    pub use crate::profile::{CpuClock, CpuUsage, LogPathPhases, PhaseStat, ProfileStats};
 }
 
 /// Size limits of keys and values.

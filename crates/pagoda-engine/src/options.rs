@@ -11,7 +11,8 @@ use std::time::Duration;
 use crate::flash_options::same_device;
 pub use crate::flash_options::{FlashCacheOptions, FlashPages, FlashPolicy};
 
-/// Torn-write protection of data pages (seed 003).
+/// Torn-write protection of data pages: the double-write area, 16 KiB (page-sized) atomic
+/// writes, or none.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, serde::Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum TornMode {
@@ -21,7 +22,7 @@ pub enum TornMode {
     #[default]
     Doublewrite,
     /// Every flushed page is copied to the double-write area first, as InnoDB does; the
-    /// seeds' baseline. Same on-disk layout and recovery as `Doublewrite`: a database opens
+    /// papers' baseline. Same on-disk layout and recovery as `Doublewrite`: a database opens
     /// in either of the two.
     DoublewriteFull,
     /// One atomic device write per page; refused at open unless the device's atomic unit
@@ -111,7 +112,7 @@ pub enum CommitMode {
     /// and sync the log themselves.
     #[default]
     Sync,
-    /// Pipelined (asynchronous) commit, seed 002: [`crate::WriteTxn::commit_pipelined`] returns at
+    /// Pipelined (asynchronous) commit: [`crate::WriteTxn::commit_pipelined`] returns at
     /// once with a [`crate::CommitTicket`]; a dedicated flush thread per database writes and
     /// syncs the log, and resolves the ticket once the commit is durable. Until then the
     /// transaction is not committed: its effects are invisible to other transactions. Nothing
@@ -232,7 +233,7 @@ pub struct DbOptions {
     pub(crate) observer: Option<Observer>,
     /// One safety step removed on purpose (only for `pagoda crashtest --sabotage`).
     pub(crate) sabotage: Option<Sabotage>,
-    /// A flash cache between the buffer pool and the data device (seed 000), if any.
+    /// A flash cache between the buffer pool and the data device (FaCE), if any.
     pub(crate) flash_cache: Option<FlashCacheOptions>,
 }
 
@@ -476,7 +477,7 @@ impl DbOptions {
         self
     }
 
-    /// Puts a flash cache between the buffer pool and the data device (seed 000).
+    /// Puts a FaCE flash cache between the buffer pool and the data device.
     pub fn flash_cache(mut self, fc: FlashCacheOptions) -> Self {
         self.flash_cache = Some(fc);
         self

@@ -1,6 +1,6 @@
-//! Pipelined (asynchronous) commit, seed 002: a committing thread appends its record and gets a
-//! [`CommitTicket`] at once; the database's flush thread writes and syncs the log and resolves
-//! the tickets whose records became durable.
+//! Pipelined (asynchronous) commit, as the WiredTiger paper proposes: a committing thread appends
+//! its record and gets a [`CommitTicket`] at once; the database's flush thread writes and syncs the
+//! log and resolves the tickets whose records became durable.
 //!
 //! A pending commit (ticket not resolved) is *not committed*: its versions are in the MVCC
 //! chains (so a later writer of the same key conflicts with it, first committer wins) but the

@@ -1,8 +1,8 @@
-//! Per-phase time of transactions and of the log path (seed 002's tables), cheap enough to
-//! leave on: one clock read at each phase boundary and one relaxed atomic add per phase.
-//! The clock is the CPU's time-stamp counter where it is usable (quanta falls back to the
-//! system clock elsewhere): a read costs a third of `Instant::now` on a VM, and a point read
-//! crosses four phase boundaries. Ticks are summed and turned into time only in the table.
+//! Per-phase time of transactions and of the log path (the WiredTiger paper's tables), cheap enough
+//! to leave on: one clock read at each phase boundary and one relaxed atomic add per phase. The
+//! clock is the CPU's time-stamp counter where it is usable (quanta falls back to the system clock
+//! elsewhere): a read costs a third of `Instant::now` on a VM, and a point read crosses four phase
+//! boundaries. Ticks are summed and turned into time only in the table.
 
 use crate::striped::Striped;
 use std::sync::OnceLock;
@@ -93,20 +93,21 @@ pub struct ProfileStats {
     pub phases: Vec<PhaseStat>,
 }
 
-/// Seed 002's four phases of WiredTiger's log path, from ours (times in ms, or fractions of
-/// their sum, as the seed gives them):
+/// The four phases of WiredTiger's log path (its consolidation array), as the pipelined-commit
+/// paper measures them, from ours (times in ms, or fractions of their sum, as the paper gives
+/// them):
 ///
-/// | seed 002 (WiredTiger) | what it is there | ours |
+/// | WiredTiger | what it is there | ours |
 /// |---|---|---|
 /// | `slot_join` | copy the record into the open slot | `log.join` |
 /// | `slot_wait` | the slot's leader waits for the slot to close | `log.gather` (a round's leader waits for committers to join) + `log.wait_slot` (waiting for the round in flight, which does not carry this record, to end) |
 /// | `log_release` | the last one out writes and syncs the slot | `log.write` + `log.sync` (this thread writes the slots / syncs the device) |
 /// | `log_cond_wait` | the others wait on a condition variable for that sync | `log.wait_sync` (waiting for a sync another thread issued) |
 ///
-/// Our commit lock and apply (`commit.lock`, `commit.apply`) have no counterpart in the seed's
+/// Our commit lock and apply (`commit.lock`, `commit.apply`) have no counterpart in WiredTiger's
 /// four and are left out.
 #[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize)]
-pub struct Seed002Phases {
+pub struct LogPathPhases {
     /// Joining a slot.
     pub slot_join: f64,
     /// Waiting for the slot's leader.
@@ -117,7 +118,7 @@ pub struct Seed002Phases {
     pub log_cond_wait: f64,
 }
 
-impl Seed002Phases {
+impl LogPathPhases {
     /// The same phases as fractions of their sum (all 0 when nothing was measured).
     pub fn fractions(&self) -> Self {
         let sum = self.slot_join + self.slot_wait + self.log_release + self.log_cond_wait;
@@ -145,9 +146,9 @@ impl ProfileStats {
             .sum()
     }
 
-    /// Seed 002's four log-path phases in ms, summed over threads ([`Seed002Phases`]).
-    pub fn seed002_ms(&self) -> Seed002Phases {
-        Seed002Phases {
+    /// WiredTiger's four log-path phases in ms, summed over threads ([`LogPathPhases`]).
+    pub fn log_path_ms(&self) -> LogPathPhases {
+        LogPathPhases {
             slot_join: self.total_ms(&["log.join"]),
             slot_wait: self.total_ms(&["log.wait_slot", "log.gather"]),
             log_release: self.total_ms(&["log.write", "log.sync"]),
@@ -289,8 +290,8 @@ impl CpuClock {
 }
 
 impl ProfileStats {
-    /// The phase table as text (seed 002 style): phase, events, mean µs, total ms, and the
-    /// share of the transaction time (begin + search + update + commit).
+    /// The phase table as text (as the WiredTiger paper tabulates it): phase, events, mean µs,
+    /// total ms, and the share of the transaction time (begin + search + update + commit).
     pub fn render(&self) -> String {
         let txn_ms = self.total_ms(&["begin", "search", "update", "commit"]);
         let mut out = format!(
@@ -311,9 +312,9 @@ impl ProfileStats {
                 }
             ));
         }
-        let s = self.seed002_ms().fractions();
+        let s = self.log_path_ms().fractions();
         out.push_str(&format!(
-            "seed 002 log path: slot_join {:.2}%, slot_wait {:.1}%, log_release {:.1}%, \
+            "WiredTiger log path: slot_join {:.2}%, slot_wait {:.1}%, log_release {:.1}%, \
              log_cond_wait {:.1}%\n",
             100.0 * s.slot_join,
             100.0 * s.slot_wait,

@@ -1,6 +1,7 @@
-//! The engine's named write streams (seed 001): the FTL keeps each stream in its own flash
-//! blocks, so data of different lifetimes (the log ring, pages, the double-write area, the
-//! flash cache ring) is not mixed in one erase block and garbage collection copies less.
+//! The engine's named write streams (the DWB-FTL paper's stream separation): the FTL keeps each
+//! stream in its own flash blocks, so data of different lifetimes (the log ring, pages, the
+//! double-write area, the flash cache ring) is not mixed in one erase block and garbage collection
+//! copies less.
 
 use pagoda_device::Capabilities;
 
@@ -13,7 +14,7 @@ pub enum Stream {
     Data,
     /// The double-write area (short-lived copies, overwritten every cleaner batch).
     Doublewrite,
-    /// The flash cache ring (seed 000).
+    /// The FaCE flash cache's ring.
     FlashCache,
 }
 

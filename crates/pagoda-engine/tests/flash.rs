@@ -1,4 +1,4 @@
-//! The flash cache tier (seed 000): every policy serves the newest page, survives restarts
+//! The FaCE flash cache tier: every policy serves the newest page, survives restarts
 //! warm and power cuts whole, refuses bad configurations, and never serves a damaged or stale
 //! copy.
 #![allow(clippy::unwrap_used)]

@@ -1,5 +1,6 @@
-//! Stream rules: `NAME=FILE[:START-END]` tags the writes to a byte range of a file with a
-//! named device stream (seed 001: InnoDB's double-write buffer, `dwb=ibdata1:1MiB-3MiB`).
+//! Stream rules: `NAME=FILE[:START-END]` tags the writes to a byte range of a file with a named
+//! device stream (the DWB-FTL paper's separation of InnoDB's double-write buffer,
+//! `dwb=ibdata1:1MiB-3MiB`).
 //!
 //! FILE without a `/` matches a file of that name in any directory; with one it matches the
 //! path from the file system's root (leading `/` optional). Names get stream ids in order of

@@ -35,16 +35,16 @@
 //! Latency percentiles come from HdrHistogram (3 significant digits) in every report format.
 //!
 //! **YCSB** ([`ycsb`]). A record is one value: a single field is stored raw; several are
-//! length-prefixed (see the module docs). UPDATE of a multi-field record is a read-merge-write
-//! of the one field in one transaction (what YCSB's key-value bindings do); with one field it
-//! is a blind write. Values are printable ASCII `!`..`~`. The loader inserts 100 records per
-//! transaction instead of one. The FNV hash of the single input whose Java `Math.abs` stays
-//! negative is taken as 2^63. For timed runs the zipfian key space is the record count (YCSB
-//! adds twice the expected inserts, which needs an op count; we do that for op-count runs).
-//! Every workload, update-only (seed 002) included, has YCSB's key space by default (hashed
-//! key numbers, zero padding 1), so one load serves them all; update-only's seed asked for
-//! 20-byte keys, which `insert_order = Ordered, zero_padding = 16` still give. An ordered
-//! key space is loaded through [`store::Store::bulk_load`] in key order.
+//! length-prefixed (see the module docs). UPDATE of a multi-field record is a read-merge-write of
+//! the one field in one transaction (what YCSB's key-value bindings do); with one field it is a
+//! blind write. Values are printable ASCII `!`..`~`. The loader inserts 100 records per transaction
+//! instead of one. The FNV hash of the single input whose Java `Math.abs` stays negative is taken
+//! as 2^63. For timed runs the zipfian key space is the record count (YCSB adds twice the expected
+//! inserts, which needs an op count; we do that for op-count runs). Every workload, update-only
+//! (the WiredTiger paper's) included, has YCSB's key space by default (hashed key numbers, zero
+//! padding 1), so one load serves them all; that paper asked for 20-byte keys, which
+//! `insert_order = Ordered, zero_padding = 16` still give. An ordered key space is loaded through
+//! [`store::Store::bulk_load`] in key order.
 //!
 //! **TPC-C** ([`tpcc`]), as tpcc-mysql runs it with its bugs fixed. The mix is a weighted draw
 //! 45/43/4/4/4, not the 23-card deck. NURand's C constants come from the seed (tpcc-mysql reads

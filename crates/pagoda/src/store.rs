@@ -92,9 +92,10 @@ impl Store for PagodaStore {
             "log_syncs": s.log_syncs,
             "commits_per_sync": s.commits_per_sync,
             "open_ms": s.recovery.duration_ms,
-            // Seed 002's log-path breakdown (`ProfileStats::seed002_ms` has the mapping).
-            "commit_phases_seed002": s.profile.seed002_ms().fractions(),
-            "commit_phases_seed002_ms": s.profile.seed002_ms(),
+            // WiredTiger's log-path breakdown (`ProfileStats::log_path_ms` has the mapping). The
+            // keys keep the reproduction's paper number: `reproduce` reads them from saved cells.
+            "commit_phases_seed002": s.profile.log_path_ms().fractions(),
+            "commit_phases_seed002_ms": s.profile.log_path_ms(),
         });
         if let (Some(obj), Some(fc)) = (v.as_object_mut(), &s.flash_cache) {
             // Only when a flash cache is configured (CLI.md).

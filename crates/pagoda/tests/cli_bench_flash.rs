@@ -1,4 +1,4 @@
-//! End-to-end tests of the flash cache flags of `pagoda bench` (seed 000): the combinations
+//! End-to-end tests of the flash cache flags of `pagoda bench` (FaCE): the combinations
 //! that cannot work are refused with one clear line before any work, a configured cache shows
 //! in the table and the JSON, and a cache on a file comes back warm in a `--run-only` process.
 #![allow(clippy::unwrap_used)] // test helpers: a failure should panic with the cause

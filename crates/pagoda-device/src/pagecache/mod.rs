@@ -1,6 +1,6 @@
-//! A host page cache in front of any device: buffered I/O, as a database gets it when it does
-//! not open its files with O_DIRECT (seed 003's `no_double` run: MariaDB with the double-write
-//! buffer off went through the page cache; its atomic run used O_DIRECT).
+//! A host page cache in front of any device: buffered I/O, as a database gets it when it does not
+//! open its files with O_DIRECT (the 16 KiB atomic-write paper's `no_double` run: MariaDB with the
+//! double-write buffer off went through the page cache; its atomic run used O_DIRECT).
 //!
 //! [`PageCache`] keeps 4 KiB pages in RAM:
 //!

@@ -59,25 +59,26 @@ pub struct SsdConfig {
     /// whole blocks raises op by less than op/9. It is [`DeviceError::CapacityTooSmall`] if
     /// even the smallest blocks leave too few spare blocks for the write points.
     pub op: f64,
-    /// Write streams, 1..=64. Key `streams`. The presets enable 4 as an emulated research
-    /// feature (seed 001): the drive `sata-ssd` models has no streams (`streams=1` models it
-    /// as it is); see `docs/devices.md`.
+    /// Write streams, 1..=64. Key `streams`. The presets enable 4 as an emulated research feature
+    /// (stream separation, as the DWB-FTL paper's FTL does): the drive `sata-ssd` models has no
+    /// streams (`streams=1` models it as it is); see `docs/devices.md`.
     pub streams: u16,
     /// The streams that get write points of their own, all others sharing stream 0's
     /// (`None`: every stream its own). Key `separate`, ids joined by `+` (`separate=3`):
-    /// an FTL with one extra region for one kind of write, as seed 001's custom FTL keeps
+    /// an FTL with one extra region for one kind of write, as the DWB-FTL paper's custom FTL keeps
     /// only the double-write area apart, while the host still tags every write. The
     /// per-stream counters are kept by the stream a write lands in.
     pub separate: Option<Vec<u16>>,
-    /// Atomic-write unit in bytes (power of two, 4 KiB..=1 MiB) or `None`. Key `atomic`
-    /// (`0` = none). The presets set 16 KiB as an emulated research feature (seed 003): the
-    /// drive `sata-ssd` models guarantees no atomic write above the sector (`atomic=0`
-    /// models it as it is); see `docs/devices.md`.
+    /// Atomic-write unit in bytes (power of two, 4 KiB..=1 MiB) or `None`. Key `atomic` (`0` =
+    /// none). The presets set 16 KiB as an emulated research feature (16 KiB atomic writes): the
+    /// drive `sata-ssd` models guarantees no atomic write above the sector (`atomic=0` models it as
+    /// it is); see `docs/devices.md`.
     pub atomic_unit_bytes: Option<usize>,
-    /// Largest request a non-atomic write reaches the flash in, bytes (multiple of 4 KiB; 0 =
-    /// as issued). A larger one is served as such requests one after another, as a host path
-    /// that breaks a page into file-system blocks (extents not aligned to the page) issues
-    /// it; atomic writes stay whole. Key `split`; 0 in every preset (seed 003's ablation).
+    /// Largest request a non-atomic write reaches the flash in, bytes (multiple of 4 KiB; 0 = as
+    /// issued). A larger one is served as such requests one after another, as a host path that
+    /// breaks a page into file-system blocks (extents not aligned to the page) issues it; atomic
+    /// writes stay whole. Key `split`; 0 in every preset (an ablation in the 16 KiB
+    /// atomic-write experiment).
     pub split_bytes: u64,
     /// Key `latency=count|emulate`.
     pub latency: LatencyMode,
@@ -172,13 +173,14 @@ impl SsdConfig {
     ///   9.9 K/31 K at QD1): the model is faster than the drive.
     ///
     ///   The real drive has **no write streams and no 16 KiB atomic writes**; the preset's
-    ///   `streams=4` (seed 001) and `atomic=16KiB` (seed 003) are emulated research features.
+    ///   `streams=4` (stream separation) and `atomic=16KiB` (16 KiB atomic writes) are emulated
+    ///   research features.
     ///   `streams=1,atomic=0` models the drive as it is.
     /// * `nvme-ssd` — a generic many-channel enterprise NVMe SSD with 3D TLC, not a particular
     ///   model: 16 channels × 4 dies × 2 planes, 16 KiB pages, 128 pages per block. tR 60 µs,
     ///   tPROG 660 µs per page (one-shot TLC programming amortized per page), tBERS 3.5 ms,
-    ///   800 MB/s channels (ONFI 4 / Toggle 3 class), link 3.5 GB/s (PCIe 3.0 ×4; seed 002's
-    ///   NVMe drive); OP 28 % (enterprise class); 2 MiB write cache. These figures are
+    ///   800 MB/s channels (ONFI 4 / Toggle 3 class), link 3.5 GB/s (PCIe 3.0 ×4; the WiredTiger
+    ///   paper's NVMe drive); OP 28 % (enterprise class); 2 MiB write cache. These figures are
     ///   assumed or calibrated; none has a drive-specific source. Streams and atomic writes
     ///   are emulated as for `sata-ssd`.
     ///

@@ -175,8 +175,9 @@ impl Ssd {
     }
 
     fn do_write(&self, lpn: u32, n: u32, hints: WriteHints, data: Option<&[u8]>) -> Result<()> {
-        // `split`: a non-atomic write larger than the split reaches the flash in pieces, one
-        // after another, each paying its own command (seed 003's ablation of the host path).
+        // `split`: a non-atomic write larger than the split reaches the flash in pieces, one after
+        // another, each paying its own command (an ablation of the host path in the 16 KiB
+        // atomic-write experiment).
         let split = u32::try_from(self.cfg.split_bytes / SECTOR_SIZE as u64).unwrap_or(u32::MAX);
         if split == 0 || hints.atomic || n <= split {
             return self.write_piece(lpn, n, hints, data);

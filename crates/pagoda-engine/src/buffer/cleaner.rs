@@ -140,11 +140,11 @@ impl Pool {
     }
 
     /// Writes every page first dirtied before `below` (all dirty pages with `None`), then syncs.
-    /// The dirty set goes out in one ascending sweep of page numbers, a batch at a time, not
-    /// in cold-LRU batches: on a disk that is long sequential runs instead of a seek per page
-    /// (seed 004: I/O that no client waits for is sorted by page number). `pace(written,
-    /// total)` is called before each batch but the first, outside the cleaner's lock (a paced
-    /// checkpoint waits there); `total` is the pages the scan found.
+    /// The dirty set goes out in one ascending sweep of page numbers, a batch at a time, not in
+    /// cold-LRU batches: on a disk that is long sequential runs instead of a seek per page (as the
+    /// buffer-sizing paper describes CUBRID: I/O that no client waits for is sorted by page
+    /// number). `pace(written, total)` is called before each batch but the first, outside the
+    /// cleaner's lock (a paced checkpoint waits there); `total` is the pages the scan found.
     pub(crate) fn flush_dirty(
         &self,
         below: Option<u64>,

@@ -1,6 +1,7 @@
-//! The hot/cold LRU (seed 004): two lists, young (hot) and old (cold); a page enters at the
-//! head of the old list (midpoint insertion) and moves to the young list when touched again, so
-//! one scan cannot flush the hot set. Eviction and the cleaner take pages from the cold end.
+//! The hot/cold LRU (the hot and cold zones of the buffer-sizing paper's DBMS buffers): two lists,
+//! young (hot) and old (cold); a page enters at the head of the old list (midpoint insertion) and
+//! moves to the young list when touched again, so one scan cannot flush the hot set. Eviction and
+//! the cleaner take pages from the cold end.
 
 pub(super) const NIL: u32 = u32::MAX;
 pub(super) const YOUNG: usize = 0;

@@ -1,10 +1,10 @@
-//! The buffer pool (seed 004): frames and the page table here; latching pages in [`access`]
+//! The buffer pool: frames and the page table here; latching pages in [`access`]
 //! (with the lock-free [`hint`] table), the hot/cold LRU in [`lru`], the page cleaner in [`cleaner`],
-//! torn-write protection (seed 003) in [`torn`].
+//! torn-write protection (double-write area, 16 KiB atomic writes) in [`torn`].
 //!
 //! The pool: a fixed number of frames, a page table, an LRU list split into a
 //! hot (young) and a cold (old) zone with midpoint insertion, and a page cleaner that writes
-//! dirty pages in batches sorted by page number through the torn-write guard (seed 003).
+//! dirty pages in batches sorted by page number through the torn-write guard.
 //!
 //! Locking: the pool mutex guards the page table and LRU lists; each frame has a page latch
 //! (`RwLock`, held while a page is read or modified) and a small state mutex (dirty flag,
@@ -166,7 +166,7 @@ pub struct Pool {
     /// background thread asks every 20 ms, and counting the 131k frames of a 2 GiB pool one
     /// by one took 5 % of a read run's CPU samples, on cores the readers needed.
     dirty: std::sync::atomic::AtomicUsize,
-    /// The flash cache tier (seed 000): page writes go there, misses look there first.
+    /// The FaCE flash cache tier: page writes go there, misses look there first.
     flash: Option<flash::FlashCache>,
     /// Page-reference recorder for miss-ratio curves ([`trace`]); off unless started.
     trace: crate::sizing::Recorder,

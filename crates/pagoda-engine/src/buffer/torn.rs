@@ -1,11 +1,11 @@
-//! Torn-write protection (seed 003): how a batch of pages reaches the data device in each
+//! Torn-write protection: how a batch of pages reaches the data device in each
 //! torn mode, and the double-write repair at recovery.
 //!
 //! - `doublewrite`: the batch goes to the double-write area first (one sequential write on its
 //!   own stream, then a sync), then in place; a page torn in place is restored from its copy.
 //!   A page whose image is in the log recovery would read skips the copy: redo pass 1
 //!   installs that image over a torn page ([`Pool::move_redo_start`] keeps "would read" true).
-//! - `doublewrite-full`: the same, but every page is copied, as InnoDB does (the seeds'
+//! - `doublewrite-full`: the same, but every page is copied, as InnoDB does (the papers'
 //!   baseline); the cleaner decides which pages skip ([`TornMode::skips_imaged_pages`]).
 //! - `atomic`: each page is one atomic write (the device never keeps half a page).
 //! - `none`: pages are written in place; a torn page is detected by its checksum, not repaired.
@@ -67,7 +67,7 @@ impl Pool {
         }
         if let Some(fc) = &self.flash {
             // The flash cache is the only place pages are written to; the data device gets
-            // them from there (seed 000).
+            // them from there (FaCE).
             let imgs = outs
                 .iter()
                 .map(|o| super::flash::Img {

@@ -1,4 +1,4 @@
-//! The flash cache side of the format (seed 000): the cache header, ring segment headers and
+//! The flash cache side of the format (FaCE): the cache header, ring segment headers and
 //! the directory checkpoint. Layout of the cache device, in 4 KiB sectors:
 //!
 //! ```text

@@ -1,5 +1,5 @@
-//! Buffer-pool sizing (seed 004): what a buffer of any size would have done for a recorded
-//! run, and which buys more, a bigger buffer or a faster device.
+//! Buffer-pool sizing (miss-ratio curve and throughput model): what a buffer of any size would have
+//! done for a recorded run, and which buys more, a bigger buffer or a faster device.
 //!
 //! 1. [`crate::Db::start_page_trace`] / [`crate::Db::take_page_trace`] record the pool's page
 //!    references into a [`PageTrace`] (`trace.rs`, SHARDS-sampled at a [`ShardsRate`]).

@@ -1,5 +1,5 @@
-//! The throughput model (seed 004): from a run's own figures, a miss-ratio curve and each
-//! device's read latency and throughput, predicted TPS at every buffer size; the knee; the
+//! The throughput model of buffer-pool sizing: from a run's own figures, a miss-ratio curve and
+//! each device's read latency and throughput, predicted TPS at every buffer size; the knee; the
 //! advice ([`Advice`]).
 //!
 //! For buffer `B` (pages), with `MR(B)` the curve's miss ratio:
@@ -11,8 +11,8 @@
 //!               cores / cpu_per_op )                           the CPU saturates
 //! ```
 //!
-//! The first term is the seed's `A*HR + B*(1-HR)` per operation: `cpu_per_op` already holds
-//! the in-memory work `A` of every access, `read_latency` is `B`.
+//! The first term is the buffer-sizing paper's `A*HR + B*(1-HR)` per operation: `cpu_per_op`
+//! already holds the in-memory work `A` of every access, `read_latency` is `B`.
 
 use super::mrc::{Mrc, PageTrace};
 use pagoda_device::units::format_size;

@@ -1,4 +1,5 @@
-//! Miss-ratio curves of the buffer pool from one run (seed 004, beyond the seed).
+//! Miss-ratio curves of the buffer pool from one run (beyond the buffer-sizing paper, which
+//! swept the buffer size run by run).
 //!
 //! [`crate::Db::start_page_trace`] records every logical page access of the pool (each fix
 //! by page id, hit or miss) into a [`PageTrace`]; [`Mrc::from_trace`] turns it into the hit

@@ -1,4 +1,5 @@
-//! LinkBench request mixes: the default, seed 001's write-heavy mix, and mix files.
+//! LinkBench request mixes: the default, the write-only mix of the DWB-FTL paper (an FTL that
+//! separates the double-write buffer's stream), and mix files.
 //!
 //! A mix file has one `name = percent` per line; `#` starts a comment; blank lines are
 //! ignored; names not given are 0; the percentages must add up to 100 (± 0.01).
@@ -21,8 +22,8 @@ pub const REQUESTS: [&str; 10] = [
     "deletenode",
 ];
 
-/// Transactions of seed 001's experiment.
-pub const SEED_001_REQUESTS: u64 = 5_100_000;
+/// Transactions of the DWB-FTL paper's experiment.
+pub const DWB_FTL_REQUESTS: u64 = 5_100_000;
 
 /// Percent of requests per type, in [`REQUESTS`] order.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
@@ -40,20 +41,21 @@ impl LinkMix {
         ],
     };
 
-    /// Seed 001's write-heavy mix (all reads 0).
-    pub const SEED_001: LinkMix = LinkMix {
+    /// The DWB-FTL paper's mix: writes only (all reads 0).
+    pub const WRITE_ONLY: LinkMix = LinkMix {
         percent: [29.0, 10.0, 25.0, 0.0, 0.0, 0.0, 0.0, 9.0, 23.5, 3.5],
     };
 
-    /// `default`, `seed-001`, or the path of a mix file.
+    /// `default`, `write-only`, or the path of a mix file. `seed-001` (the reproduction's
+    /// number for the DWB-FTL paper) is accepted for `write-only`.
     pub fn from_arg(arg: &str) -> Result<LinkMix, ConfigError> {
         match arg {
             "default" => Ok(LinkMix::DEFAULT),
-            "seed-001" | "seed001" => Ok(LinkMix::SEED_001),
+            "write-only" | "seed-001" | "seed001" => Ok(LinkMix::WRITE_ONLY),
             path => {
                 let text = std::fs::read_to_string(path).map_err(|e| {
                     ConfigError::Mix(format!(
-                        "cannot read mix file {path}: {e}; give default, seed-001 or a readable file"
+                        "cannot read mix file {path}: {e}; give default, write-only or a file"
                     ))
                 })?;
                 LinkMix::parse(&text)
@@ -142,8 +144,12 @@ mod tests {
     #[test]
     fn builtin_mixes_are_valid() {
         LinkMix::DEFAULT.validate().unwrap();
-        LinkMix::SEED_001.validate().unwrap();
-        assert_eq!(LinkMix::from_arg("seed-001").unwrap(), LinkMix::SEED_001);
+        LinkMix::WRITE_ONLY.validate().unwrap();
+        assert_eq!(
+            LinkMix::from_arg("write-only").unwrap(),
+            LinkMix::WRITE_ONLY
+        );
+        assert_eq!(LinkMix::from_arg("seed-001").unwrap(), LinkMix::WRITE_ONLY);
         assert_eq!(LinkMix::from_arg("default").unwrap(), LinkMix::DEFAULT);
         assert!(matches!(
             LinkMix::from_arg("/nonexistent/mix"),

@@ -29,7 +29,7 @@ use crate::error::{ConfigError, WorkloadError};
 use crate::report::RunReport;
 use crate::store::{prefix_end, Store, StoreError};
 use graph::Graph;
-pub use mix::{LinkMix, SEED_001_REQUESTS};
+pub use mix::{LinkMix, DWB_FTL_REQUESTS};
 use schema::*;
 
 /// Node table.

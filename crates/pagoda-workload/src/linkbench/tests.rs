@@ -145,8 +145,8 @@ fn default_mix_run() {
 }
 
 #[test]
-fn seed_001_mix_only_writes() {
-    let (store, cfg) = loaded(LinkMix::SEED_001);
+fn write_only_mix_only_writes() {
+    let (store, cfg) = loaded(LinkMix::WRITE_ONLY);
     let r = run_requests(&store, &cfg, 4000);
     for name in ["COUNT_LINK", "MULTIGET_LINK", "GET_LINKS_LIST", "GET_NODE"] {
         assert_eq!(r.op(name).unwrap().count, 0, "{name}");

@@ -27,8 +27,9 @@ pub enum YcsbWorkload {
     E,
     /// 50 % read, 50 % read-modify-write, zipfian.
     F,
-    /// Seed 002: 100 % update of one 1 KiB value, uniform (YCSB's keys by default; seed 002's
-    /// 20-byte keys with `insert_order = Ordered, zero_padding = 16`).
+    /// The WiredTiger (pipelined commit) paper's workload: 100 % update of one 1 KiB value,
+    /// uniform (YCSB's keys by default; the paper's 20-byte keys with
+    /// `insert_order = Ordered, zero_padding = 16`).
     #[serde(rename = "update-only")]
     UpdateOnly,
 }
@@ -172,7 +173,7 @@ pub struct YcsbConfig {
 }
 
 impl YcsbConfig {
-    /// The workload's defaults (YCSB's for A–F; seed 002's for update-only) with
+    /// The workload's defaults (YCSB's for A–F; the WiredTiger paper's for update-only) with
     /// `record_count` records.
     pub fn new(workload: YcsbWorkload, record_count: u64) -> Self {
         let mut c = YcsbConfig {
@@ -323,7 +324,7 @@ mod tests {
             (c.insert_order, c.zero_padding)
         );
         assert_eq!(u.key(1), c.key(1));
-        // Seed 002's 20-byte keys, asked for explicitly.
+        // The WiredTiger paper's 20-byte keys, asked for explicitly.
         u.insert_order = InsertOrder::Ordered;
         u.zero_padding = 16;
         assert_eq!(u.key(42), b"user0000000000000042");

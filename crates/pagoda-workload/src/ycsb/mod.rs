@@ -1,4 +1,5 @@
-//! YCSB core workloads A–F and seed 002's update-only workload.
+//! YCSB core workloads A–F and the update-only workload of the WiredTiger (pipelined commit)
+//! paper.
 //!
 //! Record encoding (one value per key): with one field the value is the field's bytes as they
 //! are (so update-only's value is exactly 1 KiB); with several, the fields `field0..` follow

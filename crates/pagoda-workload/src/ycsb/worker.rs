@@ -462,7 +462,7 @@ mod tests {
     #[test]
     fn update_only_writes_one_kib_values() {
         let mut cfg = YcsbConfig::new(YcsbWorkload::UpdateOnly, 200);
-        // Seed 002's 20-byte keys (loaded through the bulk path: ordered keys).
+        // The WiredTiger paper's 20-byte keys (loaded through the bulk path: ordered keys).
         cfg.insert_order = InsertOrder::Ordered;
         cfg.zero_padding = 16;
         let store = loaded(&cfg);

@@ -1,4 +1,5 @@
-//! `pagoda advise buffer`: buffer-pool sizing from one YCSB run (seed 004, beyond the seed).
+//! `pagoda advise buffer`: buffer-pool sizing from one YCSB run (the miss-ratio curve and the
+//! throughput model go beyond the buffer-sizing paper, which swept the buffer run by run).
 //!
 //! The run records the pool's page references ([`pagoda_engine::Db::start_page_trace`]); a
 //! short probe of each candidate device gives its read latency and throughput; the engine's
@@ -21,10 +22,10 @@ The model, for buffer B (pages) with miss ratio MR(B) from the curve:
   TPS(B) = min( clients / (cpu_per_op + m(B) x read_latency),    (closed system)
                 device_reads_per_s_at_clients / m(B),            (the device saturates)
                 cores / cpu_per_op )                             (the CPU saturates)
-i.e. the seed's A*HR + B*(1-HR) per access plus queueing at the device. cpu_per_op and
-accesses_per_op are measured in the run; each device's read latency (queue depth 1) and reads/s
-(as many readers as --threads) by a short random page-read probe. The curve is pure LRU; the
-engine's pool is a hot/cold midpoint LRU, so its own hit ratio may differ (both are printed).
+i.e. the buffer-sizing paper's A*HR + B*(1-HR) per access plus queueing at the device.
+cpu_per_op and accesses_per_op are measured in the run; each device's read latency (queue depth
+1) and reads/s (as many readers as --threads) by a short random page-read probe. The curve is
+pure LRU; the engine's pool is a hot/cold midpoint LRU, so its own hit ratio may differ (both are printed).
 The knee is the smallest reported size from which on doubling the buffer buys < 5 % more
 predicted TPS on every device.";
 

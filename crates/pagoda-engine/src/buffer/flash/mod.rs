@@ -1,4 +1,4 @@
-//! The flash cache tier (seed 000, FaCE): a persistent cache of page images on its own device
+//! The FaCE flash cache tier: a persistent cache of page images on its own device
 //! between the DRAM pool and the data device.
 //!
 //! Every page the cleaner writes goes here first (the data device is written only from a

@@ -1,7 +1,7 @@
 //! The flash cache's counters, as [`crate::Db::stats`] reports them: defined by the cache
 //! that fills them in.
 
-/// The flash cache tier (seed 000), when one is configured.
+/// The FaCE flash cache tier, when one is configured.
 #[derive(Clone, Debug, Default, serde::Serialize)]
 pub struct FlashCacheStats {
     /// Replacement policy (`face`, `face-gsc`, `lru`).

@@ -1,4 +1,4 @@
-//! The flash cache flags of `pagoda bench` (seed 000): `--flash-cache DEVICE`,
+//! The flash cache flags of `pagoda bench` (FaCE): `--flash-cache DEVICE`,
 //! `--flash-cache-size`, `--flash-cache-policy`, `--flash-cache-pages`; what they mean once
 //! checked, and how they reach the engine.
 //!
@@ -28,7 +28,7 @@ use std::path::{Path, PathBuf};
 /// Flash cache flags (CLI.md, engine options).
 #[derive(Debug, Args)]
 pub struct FlashArgs {
-    /// Flash cache between the DRAM buffer and the data device (seed 000, FaCE): any device
+    /// Flash cache between the DRAM buffer and the data device (FaCE): any device
     /// --data takes. Needs --torn none (or atomic). Only file:PATH keeps the cache warm
     /// between --load-only and --run-only.
     #[arg(long, value_name = "DEVICE")]

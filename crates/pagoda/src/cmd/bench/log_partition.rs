@@ -1,6 +1,6 @@
-//! `--log data-partition,size=SIZE`: the log on the last SIZE bytes of the --data device, so
-//! data, double-write area and log share one (emulated) SSD, as InnoDB's files share one drive
-//! in seed 001. The data device is split in two partitions (`pagoda_device::partition`); the
+//! `--log data-partition,size=SIZE`: the log on the last SIZE bytes of the --data device, so data,
+//! double-write area and log share one (emulated) SSD, as InnoDB's files share one drive in the
+//! DWB-FTL paper. The data device is split in two partitions (`pagoda_device::partition`); the
 //! engine's streams keep the log (stream 1) apart from pages (2) and the double-write area (3).
 
 use crate::error::{CliError, CliResult};

@@ -32,11 +32,11 @@ use std::time::Duration;
 /// `pagoda bench ...`
 #[derive(Debug, Subcommand)]
 pub enum BenchCommand {
-    /// YCSB core workloads A–F and seed 002's update-only.
+    /// YCSB core workloads A–F and update-only (the WiredTiger pipelined-commit paper's).
     Ycsb(Box<YcsbArgs>),
     /// TPC-C as tpcc-mysql runs it (tpmC), with `--check` for consistency conditions 1–4.
     Tpcc(Box<TpccArgs>),
-    /// LinkBench (default mix, seed 001's write-heavy mix, or a mix file).
+    /// LinkBench (default mix, the DWB-FTL paper's write-only mix, or a mix file).
     Linkbench(Box<LinkbenchArgs>),
     /// pagoda against its peers (SQLite, LMDB, redb, RocksDB): the same YCSB cells on each,
     /// one after another; a table, compare.json, compare.csv and compare.svg.
@@ -102,7 +102,7 @@ pub struct EngineArgs {
     #[arg(long, default_value = "16KiB")]
     pub(crate) page_size: String,
     /// Torn-write protection: doublewrite | doublewrite-full (every flushed page copied to the
-    /// double-write area first, as InnoDB does; the seeds' baseline) | atomic | none.
+    /// double-write area first, as InnoDB does; the papers' baseline) | atomic | none.
     #[arg(long, default_value = "doublewrite")]
     torn: TornMode,
     /// Commit mode: sync | pipelined (the flush thread writes and syncs the log; each client
@@ -111,9 +111,9 @@ pub struct EngineArgs {
     /// crash may lose that window's commits, only ever a suffix of the commit order).
     #[arg(long, default_value = "sync")]
     commit: CommitMode,
-    /// The log ring's size (default: the whole log device). A checkpoint is due when half of
-    /// it is used, so a log small beside the buffer makes checkpoints, and page writes, fall
-    /// inside a run (InnoDB's 128 MB log beside a 1 GB buffer, as seed 003 ran it).
+    /// The log ring's size (default: the whole log device). A checkpoint is due when half of it is
+    /// used, so a log small beside the buffer makes checkpoints, and page writes, fall inside a run
+    /// (InnoDB's 128 MB log beside a 1 GB buffer, as the 16 KiB atomic-write paper ran it).
     #[arg(long)]
     log_size: Option<String>,
     /// With --commit lazy: the longest a commit waits before the flush thread syncs it.
@@ -195,7 +195,7 @@ pub struct YcsbArgs {
     #[arg(long)]
     insert_order: Option<String>,
     /// Digits of the key number ("user" + this many digits, zero-padded; default 1, YCSB's,
-    /// for every workload; seed 002's 20-byte keys are 16 with --insert-order ordered).
+    /// for every workload; the WiredTiger paper's 20-byte keys are 16 with --insert-order ordered).
     #[arg(long)]
     zero_padding: Option<usize>,
     #[command(flatten)]
@@ -240,7 +240,7 @@ pub struct LinkbenchArgs {
     /// Measured requests (default 100,000 unless --duration is given).
     #[arg(long)]
     requests: Option<u64>,
-    /// default | seed-001 | FILE (lines `name = percent`).
+    /// default | write-only | FILE (lines `name = percent`).
     #[arg(long, default_value = "default")]
     mix: String,
     #[command(flatten)]

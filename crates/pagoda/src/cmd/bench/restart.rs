@@ -1,11 +1,11 @@
-//! `bench tpcc --crash-restart DURATION` (seed 000's restart claim, after the engine example
-//! `flash_restart`): once the measured run has ended and its figures are taken, the database
-//! is abandoned as a crash leaves it (no checkpoint; DRAM lost) and power is cut on every
-//! device (an emulated SSD drops what its volatile write cache held and rebuilds its map).
-//! Then the database is opened again with the same options, and the open is timed: log scan,
-//! redo from the last checkpoint, and with a flash cache the rebuild of its directory. Then
-//! the workload runs again for DURATION with no warm-up, so its throughput is that of the
-//! restarted database warming up (DRAM cold; the flash cache as the crash left it).
+//! `bench tpcc --crash-restart DURATION` (the FaCE flash cache's restart claim, after the engine
+//! example `flash_restart`): once the measured run has ended and its figures are taken, the
+//! database is abandoned as a crash leaves it (no checkpoint; DRAM lost) and power is cut on every
+//! device (an emulated SSD drops what its volatile write cache held and rebuilds its map). Then the
+//! database is opened again with the same options, and the open is timed: log scan, redo from the
+//! last checkpoint, and with a flash cache the rebuild of its directory. Then the workload runs
+//! again for DURATION with no warm-up, so its throughput is that of the restarted database warming
+//! up (DRAM cold; the flash cache as the crash left it).
 
 use super::session::Bench;
 use crate::error::{CliError, CliResult};
