@@ -1,4 +1,4 @@
-//! Device strings of the command line (CLI.md): `file:PATH`, `mem[,key=value...]`,
+//! Device strings of the command line (`docs/cli.md`): `file:PATH`, `mem[,key=value...]`,
 //! `PRESET[,key=value,...]` with PRESET one of `sata-ssd`, `nvme-ssd`, `hdd-15k`,
 //! `raid0-8x-hdd-15k`. Any of them takes `pagecache=SIZE` (buffered I/O through a host page
 //! cache in front of the device).

@@ -1,4 +1,5 @@
-//! Device counters, serialised as CLI.md's `DEVICE_STATS`. Counts are in 4 KiB units.
+//! Device counters, serialised as the `devices` entries of `pagoda bench --json` and as
+//! `pagoda ssd synth|replay` write them. Counts are in 4 KiB units.
 
 use serde::{Deserialize, Serialize};
 

@@ -8,7 +8,7 @@
 //!   the acknowledged insert counter.
 //! - [`driver`]: client threads, op-count or timed runs, warm-up/ramp-up, conflict retries,
 //!   latency histograms, progress callbacks, parallel loading.
-//! - [`report`]: [`RunReport`] (the bench JSON of CLI.md) and its text renderings.
+//! - [`report`]: [`RunReport`] (what `pagoda bench --json` writes) and its text renderings.
 //! - [`ycsb`], [`tpcc`], [`linkbench`]: the workloads, each with `XConfig::validate`, `load`
 //!   and `run` (and `tpcc::check`).
 //! - [`dbbench`]: db_bench-named micro-benchmarks and its result line.

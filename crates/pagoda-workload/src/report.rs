@@ -1,4 +1,4 @@
-//! Run results: the serializable [`RunReport`] (CLI.md's bench JSON) and its text renderings —
+//! Run results: the serializable [`RunReport`] (`pagoda bench --json`) and its text renderings —
 //! a plain table, YCSB's format, a tpcc-mysql-style summary and LinkBench-style lines.
 
 use std::fmt::Write as _;
@@ -8,7 +8,7 @@ use serde::Serialize;
 use crate::driver::{Latency, LoadReport, Measurement};
 use crate::store::Store;
 
-/// Overall latency in microseconds, as CLI.md's `latency_us` key.
+/// Overall latency in microseconds: the bench JSON's `latency_us` key.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
 pub struct LatencySummary {
     /// Median.
@@ -44,7 +44,8 @@ pub struct OpReport {
     pub latency_us: Latency,
 }
 
-/// The result of a measured run; serializes to the keys CLI.md promises.
+/// The result of a measured run; serializes to the bench JSON's keys. `pagoda reproduce` reads
+/// saved results by these keys, so renaming one breaks the reading of older results.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct RunReport {
     /// `bench ycsb`, `bench tpcc` or `bench linkbench`.

@@ -98,7 +98,7 @@ impl Store for PagodaStore {
             "commit_phases_seed002_ms": s.profile.log_path_ms(),
         });
         if let (Some(obj), Some(fc)) = (v.as_object_mut(), &s.flash_cache) {
-            // Only when a flash cache is configured (CLI.md).
+            // Only when a flash cache is configured.
             obj.insert(
                 "flash_cache_hit_ratio".to_string(),
                 serde_json::json!(fc.hit_ratio),

@@ -9,8 +9,8 @@ pub mod report;
 
 use std::process::ExitCode;
 
-/// Help and version go to stdout as clap prints them; real usage errors become the one line
-/// the CLI contract promises, naming `program`'s help.
+/// Help and version go to stdout as clap prints them; a real usage error becomes one line,
+/// `PROGRAM: error: ...` as every other error, naming `program`'s help, and exit status 2.
 pub fn usage_error(program: &str, e: &clap::Error) -> ExitCode {
     use clap::error::ErrorKind;
     if matches!(

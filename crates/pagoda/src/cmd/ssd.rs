@@ -43,7 +43,7 @@ pub struct SynthArgs {
     /// Seed of the pattern's random numbers.
     #[arg(long, default_value_t = 1)]
     seed: u64,
-    /// Write DEVICE_STATS JSON here.
+    /// Write the device counters as JSON here.
     #[arg(long)]
     json: Option<PathBuf>,
 }
@@ -58,7 +58,7 @@ pub struct ReplayArgs {
     /// error lists them all).
     #[arg(long)]
     preset: String,
-    /// Write DEVICE_STATS JSON here.
+    /// Write the device counters as JSON here.
     #[arg(long)]
     json: Option<PathBuf>,
 }
@@ -193,12 +193,12 @@ fn replay_cmd(a: &ReplayArgs) -> CliResult<()> {
     Ok(())
 }
 
-/// Prints DEVICE_STATS as a table: totals, then one row per stream.
+/// Prints the device counters as a table: totals, then one row per stream.
 fn print_stats(s: &DeviceStats) {
     print!("{}", stats_tables(s));
 }
 
-/// DEVICE_STATS as text tables: totals, then one row per stream (also `pagoda mount`).
+/// The device counters as text tables: totals, then one row per stream (also `pagoda mount`).
 pub(crate) fn stats_tables(s: &DeviceStats) -> String {
     let mut out = String::new();
     let mut t = Table::new(&["counter", "value"]);

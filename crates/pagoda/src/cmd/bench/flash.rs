@@ -25,7 +25,7 @@ use serde_json::{json, Value};
 use std::os::unix::fs::FileTypeExt;
 use std::path::{Path, PathBuf};
 
-/// Flash cache flags (CLI.md, engine options).
+/// Flash cache flags, among the engine options of every workload.
 #[derive(Debug, Args)]
 pub struct FlashArgs {
     /// Flash cache between the DRAM buffer and the data device (FaCE): any device

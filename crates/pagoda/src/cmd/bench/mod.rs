@@ -56,7 +56,7 @@ fn since_start() -> f64 {
         .as_secs_f64()
 }
 
-/// Engine and device options shared by every workload (CLI.md).
+/// Engine and device options shared by every workload.
 #[derive(Debug, Args)]
 pub struct EngineArgs {
     /// Engine: pagoda | sqlite | sqlite-rowid | lmdb | redb | rocksdb (rocksdb needs the
