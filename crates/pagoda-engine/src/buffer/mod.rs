@@ -1,6 +1,7 @@
 //! The buffer pool: frames and the page table here; latching pages in [`access`]
 //! (with the lock-free [`hint`] table), the hot/cold LRU in [`lru`], the page cleaner in [`cleaner`],
-//! torn-write protection (double-write area, 16 KiB atomic writes) in [`torn`].
+//! torn-write protection (double-write area, 16 KiB atomic writes) in [`torn`], the FaCE flash
+//! cache tier between the pool and the data device in [`flash_cache`].
 //!
 //! The pool: a fixed number of frames, a page table, an LRU list split into a
 //! hot (young) and a cold (old) zone with midpoint insertion, and a page cleaner that writes
@@ -32,7 +33,7 @@ mod access;
 mod bulk;
 mod cleaner;
 mod evict;
-pub(crate) mod flash;
+pub(crate) mod flash_cache;
 mod hint;
 mod lru;
 mod runs;
@@ -167,7 +168,7 @@ pub struct Pool {
     /// by one took 5 % of a read run's CPU samples, on cores the readers needed.
     dirty: std::sync::atomic::AtomicUsize,
     /// The FaCE flash cache tier: page writes go there, misses look there first.
-    flash: Option<flash::FlashCache>,
+    flash: Option<flash_cache::FlashCache>,
     /// Page-reference recorder for miss-ratio curves ([`trace`]); off unless started.
     trace: crate::sizing::Recorder,
 }
@@ -313,13 +314,13 @@ impl Pool {
     }
 
     /// Puts a flash cache between this pool and the data device. (Call before use.)
-    pub(crate) fn with_flash(mut self, fc: Option<flash::FlashCache>) -> Self {
+    pub(crate) fn with_flash(mut self, fc: Option<flash_cache::FlashCache>) -> Self {
         self.flash = fc;
         self
     }
 
     /// The flash cache, if any.
-    pub(crate) fn flash(&self) -> Option<&flash::FlashCache> {
+    pub(crate) fn flash(&self) -> Option<&flash_cache::FlashCache> {
         self.flash.as_ref()
     }
 
@@ -409,13 +410,13 @@ impl Pool {
     }
 
     /// Flash cache counters, when a flash cache is configured.
-    pub fn flash_stats(&self) -> Option<flash::FlashCacheStats> {
-        self.flash.as_ref().map(flash::FlashCache::stats)
+    pub fn flash_stats(&self) -> Option<flash_cache::FlashCacheStats> {
+        self.flash.as_ref().map(flash_cache::FlashCache::stats)
     }
 
     /// The flash cache device, if any.
     pub fn flash_device(&self) -> Option<&DeviceRef> {
-        self.flash.as_ref().map(flash::FlashCache::device)
+        self.flash.as_ref().map(flash_cache::FlashCache::device)
     }
 
     /// Whether `pid` is in the pool (tests).
@@ -563,7 +564,7 @@ impl Pool {
             if let (Some(fc), Some((page, staged_at))) = (&self.flash, evicted) {
                 let mut bytes = Vec::with_capacity(self.page_size);
                 crate::format::encode_page(&page, self.page_size, &mut bytes);
-                fc.stage(flash::Img {
+                fc.stage(flash_cache::Img {
                     pid: page.id,
                     lsn: page.lsn,
                     bytes,

@@ -70,7 +70,7 @@ impl Pool {
             // them from there (FaCE).
             let imgs = outs
                 .iter()
-                .map(|o| super::flash::Img {
+                .map(|o| super::flash_cache::Img {
                     pid: o.pid,
                     lsn: o.lsn,
                     bytes: o.bytes.clone(),

@@ -13,7 +13,7 @@ mod scan;
 mod stats;
 mod txn;
 
-pub use crate::buffer::flash::FlashCacheStats;
+pub use crate::buffer::flash_cache::FlashCacheStats;
 pub use devices::preallocate_log_file;
 pub(crate) use devices::{devices, Devices};
 pub use handles::{ReadOnlyTable, ReadTxn, Table, WriteTxn};
@@ -346,8 +346,8 @@ fn open_flash(
     data: &DeviceRef,
     log: &DeviceRef,
     sb: &Superblock,
-) -> Result<Option<crate::buffer::flash::FlashCache>> {
-    use crate::buffer::flash::{Binding, FlashCache};
+) -> Result<Option<crate::buffer::flash_cache::FlashCache>> {
+    use crate::buffer::flash_cache::{Binding, FlashCache};
     let Some(fo) = &opts.flash_cache else {
         if sb.flash_dependent {
             return Err(Error::config(

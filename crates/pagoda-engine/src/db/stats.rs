@@ -1,7 +1,7 @@
 //! Counters a [`Db`] reports: buffer, log, commits, recovery, profile.
 
 use super::Db;
-use crate::buffer::flash::FlashCacheStats;
+use crate::buffer::flash_cache::FlashCacheStats;
 use crate::options::{CommitMode, TornMode};
 use crate::profile::ProfileStats;
 use std::sync::atomic::{AtomicU64, Ordering};
