@@ -1,17 +1,15 @@
 //! Write-ahead log: redo-only commit records in a ring on the log device, written in groups by a
 //! consolidation array (the log path the pipelined-commit paper studies in WiredTiger).
 //!
-//! Committing threads *join* the open slot: under a short lock they get an LSN range and copy
-//! in their sealed record (built and checksummed before, outside any lock). Making the log
-//! durable is leader/follower group commit ([`group`]): at most one write+sync is in flight;
-//! the thread that finds none leads a round (it takes every pending slot, the open one closes,
-//! writes them in one request and syncs once), and every record that joins meanwhile rides
-//! the next round. A failed write or sync fails the log: nothing it covers is acknowledged.
-//! The rounds are the same whoever leads them, so a dedicated flush thread (pipelined commit)
-//! runs them without changing the format or the join path.
-//!
-//! A slot's body is built in a 4 KiB-aligned buffer with room for its group header in front,
-//! so a round of one slot writes that buffer as it is (no copy, no O_DIRECT bounce copy).
+//! Committing threads *join* the open slot of the consolidation array ([`consolidation`]):
+//! under a short lock they get an LSN range and copy in their sealed record (built and
+//! checksummed before, outside any lock). Making the log durable is leader/follower group
+//! commit ([`group`]): at most one write+sync is in flight; the thread that finds none leads a
+//! round (it takes every pending slot, the open one closes, writes them in one request and
+//! syncs once), and every record that joins meanwhile rides the next round. A failed write or
+//! sync fails the log: nothing it covers is acknowledged. The rounds are the same whoever leads
+//! them, so a dedicated flush thread (pipelined commit) runs them without changing the format
+//! or the join path.
 //!
 //! Layout: sector 0 of the log device is the log header; the ring starts at sector 1. An LSN is
 //! a byte offset in the unbounded log stream; its position is `4096 + lsn % capacity`. Every
@@ -21,15 +19,15 @@
 //! tell a torn tail from damage to synced groups.
 
 use crate::error::{Error, Failure, Result};
-use crate::format::{align_up, seal_record, GroupHeader, LogHeader, GROUP_HEADER, SECTOR};
+use crate::format::{LogHeader, SECTOR};
 use crate::probe::{self, Sabotage};
 use crate::profile::{Phase, Profile, Stamp};
 use pagoda_device::aligned::AlignedBuf;
 use pagoda_device::{DeviceRef, WriteHints};
 use parking_lot::Mutex;
-use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+mod consolidation;
 mod group;
 mod prepare;
 mod scan;
@@ -37,6 +35,7 @@ pub(crate) use prepare::ready_from_allocated;
 pub(crate) use scan::scan_log;
 pub use scan::{device_offset, read_ring, scan};
 
+use consolidation::{Pending, Slot};
 use group::{Group, Wait};
 
 /// The locks of the group-commit protocol (the model test puts loom's in their place).
@@ -56,45 +55,6 @@ mod prims {
             Err(e) => e.into_inner().0,
         }
     }
-}
-
-/// A group reaching this size is closed so that the next joiner opens a new slot. A soft
-/// target for batching only: one record may make a group much larger, and recovery assumes
-/// no group size.
-pub const MAX_GROUP_BYTES: u64 = 1 << 20;
-
-/// A round takes pending slots up to this many bytes (at least one slot), so one request of
-/// a bulk load stays bounded.
-const MAX_ROUND_BYTES: usize = 16 << 20;
-
-/// A slot or write buffer larger than this is not kept for the next one.
-const KEPT_BUF: usize = 4 << 20;
-
-/// Spare slot bodies kept.
-const KEPT_SPARES: usize = 4;
-
-#[derive(Debug)]
-struct Slot {
-    start: u64,
-    end: u64,
-    open: bool,
-    /// The group as it will be written: [`GROUP_HEADER`] bytes left for the header, then the
-    /// records. A record is copied in by the thread that appends it, which then frees it:
-    /// records freed by the writing thread (the flush thread of lazy and pipelined commits)
-    /// sent every allocation of the committers to glibc's slow path.
-    body: AlignedBuf,
-    records: u32,
-}
-
-/// What committers append to, under the log's lock.
-#[derive(Debug)]
-struct Pending {
-    next_lsn: u64,
-    slots: VecDeque<Slot>,
-    /// Bodies of written groups, kept for the next slots (a fresh one grew by doubling to
-    /// each group's size, in new memory).
-    spare: Vec<AlignedBuf>,
-    reclaim: u64,
 }
 
 /// Log counters.
@@ -147,12 +107,7 @@ impl Wal {
         reclaim: u64,
     ) -> Self {
         debug_assert_eq!(next_lsn % SECTOR as u64, 0);
-        let pending = Pending {
-            next_lsn,
-            slots: VecDeque::new(),
-            spare: Vec::new(),
-            reclaim,
-        };
+        let pending = Pending::new(next_lsn, reclaim);
         Self {
             dev,
             capacity,
@@ -235,72 +190,6 @@ impl Wal {
         st.pending.reclaim = st.pending.reclaim.max(lsn);
     }
 
-    /// Joins the open slot with an encoded record (see [`CommitRecord::encode`]), which it
-    /// seals and copies (the caller keeps its buffer). Returns the record's `(lsn, end)`.
-    /// Records are ordered by the caller (the commit critical section).
-    pub fn append(&self, rec: &mut [u8]) -> Result<(u64, u64)> {
-        let t0 = Stamp::now();
-        let r = self.append_inner(rec);
-        self.profile.add(Phase::LogJoin, t0);
-        r
-    }
-
-    fn append_inner(&self, rec: &mut [u8]) -> Result<(u64, u64)> {
-        let mut guard = self.group.lock();
-        let st = &mut *guard;
-        if let Some(f) = st.failed() {
-            return Err(Error::Failed(f.clone()));
-        }
-        let p = &mut st.pending;
-        let len = rec.len() as u64;
-        let open = p.slots.back().is_some_and(|s| s.open);
-        let need = len
-            + if open {
-                0
-            } else {
-                GROUP_HEADER as u64 + SECTOR as u64
-            };
-        if p.next_lsn + need - p.reclaim > self.capacity {
-            return Err(Error::LogFull {
-                need,
-                capacity: self.capacity,
-            });
-        }
-        if !open {
-            let start = p.next_lsn;
-            let mut body = p.spare.pop().unwrap_or_default();
-            body.clear();
-            body.resize(GROUP_HEADER);
-            body.reserve(rec.len());
-            p.slots.push_back(Slot {
-                start,
-                end: start + GROUP_HEADER as u64,
-                open: true,
-                body,
-                records: 0,
-            });
-            p.next_lsn = start + GROUP_HEADER as u64;
-        }
-        let lsn = p.next_lsn;
-        seal_record(rec, lsn);
-        p.next_lsn += len;
-        let next = p.next_lsn;
-        let Some(slot) = p.slots.back_mut() else {
-            return Err(Error::Internal("log slot vanished".into()));
-        };
-        slot.body.extend_from_slice(rec);
-        slot.records += 1;
-        slot.end = next;
-        debug_assert_eq!(slot.body.len() as u64, slot.end - slot.start);
-        if slot.end - slot.start >= MAX_GROUP_BYTES {
-            slot.open = false;
-            p.next_lsn = align_up(next);
-        }
-        self.group.joined(&Round { wal: self }, st);
-        self.counters.commits.fetch_add(1, Ordering::Relaxed);
-        Ok((lsn, next))
-    }
-
     /// Returns once the log is durable up to `target`, leading a round (write every pending
     /// slot, sync once) when none is in flight, else riding the round in flight or the next.
     pub fn wait_durable(&self, target: u64) -> Result<()> {
@@ -315,75 +204,6 @@ impl Wal {
         self.group
             .wait_durable(&Round { wal: self }, target, true)
             .map_err(Error::Failed)
-    }
-
-    /// Closes the open group so that the log end is a group boundary, and returns it: every
-    /// record appended so far lies before it, every later one after it (a checkpoint's redo
-    /// start, taken under the commit lock without waiting for any I/O there).
-    pub fn close_group(&self) -> u64 {
-        let mut st = self.group.lock();
-        let p = &mut st.pending;
-        if let Some(s) = p.slots.back_mut() {
-            if s.open {
-                s.open = false;
-                p.next_lsn = align_up(p.next_lsn);
-            }
-        }
-        p.next_lsn
-    }
-
-    /// Seals a slot for writing: its group header in front (`durable` is the durable LSN the
-    /// header records), zeros to the next sector boundary behind.
-    fn seal_slot(&self, slot: &mut Slot, durable: u64) {
-        let len = slot.body.len();
-        debug_assert_eq!(len as u64, slot.end - slot.start);
-        let buf = slot.body.as_mut_slice();
-        let hdr = GroupHeader {
-            lsn: slot.start,
-            len: len as u32,
-            records: slot.records,
-            body_crc: crc32c::crc32c(&buf[GROUP_HEADER..]),
-            durable,
-            db_id: self.db_id,
-            epoch: self.epoch,
-        };
-        hdr.encode(&mut buf[..GROUP_HEADER]);
-        slot.body.resize(align_up(len as u64) as usize);
-    }
-
-    /// Writes consecutive groups (one device request; no sync): a single slot from its own
-    /// buffer, several through the leader's buffer.
-    fn write_slots(&self, slots: &mut [Slot], durable: u64) -> Result<()> {
-        for slot in slots.iter_mut() {
-            self.seal_slot(slot, durable);
-        }
-        let (first, rest) = match slots {
-            [] => return Ok(()),
-            [one] => {
-                self.write_ring(one.start, one.body.as_slice())?;
-                self.counters
-                    .bytes
-                    .fetch_add(one.body.len() as u64, Ordering::Relaxed);
-                return Ok(());
-            }
-            [first, rest @ ..] => (first, rest),
-        };
-        let mut kept = self.write_buf.lock();
-        let buf = &mut *kept;
-        buf.clear();
-        buf.extend_from_slice(first.body.as_slice());
-        for slot in rest {
-            debug_assert_eq!(slot.start, first.start + buf.len() as u64);
-            buf.extend_from_slice(slot.body.as_slice());
-        }
-        self.write_ring(first.start, buf.as_slice())?;
-        self.counters
-            .bytes
-            .fetch_add(buf.len() as u64, Ordering::Relaxed);
-        if buf.capacity() > KEPT_BUF {
-            *buf = AlignedBuf::default();
-        }
-        Ok(())
     }
 
     fn write_ring(&self, lsn: u64, buf: &[u8]) -> Result<()> {
@@ -433,28 +253,7 @@ impl group::Io<Pending> for Round<'_> {
     type Stamp = Stamp;
 
     fn take(&self, p: &mut Pending) -> Option<(Self::Taken, u64, u32)> {
-        let mut bytes = 0usize;
-        let mut n = 0;
-        for s in &p.slots {
-            let len = s.body.len();
-            if n > 0 && bytes + len > MAX_ROUND_BYTES {
-                break;
-            }
-            bytes += len;
-            n += 1;
-        }
-        if n == 0 {
-            return None;
-        }
-        let mut taken: Vec<Slot> = p.slots.drain(..n).collect();
-        let last = taken.last_mut()?;
-        if last.open {
-            last.open = false;
-            p.next_lsn = align_up(p.next_lsn);
-        }
-        let end = align_up(last.end);
-        let records = taken.iter().map(|s| s.records).sum();
-        Some((taken, end, records))
+        p.take()
     }
 
     fn write(&self, taken: &mut Vec<Slot>, durable: u64) -> std::result::Result<(), Failure> {
@@ -475,11 +274,7 @@ impl group::Io<Pending> for Round<'_> {
     }
 
     fn recycle(&self, p: &mut Pending, taken: Self::Taken) {
-        for s in taken {
-            if s.body.capacity() <= KEPT_BUF && p.spare.len() < KEPT_SPARES {
-                p.spare.push(s.body);
-            }
-        }
+        p.recycle(taken);
     }
 
     fn beyond(&self, target: u64, durable: u64) -> Failure {
