@@ -6,11 +6,12 @@ use clap::Args;
 use pagoda::cli::error::{CliError, CliResult};
 use pagoda::cli::progress::Progress;
 use pagoda::cli::report::write_json;
+use pagoda::cli::units::Size;
 use pagoda_crashtest::{
     self as crashtest, CrashFlashCache, CrashTestOptions, CrashTestReport, FaultKind, Sabotage,
 };
 use pagoda_device::spec::{DeviceKind, DeviceSpec};
-use pagoda_device::units::{format_size, parse_size};
+use pagoda_device::units::format_size;
 use pagoda_engine::{CommitMode, FlashPages, FlashPolicy, TornMode};
 use parking_lot::Mutex;
 use std::path::PathBuf;
@@ -43,11 +44,11 @@ pub struct CrashtestArgs {
     threads: usize,
     /// Page size.
     #[arg(long, default_value = "16KiB")]
-    page_size: String,
+    page_size: Size,
     /// Buffer pool size (default 96 pages up to 8 KiB pages, else 48: small, so that pages are
     /// written back all the time).
     #[arg(long)]
-    buffer: Option<String>,
+    buffer: Option<Size>,
     /// Remove one safety step of the engine on purpose (skip-log-sync, skip-doublewrite,
     /// ack-before-durable, ack-before-sync (with --threads 2 or more), skip-wal-rule,
     /// skip-checkpoint-flush, non-atomic-pages,
@@ -91,7 +92,7 @@ pub struct CrashtestArgs {
     /// buffer pool, and room for at least 5 cleaner batches of 64 pages: small, so that the ring
     /// wraps and pages are written back all the time).
     #[arg(long, value_name = "SIZE")]
-    flash_cache_size: Option<String>,
+    flash_cache_size: Option<Size>,
     /// Flash cache replacement policy: face | face-gsc | lru.
     #[arg(long, value_name = "POLICY")]
     flash_cache_policy: Option<FlashPolicy>,
@@ -116,7 +117,7 @@ pub struct CrashtestArgs {
     /// Size of the log ring (at least 256KiB): a small one wraps within a few cycles, so the
     /// log before an older checkpoint is reused often.
     #[arg(long, value_name = "SIZE", default_value = "1MiB")]
-    log_size: String,
+    log_size: Size,
 }
 
 /// Whether the device `spec` names can have its power cut (refused before anything is created).
@@ -155,7 +156,7 @@ fn flash_cache(a: &CrashtestArgs) -> CliResult<Option<CrashFlashCache>> {
     };
     let spec = DeviceSpec::parse(text)?;
     refuse_without_power_cut("--flash-cache", text, &spec)?;
-    let size_bytes = a.flash_cache_size.as_deref().map(parse_size).transpose()?;
+    let size_bytes = a.flash_cache_size.as_ref().map(Size::bytes);
     if size_bytes == Some(0) {
         return Err(CliError::Usage(
             "--flash-cache-size must be above 0 (e.g. 2MiB)".to_string(),
@@ -247,7 +248,7 @@ pub fn run(a: &CrashtestArgs) -> CliResult<()> {
             "--cycles and --threads must be at least 1".to_string(),
         ));
     }
-    let page_size = pagoda_device::units::parse_size(&a.page_size)? as usize;
+    let page_size = usize::try_from(a.page_size.bytes()).unwrap_or(usize::MAX);
     let spec = DeviceSpec::parse(&a.device)?;
     // Fail on a device without power cuts before any cycle runs (and before creating files).
     refuse_without_power_cut("--device", &a.device, &spec)?;
@@ -279,17 +280,15 @@ pub fn run(a: &CrashtestArgs) -> CliResult<()> {
         sabotage: a.sabotage,
         buffer_bytes: a
             .buffer
-            .as_deref()
-            .map(pagoda_device::units::parse_size)
-            .transpose()?
-            .map(|b| b as usize),
+            .as_ref()
+            .map(|b| usize::try_from(b.bytes()).unwrap_or(usize::MAX)),
         stop_on_failure: !a.keep_going,
         replay_cycle: a.replay_cycle,
         flash_cache: flash,
         faults,
         fault_chance: a.fault_chance,
         sparse_log: a.sparse_log,
-        log_bytes: parse_size(&a.log_size)?,
+        log_bytes: a.log_size.bytes(),
         ..CrashTestOptions::default()
     };
     opts.validate()?;

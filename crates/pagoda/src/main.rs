@@ -6,7 +6,7 @@ mod readme;
 mod spread;
 
 // Shared with the crash tester's binary; `crate::error` etc. resolve through these.
-use pagoda::cli::{error, progress, provenance, report};
+use pagoda::cli::{error, progress, provenance, report, units};
 
 use clap::{CommandFactory, Parser, Subcommand};
 use std::process::ExitCode;

@@ -6,6 +6,7 @@ pub mod error;
 pub mod progress;
 pub mod provenance;
 pub mod report;
+pub mod units;
 
 use std::process::ExitCode;
 

@@ -11,8 +11,9 @@ mod probe;
 use crate::cmd::bench::{load_and_run_ycsb, YcsbArgs};
 use crate::error::{CliError, CliResult};
 use crate::report::{thousands, write_json, Table};
+use crate::units::Span;
 use clap::{Args, Subcommand};
-use pagoda_device::units::{format_size, parse_duration, parse_size};
+use pagoda_device::units::format_size;
 use pagoda_engine::sizing::{extent_pages, Advice, DeviceFigures, Measured, Mrc, ShardsRate};
 use serde_json::{json, Value};
 
@@ -56,7 +57,7 @@ pub struct BufferArgs {
     sample_rate: f64,
     /// Length of each of the two probes per device (tests shorten it).
     #[arg(long, default_value = "1s", hide = true)]
-    probe_time: String,
+    probe_time: Span,
 }
 
 /// Runs an `advise` subcommand.
@@ -71,7 +72,7 @@ fn buffer(a: &BufferArgs) -> CliResult<()> {
     let rate = ShardsRate::new(a.sample_rate)
         .map_err(|e| CliError::Usage(format!("--sample-rate: {e}")))?;
     let devices = probe::parse_list(&a.devices)?;
-    let probe_time = parse_duration(&a.probe_time)?;
+    let probe_time = a.probe_time.duration();
     let e = &a.ycsb.engine;
     if a.ycsb.phase.load_only {
         return Err(CliError::Usage(
@@ -84,8 +85,8 @@ fn buffer(a: &BufferArgs) -> CliResult<()> {
                 .to_string(),
         ));
     }
-    let page_size = parse_size(&e.page_size)?;
-    let buffer_bytes = parse_size(&e.buffer)?;
+    let page_size = e.page_size.bytes();
+    let buffer_bytes = e.buffer.bytes();
 
     let mut before = None;
     let (bench, report) = load_and_run_ycsb(&a.ycsb, |db| {

@@ -17,9 +17,10 @@
 
 use super::PhaseArgs;
 use crate::error::{CliError, CliResult};
+use crate::units::Size;
 use clap::Args;
 use pagoda_device::spec::{DeviceKind, DeviceSpec};
-use pagoda_device::units::{format_size, parse_size};
+use pagoda_device::units::format_size;
 use pagoda_engine::{FlashCacheOptions, FlashPages, FlashPolicy};
 use serde_json::{json, Value};
 use std::os::unix::fs::FileTypeExt;
@@ -36,7 +37,7 @@ pub struct FlashArgs {
     /// Bytes of the cache device the cache uses, metadata included (default: the whole
     /// device). Also the device's capacity when its string names none.
     #[arg(long, value_name = "SIZE")]
-    flash_cache_size: Option<String>,
+    flash_cache_size: Option<Size>,
     /// Replacement policy of the flash cache: face | face-gsc | lru [default: face].
     #[arg(long, value_name = "POLICY")]
     flash_cache_policy: Option<FlashPolicy>,
@@ -86,7 +87,7 @@ impl FlashArgs {
         let mut spec = DeviceSpec::parse(given)?;
         let size_bytes = match &self.flash_cache_size {
             Some(s) => {
-                let n = parse_size(s)?;
+                let n = s.bytes();
                 if n == 0 {
                     return Err(CliError::Usage(
                         "--flash-cache-size 0: give the cache some room, e.g. --flash-cache-size 512MiB"
@@ -101,8 +102,12 @@ impl FlashArgs {
         if !names_capacity {
             match size_bytes {
                 Some(_) => {
-                    let text = self.flash_cache_size.as_deref().unwrap_or_default().trim();
-                    spec = spec.with("capacity", text);
+                    let text = self
+                        .flash_cache_size
+                        .as_ref()
+                        .map(ToString::to_string)
+                        .unwrap_or_default();
+                    spec = spec.with("capacity", &text);
                 }
                 None if is_block_device(&spec) => {}
                 None => {
@@ -286,7 +291,7 @@ mod tests {
     fn args(dev: Option<&str>, size: Option<&str>) -> FlashArgs {
         FlashArgs {
             flash_cache: dev.map(str::to_string),
-            flash_cache_size: size.map(str::to_string),
+            flash_cache_size: size.map(|s| s.parse().expect("a size")),
             flash_cache_policy: None,
             flash_cache_pages: None,
         }

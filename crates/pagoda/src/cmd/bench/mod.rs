@@ -13,9 +13,9 @@ mod summary;
 
 use crate::error::{CliError, CliResult};
 use crate::progress::Progress as Bar;
+use crate::units::{Size, Span};
 use clap::{Args, Subcommand};
 use flash::FlashArgs;
-use pagoda_device::units::parse_duration;
 use pagoda_engine::{CommitMode, TornMode};
 use pagoda_workload::driver::Progress;
 use pagoda_workload::{
@@ -65,7 +65,7 @@ pub struct EngineArgs {
     pub(crate) engine: EngineChoice,
     /// LMDB's map size: the most its database may grow to (a sparse file; --engine lmdb).
     #[arg(long, default_value = "64GiB")]
-    pub(crate) lmdb_map_size: String,
+    pub(crate) lmdb_map_size: Size,
     /// Where real files go when devices are not named (default: a temporary directory,
     /// removed at the end). Needed for --load-only / --run-only.
     #[arg(long)]
@@ -81,12 +81,12 @@ pub struct EngineArgs {
     pub(crate) log: Option<String>,
     /// DRAM buffer pool size.
     #[arg(long, default_value = "64MiB")]
-    pub(crate) buffer: String,
+    pub(crate) buffer: Size,
     /// Buffer pool size while loading (default: --buffer). The database is then checkpointed,
     /// closed and opened again with --buffer on the same devices, with their counters zeroed:
     /// a small-buffer run on a slow device without a slow load.
     #[arg(long)]
-    pub(crate) load_buffer: Option<String>,
+    pub(crate) load_buffer: Option<Size>,
     /// Load with the emulated devices' latency paused: the open and the load run at CPU speed,
     /// and the devices end the load in the state a timed load leaves (mapping, GC, wear, head
     /// position). Timing resumes before the measured run; the result's `load` then says its
@@ -100,7 +100,7 @@ pub struct EngineArgs {
     pub(crate) no_background: bool,
     /// Page size (4KiB to 64KiB).
     #[arg(long, default_value = "16KiB")]
-    pub(crate) page_size: String,
+    pub(crate) page_size: Size,
     /// Torn-write protection: doublewrite | doublewrite-full (every flushed page copied to the
     /// double-write area first, as InnoDB does; the papers' baseline) | atomic | none.
     #[arg(long, default_value = "doublewrite")]
@@ -115,10 +115,10 @@ pub struct EngineArgs {
     /// used, so a log small beside the buffer makes checkpoints, and page writes, fall inside a run
     /// (InnoDB's 128 MB log beside a 1 GB buffer, as the 16 KiB atomic-write paper ran it).
     #[arg(long)]
-    log_size: Option<String>,
+    log_size: Option<Size>,
     /// With --commit lazy: the longest a commit waits before the flush thread syncs it.
     #[arg(long, default_value = "10ms")]
-    lazy_flush: String,
+    lazy_flush: Span,
     /// With --commit sync: a thread that leads a log round first waits (at most two rounds'
     /// time) for the committers the last round acknowledged, so that one sync carries all of
     /// them instead of alternating half-batches. `off` is the ablation.
@@ -155,10 +155,10 @@ pub struct PhaseArgs {
     pub(crate) threads: usize,
     /// Measured run length in time (instead of an operation count), e.g. 30s, 2m.
     #[arg(long)]
-    pub(crate) duration: Option<String>,
+    pub(crate) duration: Option<Span>,
     /// Time run before measuring, excluded from the results.
     #[arg(long)]
-    warmup: Option<String>,
+    warmup: Option<Span>,
     /// Load the database and stop (needs --dir).
     #[arg(long, conflicts_with = "run_only")]
     pub(crate) load_only: bool,
@@ -224,7 +224,7 @@ pub struct TpccArgs {
     /// reopen with the same options timing the recovery, then run again for this long with
     /// no warm-up (the restarted database warming up). Adds `restart` to the JSON.
     #[arg(long, value_name = "DURATION", conflicts_with = "load_only")]
-    crash_restart: Option<String>,
+    crash_restart: Option<Span>,
     #[command(flatten)]
     phase: PhaseArgs,
     #[command(flatten)]
@@ -345,7 +345,7 @@ fn bench_tpcc(a: &TpccArgs) -> CliResult<()> {
     let rampup = Duration::from_secs(5);
     let mut phase_limit = a.phase.duration.clone();
     if phase_limit.is_none() {
-        phase_limit = Some("60s".to_string());
+        phase_limit = Some("60s".parse().map_err(CliError::Usage)?);
     }
     let driver = driver_config(
         &PhaseArgs {
@@ -366,7 +366,7 @@ fn bench_tpcc(a: &TpccArgs) -> CliResult<()> {
         Some(d) => {
             restart::check(&bench)?;
             let mut after = driver.clone();
-            after.limit = RunLimit::Duration(parse_duration(d)?);
+            after.limit = RunLimit::Duration(d.duration());
             after.warmup = Duration::ZERO;
             Some(after)
         }
@@ -465,12 +465,12 @@ fn driver_config(
                 "give either an operation count or --duration, not both".to_string(),
             ))
         }
-        (Some(d), None) => RunLimit::Duration(parse_duration(d)?),
+        (Some(d), None) => RunLimit::Duration(d.duration()),
         (None, Some(n)) => RunLimit::Ops(n),
         (None, None) => RunLimit::Ops(100_000),
     };
     let warmup = match &p.warmup {
-        Some(w) => parse_duration(w)?,
+        Some(w) => w.duration(),
         None => default_warmup,
     };
     let cfg = DriverConfig {

@@ -10,7 +10,6 @@
 use super::{with_bar, EngineArgs, LinkbenchArgs, PhaseArgs, TpccArgs, YcsbArgs};
 use crate::error::{CliError, CliResult};
 use crate::report::write_json;
-use pagoda_device::units::parse_size;
 use pagoda_engine::{CommitMode, TornMode};
 use pagoda_peers::{PeerDurability, PeerKind, PeerOptions};
 use pagoda_workload::{
@@ -60,10 +59,13 @@ fn refuse_pagoda_flags(e: &EngineArgs, kind: PeerKind) -> CliResult<()> {
         ("--load-buffer", e.load_buffer.is_some()),
         ("--fast-load", e.fast_load),
         ("--no-background", e.no_background),
-        ("--page-size", e.page_size != "16KiB"),
+        ("--page-size", e.page_size.bytes() != 16 << 10),
         ("--torn", e.torn != TornMode::Doublewrite),
         ("--pipeline-depth", e.pipeline_depth != 32),
-        ("--lazy-flush", e.lazy_flush != "10ms"),
+        (
+            "--lazy-flush",
+            e.lazy_flush.duration() != Duration::from_millis(10),
+        ),
         ("--commit-gather", !e.commit_gather),
         ("--checkpoint-pacing", e.checkpoint_pacing != 0.5),
         ("--flash-cache", e.flash.given()),
@@ -91,12 +93,12 @@ fn durability(e: &EngineArgs, kind: PeerKind) -> CliResult<PeerDurability> {
 }
 
 /// The peer options the flags ask for.
-pub(crate) fn options(cache_bytes: u64, map: &str) -> CliResult<PeerOptions> {
-    Ok(PeerOptions {
+pub(crate) fn options(cache_bytes: u64, lmdb_map_bytes: u64) -> PeerOptions {
+    PeerOptions {
         cache_bytes,
         durability: PeerDurability::Sync,
-        lmdb_map_bytes: parse_size(map)?,
-    })
+        lmdb_map_bytes,
+    }
 }
 
 /// An open peer for one benchmark, with what it needs to check the load and to report.
@@ -114,7 +116,7 @@ struct PeerBench {
 impl PeerBench {
     fn open(e: &EngineArgs, p: &PhaseArgs, kind: PeerKind, ident: Value) -> CliResult<Self> {
         refuse_pagoda_flags(e, kind)?;
-        let mut opts = options(parse_size(&e.buffer)?, &e.lmdb_map_size)?;
+        let mut opts = options(e.buffer.bytes(), e.lmdb_map_size.bytes());
         opts.durability = durability(e, kind)?;
         if !kind.is_built() {
             return Err(CliError::Other(

@@ -6,9 +6,9 @@ use super::log_partition;
 use super::{summary, EngineArgs, PhaseArgs};
 use crate::error::{CliError, CliResult};
 use crate::report::write_json;
+use crate::units::Size;
 use pagoda::store::PagodaStore;
 use pagoda_device::spec::{DeviceKind, DeviceSpec};
-use pagoda_device::units::{parse_duration, parse_size};
 use pagoda_device::DeviceRef;
 use pagoda_engine::{CommitMode, Db, DbOptions, TornMode};
 use pagoda_workload::{LoadReport, RunReport, Store, WorkloadError};
@@ -47,9 +47,9 @@ const META_KEY: &[u8] = b"loaded";
 
 impl Bench {
     pub(super) fn open(e: &EngineArgs, p: &PhaseArgs, ident: Value) -> CliResult<Self> {
-        let buffer = parse_size(&e.buffer)?;
-        let load_buffer = e.load_buffer.as_deref().map(parse_size).transpose()?;
-        let log_size = e.log_size.as_deref().map(parse_size).transpose()?;
+        let buffer = e.buffer.bytes();
+        let load_buffer = e.load_buffer.as_ref().map(Size::bytes);
+        let log_size = e.log_size.as_ref().map(Size::bytes);
         if load_buffer.is_some() && p.run_only {
             return Err(CliError::Usage(
                 "--load-buffer applies to the load; a --run-only run has none: drop it".to_string(),
@@ -60,7 +60,7 @@ impl Bench {
                 "--fast-load applies to the load; a --run-only run has none: drop it".to_string(),
             ));
         }
-        let page_size = parse_size(&e.page_size)?;
+        let page_size = e.page_size.bytes();
         if let Some(mem) = total_memory_bytes() {
             if buffer >= mem {
                 return Err(CliError::Usage(format!(
@@ -190,7 +190,7 @@ impl Bench {
             .buffer_bytes(buffer as usize)
             .torn(e.torn)
             .commit(e.commit)
-            .lazy_flush_interval(parse_duration(&e.lazy_flush)?)
+            .lazy_flush_interval(e.lazy_flush.duration())
             .commit_gather(e.commit_gather)
             .checkpoint_pacing(e.checkpoint_pacing)
             .background(!e.no_background);

@@ -20,9 +20,9 @@ mod targets;
 use super::peer::{self, EngineChoice};
 use crate::error::{CliError, CliResult};
 use crate::progress::Progress as Bar;
+use crate::units::{Size, Span};
 use clap::Args;
 use pagoda::store::PagodaStore;
-use pagoda_device::units::{parse_duration, parse_size};
 use pagoda_engine::{CommitMode, Db, DbOptions, TornMode};
 use pagoda_workload::driver::Progress;
 use pagoda_workload::ycsb::{self, RequestDistribution, YcsbConfig, YcsbWorkload};
@@ -52,17 +52,17 @@ pub struct CompareArgs {
     records: u64,
     /// Measured time of each cell. The reference: 20s.
     #[arg(long, default_value = "3s")]
-    duration: String,
+    duration: Span,
     /// Time each cell runs before it is measured.
     #[arg(long, default_value = "500ms")]
-    warmup: String,
+    warmup: Span,
     /// Cache of every engine (pagoda's buffer pool, SQLite's page cache, redb's and RocksDB's
     /// caches; LMDB uses the OS page cache). Default: twice the loaded data, at least 64 MiB.
     #[arg(long)]
-    buffer: Option<String>,
+    buffer: Option<Size>,
     /// LMDB's map size (the most its database may grow to; a sparse file).
     #[arg(long, default_value = "64GiB")]
-    lmdb_map_size: String,
+    lmdb_map_size: Size,
     /// Output directory (the databases go to OUT/db-ENGINE while they run).
     #[arg(long, default_value = "compare-out")]
     out: PathBuf,
@@ -261,15 +261,15 @@ pub(super) fn run(a: &CompareArgs) -> CliResult<()> {
             }
         }
     }
-    let duration = parse_duration(&a.duration)?;
-    let warmup = parse_duration(&a.warmup)?;
+    let duration = a.duration.duration();
+    let warmup = a.warmup.duration();
     config(YcsbWorkload::UpdateOnly, a.records).validate()?;
     if a.tpcc_warehouses > 0 {
         tpcc_config(a).validate()?;
     }
     let data = a.records * 1016;
     let buffer = match &a.buffer {
-        Some(b) => parse_size(b)?,
+        Some(b) => b.bytes(),
         None => (2 * data).max(64 << 20),
     };
     // Checked before any work: an unwritable --publish should not waste the run.
@@ -603,7 +603,7 @@ fn open(
             Open::Pagoda(PagodaStore::new(Db::open(opts)?, describe))
         }
         EngineChoice::Peer(kind) => {
-            let mut opts = peer::options(buffer, &a.lmdb_map_size)?;
+            let mut opts = peer::options(buffer, a.lmdb_map_size.bytes());
             if lazy {
                 opts.durability = pagoda_peers::PeerDurability::Lazy;
             }
