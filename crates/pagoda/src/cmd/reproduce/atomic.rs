@@ -9,6 +9,7 @@
 mod ablations;
 
 use super::cell::CellResult;
+use super::file::seed_row;
 use super::regime;
 use super::repeats::{self, Group, Spread};
 use super::report::{find, fmt_num, Band, Ctx, Headline, Section};
@@ -17,6 +18,9 @@ use crate::plot::{bar_chart, BarChart};
 use crate::report::Table;
 use ablations::{beside, requests_per_page, RowAblation};
 use std::fmt::Write as _;
+
+/// The experiment's name: its file is `experiments/seeds/atomic-write.toml`.
+const EXP: &str = "atomic-write";
 
 /// (mode, label): the seed's baseline first.
 const MODES: [(&str, &str); 4] = [
@@ -233,19 +237,26 @@ fn pooled(rel: &[(&str, Option<Spread>)], mode: &str) -> Option<Spread> {
     }
 }
 
+/// The band of row `id` in this seed's file.
+fn band(id: &str) -> Band {
+    seed_row(EXP, id)
+        .band
+        .unwrap_or_else(|| panic!("row '{id}' of atomic-write.toml has no band"))
+}
+
 /// The seed's band of the rows against InnoDB's double-write.
 fn seed_band() -> Band {
-    Band::range(1.5, 2.2, "the seed's 1.5-2.2x")
+    band("none-vs-dwb")
 }
 
 /// The copy-skipping row's band: pagoda's claim that skipping copies is not slower.
 fn copy_skip_band() -> Band {
-    Band::at_least(1.0, "not slower (>= 1.0x)")
+    band("copy-skip")
 }
 
 /// The seed's band of the atomic-over-none row.
 fn atomic_vs_none_band() -> Band {
-    Band::range(1.1, 1.3, "the seed's 1.1-1.3x")
+    band("atomic-vs-none")
 }
 
 /// The section's rows; `cause` is the atomic-over-none row's, as its ablations measured it.
@@ -265,7 +276,6 @@ fn headlines(tpcc: &[&CellResult], rel: &[(&str, Option<Spread>)], cause: &str) 
             g.num("regime/busy/data").unwrap_or(0.0) * 100.0
         )
     };
-    let seed_band = seed_band();
     let grid_figures = format!(
         "{cause} (grid: {} and {} data-device requests per 16 KiB written for none and \
          atomic, {})",
@@ -274,44 +284,39 @@ fn headlines(tpcc: &[&CellResult], rel: &[(&str, Option<Spread>)], cause: &str) 
         why(&all)
     );
     vec![
-        Headline::ratio(
-            "none vs InnoDB double-write, tpmC",
-            "1.5-2.2x",
+        Headline::of_row(
+            &seed_row(EXP, "none-vs-dwb"),
             pooled(rel, "none"),
-            &seed_band,
             &format!(
                 "the double-write copies cost less here than in the seed ({})",
                 why(&all)
             ),
             "the double-write buffer costs more here than in the seed",
+            Spread::times,
         )
         .regime(off.clone()),
-        Headline::ratio(
-            "atomic vs InnoDB double-write, tpmC",
-            "1.5-2.2x",
+        Headline::of_row(
+            &seed_row(EXP, "atomic-vs-dwb"),
             pooled(rel, "atomic"),
-            &seed_band,
             &format!(
                 "the double-write copies cost less here than in the seed ({})",
                 why(&all)
             ),
             "the double-write buffer costs more here than in the seed",
+            Spread::times,
         )
         .regime(off.clone()),
-        Headline::ratio(
-            "atomic vs none (no double-write, unsafe), tpmC",
-            "1.1-1.3x",
+        Headline::of_row(
+            &seed_row(EXP, "atomic-vs-none"),
             pooled(rel, ATOMIC_VS_NONE),
-            &atomic_vs_none_band(),
             &grid_figures,
             &grid_figures,
+            Spread::times,
         )
         .regime(off.clone()),
-        Headline::ratio(
-            "pagoda's copy-skipping double-write vs InnoDB's, tpmC",
-            "not slower",
+        Headline::of_row(
+            &seed_row(EXP, "copy-skip"),
             pooled(rel, "doublewrite"),
-            &copy_skip_band(),
             &format!(
                 "skipping copies shrinks the data written ({} against {} 4 KiB pages per run) \
                  but not the flushes of the data device that order each write-back batch ({} \
@@ -322,8 +327,8 @@ fn headlines(tpcc: &[&CellResult], rel: &[(&str, Option<Spread>)], cause: &str) 
                 mode_num(tpcc, "doublewrite-full", "devices/data/flushes"),
             ),
             "",
+            Spread::times,
         )
-        .beyond("pagoda's addition")
         .regime(off),
     ]
 }

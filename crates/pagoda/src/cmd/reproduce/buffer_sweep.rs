@@ -19,6 +19,9 @@ use crate::report::Table;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
+/// The experiment's name: its file is `experiments/seeds/buffer-sweep.toml`.
+const EXP: &str = "buffer-sweep";
+
 /// (id, label, device): HDD first.
 const DEVICES: [(&str, &str, &str); 2] = [
     ("hdd", "HDD (hdd-15k)", "hdd-15k,latency=emulate"),

@@ -7,13 +7,17 @@
 //! number of requests and the same striping per stream for all.
 
 use super::cell::CellResult;
+use super::file::seed_row;
 use super::regime;
 use super::repeats::{self, Group, Spread};
-use super::report::{find, fmt_change, fmt_num, ratio, Band, Ctx, Headline, Section};
+use super::report::{find, fmt_change, fmt_num, ratio, Ctx, Headline, Section};
 use crate::error::CliResult;
 use crate::plot::{bar_chart, BarChart};
 use crate::report::Table;
 use std::fmt::Write as _;
+
+/// The experiment's name: its file is `experiments/seeds/dwb-ftl.toml`.
+const EXP: &str = "dwb-ftl";
 
 /// One stream for everything (the seed's original FTL).
 const ONE: &str = "one-stream";
@@ -195,39 +199,33 @@ pub(super) fn section(ctx: &Ctx, results: &[&CellResult]) -> CliResult<Section> 
     let pct = |s: &Spread| s.fmt(|v| format!("{v:+.1} %"));
     let ablation = seed_share_ablation(results);
     let mut headlines = Vec::new();
-    for (path, what, i, why_low, why_high) in [
+    for (path, id, why_low, why_high) in [
         (
             "devices/data/copybacks",
             "copybacks",
-            3,
             "separation saves more copybacks than in the seed",
             "separation saves fewer copybacks than in the seed",
         ),
         (
             "devices/data/gc_runs",
-            "GC runs",
-            2,
+            "gc-runs",
             "separation saves more GC runs than in the seed",
             "separation saves fewer GC runs than in the seed",
         ),
         (
             "throughput_ops_s",
-            "ops/s",
-            4,
+            "ops",
             "no throughput gain from the saved GC work (one client)",
             "a larger gain than the seed's",
         ),
     ] {
-        let x = (SEED[1][i] / SEED[0][i] - 1.0) * 100.0;
-        let seed = format!("{x:+.1} %");
-        let band = Band::around(x, &format!("the seed's {seed}"));
+        let row = seed_row(EXP, id);
+        let band = row.band.clone().expect("a band in dwb-ftl.toml");
         let nearer = seed_share_change(results, path);
         headlines.push(
-            Headline::judged(
-                &format!("{what}, double-write area on its own stream vs one stream"),
-                &seed,
+            Headline::of_row(
+                &row,
                 changes(dw.as_ref(), one.as_ref(), path),
-                &band,
                 why_low,
                 why_high,
                 pct,
@@ -242,21 +240,13 @@ pub(super) fn section(ctx: &Ctx, results: &[&CellResult]) -> CliResult<Section> 
     }
     // Beyond the seed: does giving every kind of write its own stream save at least what the
     // seed's separation of the double-write area alone saved? No saving would fail it.
-    let x = (SEED[1][3] / SEED[0][3] - 1.0) * 100.0;
-    headlines.push(
-        Headline::judged(
-            "copybacks, log, data, double-write area and fill each on its own stream vs one \
-             stream",
-            "saves at least the seed's separation",
-            changes(four.as_ref(), one.as_ref(), "devices/data/copybacks"),
-            &Band::at_most(x, &format!("saves at least the seed's {x:+.1} %")),
-            "",
-            "four streams save fewer copybacks than the seed's separation of the double-write \
-             area",
-            pct,
-        )
-        .beyond("pagoda's addition"),
-    );
+    headlines.push(Headline::of_row(
+        &seed_row(EXP, "four-streams"),
+        changes(four.as_ref(), one.as_ref(), "devices/data/copybacks"),
+        "",
+        "four streams save fewer copybacks than the seed's separation of the double-write area",
+        pct,
+    ));
     let all: Vec<&CellResult> = results.to_vec();
     body.push_str(&regime::cells(&all));
     Ok(Section {
@@ -378,7 +368,7 @@ mod tests {
     use crate::cmd::reproduce::file::seed_grid;
 
     fn cells(scale: Scale) -> Vec<crate::cmd::reproduce::cell::Cell> {
-        seed_grid("dwb-ftl", scale).0
+        seed_grid(EXP, scale).0
     }
 
     /// The headline compares the seed's treatment (only the double-write area apart) with one
@@ -411,5 +401,21 @@ mod tests {
             "{t}"
         );
         assert!(t.contains("| ours: dw-separated | – | – | – |"), "{t}");
+    }
+
+    /// The bands in dwb-ftl.toml sit on the seed's own table (its columns 2-4).
+    #[test]
+    fn the_files_bands_are_the_seeds_figures() {
+        for (id, col) in [("copybacks", 3), ("gc-runs", 2), ("ops", 4)] {
+            let band = seed_row(EXP, id).band.unwrap();
+            let centre = (band.lo + band.hi) / 2.0;
+            let seed = (SEED[1][col] / SEED[0][col] - 1.0) * 100.0;
+            assert!(
+                (centre - seed).abs() < 1e-9,
+                "{id}: {centre} against {seed}"
+            );
+        }
+        let four = seed_row(EXP, "four-streams").band.unwrap();
+        assert!((four.hi - (SEED[1][3] / SEED[0][3] - 1.0) * 100.0).abs() < 1e-9);
     }
 }

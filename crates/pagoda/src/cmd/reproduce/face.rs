@@ -7,13 +7,17 @@
 //! the restart after a crash with and without the cache (`bench tpcc --crash-restart`).
 
 use super::cell::CellResult;
+use super::file::{seed_row, SeedRow};
 use super::regime;
 use super::repeats::{self, Group, Spread};
-use super::report::{find, fmt_frac, fmt_num, Band, Ctx, Headline, Section};
+use super::report::{find, fmt_frac, fmt_num, Ctx, Headline, Section};
 use crate::error::CliResult;
 use crate::plot::{bar_chart, BarChart};
 use crate::report::Table;
 use std::fmt::Write as _;
+
+/// The experiment's name: its file is `experiments/seeds/face.toml`.
+const EXP: &str = "face";
 
 /// The seed's baseline: InnoDB's double-write buffer, every flushed page copied.
 const ORIGINAL_TORN: &str = "doublewrite-full";
@@ -126,7 +130,7 @@ pub(super) fn section(ctx: &Ctx, results: &[&CellResult]) -> CliResult<Section> 
         }
         bars[CONFIGS.len()].1.push(s_face / s_orig);
         cats.push(label.to_string());
-        headlines.extend(device_headlines(results, data, label, s_face / s_orig));
+        headlines.extend(device_headlines(results, data));
     }
     body.push('\n');
     body.push_str(&table.markdown());
@@ -232,12 +236,7 @@ fn figures(g: Option<&Group>) -> String {
     )
 }
 
-fn device_headlines(
-    results: &[&CellResult],
-    data: &str,
-    label: &str,
-    seed_ratio: f64,
-) -> Vec<Headline> {
+fn device_headlines(results: &[&CellResult], data: &str) -> Vec<Headline> {
     let orig = get(results, data, "original", "fresh");
     let face = get(results, data, "face", "fresh");
     let gsc = get(results, data, "face-gsc", "fresh");
@@ -247,60 +246,54 @@ fn device_headlines(
         orig.as_ref().and_then(|g| g.num("regime/busy/data")).unwrap_or(0.0) * 100.0,
         figures(face.as_ref())
     );
+    let gsc_row = row(&format!("gsc.{data}"));
     vec![
-        Headline::ratio(
-            &format!("FaCE vs original tpmC, {label}"),
-            &format!("{seed_ratio:.1}x"),
+        Headline::of_row(
+            &row(&format!("vs-original.{data}")),
             repeats::ratio(face.as_ref(), orig.as_ref(), "tpmC"),
-            &Band::around(seed_ratio, &format!("seed {seed_ratio:.1}x")),
             &format!("a smaller gain than the seed's ({why_vs_orig})"),
             &format!("a larger gain than the seed's ({why_vs_orig})"),
+            Spread::times,
         )
         .regime(off(face.as_ref(), &IO, orig.as_ref(), &["data"])),
-        face_vs_lru(results, data, label),
+        face_vs_lru(results, data),
         // The seed's claim is about the cache's hit ratio; the tpmC is in the table.
-        Headline::ratio(
-            &format!("FaCE-GSC vs FaCE flash-cache hit ratio, {label}"),
-            "GSC raises the hit ratio over FaCE",
+        Headline::of_row(
+            &gsc_row,
             repeats::ratio(gsc.as_ref(), face.as_ref(), "engine/flash_cache_hit_ratio"),
-            &gsc_band(),
             &format!(
                 "second chances keep fewer useful pages than plain FIFO here ({}; {})",
                 figures(gsc.as_ref()),
                 figures(face.as_ref())
             ),
             "",
+            Spread::times,
         )
-        .beyond("the FaCE paper's GSC policy, not in the seed")
         .regime(off(gsc.as_ref(), &IO, face.as_ref(), &IO))
         .ablated(
             "the window (longer, so the ring wraps more often)",
-            long_run(results, data)
-                .map(|(r, _)| gsc_band().judge(Some(&r), "", "").key() == "within"),
+            long_run(results, data).map(|(r, _)| within(&gsc_row, &r)),
             long_run(results, data).map_or(String::new(), |(_, t)| t),
         ),
     ]
 }
 
-/// GSC's band: a second chance that keeps nothing useful gives exactly FaCE's hit ratio, so the
-/// row asks for 3 % more.
-fn gsc_band() -> Band {
-    Band::at_least(
-        1.03,
-        "GSC's hit ratio >= 1.03x FaCE's (equal is what no effect gives)",
-    )
+/// Row `id` of this seed's file.
+fn row(id: &str) -> SeedRow {
+    seed_row(EXP, id)
 }
 
-/// FaCE's band against LRU: an append that saves nothing gives 1.0x, so the row asks for 5 %
-/// more.
-fn lru_band() -> Band {
-    Band::at_least(1.05, "FaCE >= 1.05x LRU (equal is what no effect gives)")
+/// Whether `r` lies in the band of `row`.
+fn within(row: &SeedRow, r: &Spread) -> bool {
+    row.band
+        .as_ref()
+        .is_some_and(|b| b.judge(Some(r), "", "").key() == "within")
 }
 
 /// FaCE vs LRU on a cache device aged as the data device is (the seed's argument: LRU turns
 /// cache writes into random writes, which cost an aged flash device garbage collection; the
 /// seed reports no LRU figure). Its ablation: the same cells on a fresh cache device.
-fn face_vs_lru(results: &[&CellResult], data: &str, label: &str) -> Headline {
+fn face_vs_lru(results: &[&CellResult], data: &str) -> Headline {
     let face = get(results, data, "face", "full");
     let lru = get(results, data, "lru", "full");
     let fresh = (
@@ -308,19 +301,18 @@ fn face_vs_lru(results: &[&CellResult], data: &str, label: &str) -> Headline {
         get(results, data, "lru", "fresh"),
     );
     let fresh_ratio = repeats::ratio(fresh.0.as_ref(), fresh.1.as_ref(), "tpmC");
-    Headline::ratio(
-        &format!("FaCE vs LRU flash cache tpmC, {label}, aged cache device"),
-        "FaCE > LRU (FIFO appends beat LRU's in-place writes)",
+    let lru_row = row(&format!("vs-lru.{data}"));
+    Headline::of_row(
+        &lru_row,
         repeats::ratio(face.as_ref(), lru.as_ref(), "tpmC"),
-        &lru_band(),
         &lru_reason(face.as_ref(), lru.as_ref()),
         "",
+        Spread::times,
     )
-    .beyond("the seed's argument; it reports no LRU figure")
     .regime(off(face.as_ref(), &IO, lru.as_ref(), &IO))
     .ablated(
         "the cache device's age (fresh: no garbage collection)",
-        fresh_ratio.map(|r| lru_band().judge(Some(&r), "", "").key() == "within"),
+        fresh_ratio.map(|r| within(&lru_row, &r)),
         fresh_ratio.map_or(String::new(), |r| {
             format!(
                 "on a fresh cache device (`{FLASH}`), FaCE vs LRU is {} tpmC ({}; {})",
@@ -459,4 +451,19 @@ fn restart_table(results: &[&CellResult]) -> String {
     }
     body.push_str(&table.markdown());
     body
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The bands in face.toml sit on the seed's own figures, which the section's table shows.
+    #[test]
+    fn the_files_bands_are_the_seeds_figures() {
+        for (data, orig, face) in SEED {
+            let band = row(&format!("vs-original.{data}")).band.unwrap();
+            let centre = (band.lo + band.hi) / 2.0;
+            assert!((centre - face / orig).abs() < 1e-9, "{data}: {centre}");
+        }
+    }
 }

@@ -8,13 +8,17 @@
 //! the seed), the sync path's phase breakdown and CPU use beside the seed's.
 
 use super::cell::CellResult;
+use super::file::seed_row;
 use super::repeats::Spread;
 use super::repeats::{self, Group};
-use super::report::{find, fmt_num, ratio, Band, Ctx, Headline, Section};
+use super::report::{find, fmt_num, ratio, Ctx, Headline, Section};
 use crate::error::CliResult;
 use crate::plot::{line_chart, LineChart, Series};
 use crate::report::Table;
 use std::fmt::Write as _;
+
+/// The experiment's name: its file is `experiments/seeds/pipelined-commit.toml`.
+const EXP: &str = "pipelined-commit";
 
 /// (name, label, device).
 const DEVICES: [(&str, &str, &str); 3] = [
@@ -317,12 +321,11 @@ fn commit_bound(results: &[&CellResult], dev: &str, t: u32) -> Option<String> {
 }
 
 fn headlines(results: &[&CellResult]) -> Vec<Headline> {
+    let t16 = seed_row(EXP, "d32.t16");
     let mut out = vec![
-        Headline::ratio(
-            "pipelined (32 in flight) vs sync, 4 threads, nvme-ssd",
-            "15.9x",
+        Headline::of_row(
+            &seed_row(EXP, "d32.t04"),
             gain(results, "nvme", "d32", 4),
-            &Band::around(15.9, "the seed's 15.9x"),
             &format!(
                 "a smaller gain than the seed's: {} commits per sync pipelined against {} sync \
                  (medians)",
@@ -335,21 +338,24 @@ fn headlines(results: &[&CellResult]) -> Vec<Headline> {
                 commits_per_sync(results, "d32", 4),
                 commits_per_sync(results, "sync", 4)
             ),
+            Spread::times,
         )
         .regime(commit_bound(results, "nvme", 4)),
-        Headline::ratio(
-            "pipelined (32 in flight) vs sync, 16 threads, nvme-ssd",
-            "~5x",
+        Headline::of_row(
+            &t16,
             gain(results, "nvme", "d32", 16),
-            &Band::around(5.0, "the seed's ~5x"),
             "a smaller gain than the seed's at 16 threads",
             &in_flight_reason(results),
+            Spread::times,
         )
         .regime(commit_bound(results, "nvme", 16))
         .ablated(
             "the commits in flight in all (16 threads x 8, the 4-thread row's 128)",
-            gain(results, "nvme", "d8", 16)
-                .map(|g| Band::around(5.0, "").judge(Some(&g), "", "").key() == "within"),
+            gain(results, "nvme", "d8", 16).map(|g| {
+                t16.band
+                    .as_ref()
+                    .is_some_and(|b| b.judge(Some(&g), "", "").key() == "within")
+            }),
             gain(results, "nvme", "d8", 16).map_or(String::new(), |g| {
                 format!(
                     "pipelined vs sync at 16 threads is {} ({} commits per sync, medians)",
@@ -358,14 +364,13 @@ fn headlines(results: &[&CellResult]) -> Vec<Headline> {
                 )
             }),
         ),
-        Headline::ratio(
-            "pipelined (32 in flight) vs sync, 16 threads, hdd-15k",
-            "no gain",
+        Headline::of_row(
+            &seed_row(EXP, "hdd.t16"),
             gain(results, "hdd", "d32", 16),
-            &Band::range(0.8, 1.25, "no gain: 0.8-1.25x"),
             "pipelined is slower on the disk",
             "pipelined gains on the disk, unlike the seed: its reads, not its commits, should \
              bound it (see the regime table)",
+            Spread::times,
         )
         .regime(group(results, "hdd", "sync", 16).and_then(|g| {
             g.off_regime("sync on hdd at 16 threads", "the data disk's reads", |r| {
@@ -373,8 +378,8 @@ fn headlines(results: &[&CellResult]) -> Vec<Headline> {
             })
         })),
     ];
-    // The gain grows with the commits a sync carries. Any two depths ordered by noise would
-    // pass "1 < 4 < 32"; each 4x (8x) more in flight must at least double the gain.
+    // The gain grows with the commits a sync carries: each 4x (8x) more in flight must at
+    // least double it (the file says why).
     let by_seed = |mode: &str| gain_by_seed(results, "nvme", mode, 4);
     let (d1, d4, d32) = (by_seed("d1"), by_seed("d4"), by_seed("d32"));
     let holds: Vec<bool> = d32
@@ -382,9 +387,8 @@ fn headlines(results: &[&CellResult]) -> Vec<Headline> {
         .filter_map(|(s, hi)| Some(2.0 * *d1.get(s)? <= *d4.get(s)? && 2.0 * *d4.get(s)? <= *hi))
         .collect();
     out.push(
-        Headline::rule(
-            "gain vs commits in flight, 4 threads, nvme-ssd",
-            "grows with the commits a sync carries",
+        Headline::rule_of_row(
+            &seed_row(EXP, "depth"),
             "gain at depth 4 >= 2x depth 1's, and at 32 >= 2x depth 4's, in each repeat",
             &holds,
             format!(
@@ -395,7 +399,6 @@ fn headlines(results: &[&CellResult]) -> Vec<Headline> {
             ),
             "more commits in flight do not double the gain here",
         )
-        .beyond("the seed's mechanism; it reports one depth")
         .regime(commit_bound(results, "nvme", 4)),
     );
     // With a power-loss-protected cache a sync is cheap: the gain shrinks.
@@ -403,29 +406,23 @@ fn headlines(results: &[&CellResult]) -> Vec<Headline> {
         gain_by_seed(results, "nvme-plp", "d32", 4),
         gain_by_seed(results, "nvme", "d32", 4),
     );
-    out.push(
-        Headline::ratio(
-            "pipelined gain with a power-loss-protected cache / without, 4 threads",
-            "below 1 (a cheap sync leaves less to hide)",
-            Spread::of(
-                plp.iter()
-                    .filter_map(|(s, a)| Some(a / no_plp.get(s)?))
-                    .collect(),
-            ),
-            // A cache that only shaved a little off the sync would land just below 1.
-            &Band::at_most(0.5, "<= 0.5x (at most half the gain)"),
-            "",
-            "the gain shrinks by less than half when the sync is cheap",
-        )
-        .beyond("pagoda's claim"),
-    );
+    out.push(Headline::of_row(
+        &seed_row(EXP, "plp"),
+        Spread::of(
+            plp.iter()
+                .filter_map(|(s, a)| Some(a / no_plp.get(s)?))
+                .collect(),
+        ),
+        "",
+        "the gain shrinks by less than half when the sync is cheap",
+        Spread::times,
+    ));
     // CPU at 8 threads, in the seed's terms: sync <= 15 %, pipelined >= 4x sync.
     let (holds, text) = cpu_rule(results, 8);
     let ablation = cpu_rule(results, 1);
     out.push(
-        Headline::rule(
-            "CPU utilisation at 8 threads, sync → pipelined (32 in flight)",
-            "4.5 % → 53.1 % (of 16 cores)",
+        Headline::rule_of_row(
+            &seed_row(EXP, "cpu"),
             "sync <= 15 % and pipelined >= 4x sync, per repeat",
             &holds,
             text,

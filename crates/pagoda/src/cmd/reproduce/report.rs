@@ -4,6 +4,7 @@
 //! cells' JSON files, so `reproduce report` on merged shards gives the same report.
 
 use super::cell::{self, CellResult};
+use super::file::SeedRow;
 use super::record::{self, ExperimentRecord, HeadlineRecord, RunRecord};
 pub(crate) use super::repeats::median;
 use super::repeats::{Group, Spread};
@@ -81,34 +82,6 @@ impl Band {
         Self {
             lo,
             hi,
-            rule: rule.to_string(),
-        }
-    }
-
-    /// The seed's single figure ± 25 %.
-    pub(crate) fn around(x: f64, rule: &str) -> Self {
-        let (a, b) = (x * 0.75, x * 1.25);
-        Self {
-            lo: a.min(b),
-            hi: a.max(b),
-            rule: format!("{rule} ± 25 %"),
-        }
-    }
-
-    /// At least `x` (a seed's claim of a direction or a floor).
-    pub(crate) fn at_least(x: f64, rule: &str) -> Self {
-        Self {
-            lo: x,
-            hi: f64::INFINITY,
-            rule: rule.to_string(),
-        }
-    }
-
-    /// At most `x`.
-    pub(crate) fn at_most(x: f64, rule: &str) -> Self {
-        Self {
-            lo: f64::NEG_INFINITY,
-            hi: x,
             rule: rule.to_string(),
         }
     }
@@ -215,6 +188,39 @@ impl Headline {
             ablation: None,
             beyond: false,
             caused: false,
+        }
+    }
+
+    /// A value held against the band of `row` (its what, the seed's figure, and the source
+    /// of a row beyond the seed, all from the seed's file); `fmt` formats the value.
+    pub(crate) fn of_row(
+        row: &SeedRow,
+        ours: Option<Spread>,
+        why_low: &str,
+        why_high: &str,
+        fmt: fn(&Spread) -> String,
+    ) -> Self {
+        let Some(band) = &row.band else {
+            panic!("row '{}' has no band in its seed's file", row.what)
+        };
+        Self::judged(&row.what, &row.seed, ours, band, why_low, why_high, fmt).beyond_if(row)
+    }
+
+    /// The shape `rule` of `row` checked on each repeat (see [`Headline::rule`]).
+    pub(crate) fn rule_of_row(
+        row: &SeedRow,
+        rule: &str,
+        holds: &[bool],
+        ours: String,
+        why_not: &str,
+    ) -> Self {
+        Self::rule(&row.what, &row.seed, rule, holds, ours, why_not).beyond_if(row)
+    }
+
+    fn beyond_if(self, row: &SeedRow) -> Self {
+        match &row.beyond {
+            Some(source) => self.beyond(source),
+            None => self,
         }
     }
 

@@ -3,9 +3,10 @@
 //! held against the same repeat's sweep cells.
 
 use super::super::cell::CellResult;
+use super::super::file::seed_row;
 use super::super::repeats::{Group, Spread};
-use super::super::report::{median, Band, Headline};
-use super::{per_seed, Metric, Sweep, DEVICES};
+use super::super::report::{median, Headline};
+use super::{per_seed, Metric, Sweep, DEVICES, EXP};
 use serde_json::Value;
 use std::collections::BTreeMap;
 
@@ -151,9 +152,6 @@ fn over_flat(pred: &BTreeMap<u64, f64>, naive: &BTreeMap<u64, f64>) -> Option<Sp
     )
 }
 
-/// How much better than the flat guess a prediction must be: half its error at most.
-const MARGIN: f64 = 0.5;
-
 pub(super) fn headlines(sweep: &Sweep, advise: Option<&Group>) -> Vec<Headline> {
     let preds = Predictions::new(advise);
     let abs = |a: f64, b: f64| Some((a - b).abs());
@@ -185,17 +183,11 @@ pub(super) fn headlines(sweep: &Sweep, advise: Option<&Group>) -> Vec<Headline> 
         |v| median(v),
     );
     let errs = |m: &BTreeMap<u64, f64>| Spread::of(m.values().copied().collect());
-    let band = Band::at_most(
-        MARGIN,
-        &format!("error <= {MARGIN}x the flat guess's (the mean of the measured values)"),
-    );
     vec![
-        Headline::judged(
-            "hit ratio predicted from one run vs measured: mean abs. error over the flat \
-             guess's (both devices)",
-            "the buffer size with the best cost/benefit, from one run",
+        // How much better than the flat guess a prediction must be: the file's band.
+        Headline::of_row(
+            &seed_row(EXP, "predict-hit"),
             over_flat(&hit, &hit_flat),
-            &band,
             "",
             "the pure-LRU curve of one run tells the pools' hit ratios (midpoint LRU; the HDD's \
              window includes its cold fill) little better than a flat line",
@@ -205,14 +197,10 @@ pub(super) fn headlines(sweep: &Sweep, advise: Option<&Group>) -> Vec<Headline> 
             "error {} against the flat guess's {}",
             errs(&hit).map_or("–".to_string(), |s| s.fmt(|v| format!("{v:.3}"))),
             errs(&hit_flat).map_or("–".to_string(), |s| s.fmt(|v| format!("{v:.3}")))
-        ))
-        .beyond("the seed's advice, as a prediction it does not make"),
-        Headline::judged(
-            "TPS predicted from one run vs measured: median abs. error over the flat guess's \
-             (both devices)",
-            "when a bigger buffer beats an SSD, from one run",
+        )),
+        Headline::of_row(
+            &seed_row(EXP, "predict-tps"),
             over_flat(&tps, &tps_flat),
-            &band,
             "",
             "the closed-system model tells the measured TPS little better than a flat line \
              (see the table)",
@@ -222,7 +210,6 @@ pub(super) fn headlines(sweep: &Sweep, advise: Option<&Group>) -> Vec<Headline> 
             "error {} against the flat guess's {}",
             errs(&tps).map_or("–".to_string(), |s| s.percent()),
             errs(&tps_flat).map_or("–".to_string(), |s| s.percent())
-        ))
-        .beyond("the seed's advice, as a prediction it does not make"),
+        )),
     ]
 }

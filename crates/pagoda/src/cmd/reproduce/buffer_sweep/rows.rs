@@ -3,9 +3,10 @@
 //! seed's were.
 
 use super::super::cell::CellResult;
+use super::super::file::seed_row;
 use super::super::repeats::{Group, Spread};
 use super::super::report::{fmt_frac, fmt_num, Headline};
-use super::{shapes, Metric, Sweep, DEVICES, HDD_NCQ, SMALL_TWELFTHS};
+use super::{shapes, Metric, Sweep, DEVICES, EXP, HDD_NCQ, SMALL_TWELFTHS};
 use std::collections::BTreeMap;
 
 /// `median (min–max)` of per-repeat values, or `–`.
@@ -33,9 +34,8 @@ pub(super) fn shapes(sweep: &Sweep) -> Vec<Headline> {
         .values()
         .filter_map(|c| shapes::knee(c))
         .collect();
-    out.push(Headline::rule(
-        "hit ratio vs buffer size (SSD cells)",
-        "concave with a knee at ~2/3 of the working set (8 of 12 GB)",
+    out.push(Headline::rule_of_row(
+        &seed_row(EXP, "hit-ratio"),
         &format!(
             "concave (no step gains more than {} above the step before) and a knee: at the best \
              two-line fit's break, the slope after ≤ {:.2} of the slope before",
@@ -66,9 +66,8 @@ pub(super) fn shapes(sweep: &Sweep) -> Vec<Headline> {
     let top = ssd.iter().map(|p| p.1).fold(0.0, f64::max);
     let flat_from = ssd.iter().find(|p| p.1 >= 0.9 * top).map(|p| p.0);
     out.push(
-        Headline::rule(
-            "SSD TPS vs buffer size",
-            "close to proportional (roughly linear)",
+        Headline::rule_of_row(
+            &seed_row(EXP, "ssd-tps"),
             &format!(
                 "a straight line fits TPS vs buffer with R² ≥ {} and rising",
                 shapes::R2_MIN
@@ -133,9 +132,8 @@ pub(super) fn shapes(sweep: &Sweep) -> Vec<Headline> {
             )
         });
     out.push(
-        Headline::rule(
-            "HDD TPS vs buffer size",
-            "an S-curve, inflection near 10 of 12 GB (83 % of the working set)",
+        Headline::rule_of_row(
+            &seed_row(EXP, "hdd-tps"),
             &format!(
                 "the steepest step is neither the first nor the last, and the first and last \
                  steps are each ≤ {} of its slope",
@@ -176,9 +174,8 @@ pub(super) fn shapes(sweep: &Sweep) -> Vec<Headline> {
     let io = sweep.median(1, Metric::ReadsPerS);
     let io_at = |k: usize| io.get(k).map_or("–".to_string(), |p| fmt_num(Some(p.1)));
     out.push(
-        Headline::rule(
-            "SSD read requests per second vs buffer size",
-            "decaying exponentially",
+        Headline::rule_of_row(
+            &seed_row(EXP, "ssd-reads"),
             &format!(
                 "a straight line fits log(reads/s) vs buffer with R² ≥ {} and falling",
                 shapes::R2_MIN

@@ -37,6 +37,29 @@ pub(crate) struct ExperimentFile {
     /// scheduler runs each set beside the same neighbours.
     #[serde(default)]
     pub compared: Vec<Vec<String>>,
+    /// Headline rows a seed's report computes in code, with what they are held against: the
+    /// seed's figure, the band and where a row beyond the seed takes its expectation from.
+    #[serde(default, rename = "row")]
+    pub rows: Vec<RowSpec>,
+}
+
+/// A headline row the report computes: its text, the seed's figure and the band it is held
+/// against (a shape rule has none: the code that checks it words it).
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RowSpec {
+    /// How the report's code names the row.
+    pub id: String,
+    pub what: String,
+    /// The seed's figure or claim, as the report shows it.
+    pub seed: String,
+    /// Where the row's value must lie (none for a shape rule, which the report's code checks
+    /// and words from the thresholds it uses).
+    pub band: Option<BandSpec>,
+    /// How the report words the band (derived from it when not given).
+    pub rule: Option<String>,
+    /// A row the seed reports no figure for: where its expectation comes from.
+    pub beyond: Option<String>,
 }
 
 fn three() -> u64 {
@@ -77,11 +100,9 @@ impl BandSpec {
                 if !(0.0..1.0).contains(&t) {
                     return Err(format!("tolerance {t} is not a fraction in [0, 1)"));
                 }
-                Ok((
-                    x * (1.0 - t),
-                    x * (1.0 + t),
-                    format!("{x}x ± {:.0} %", t * 100.0),
-                ))
+                // A negative figure (a change of -14.6 %) keeps its band in order.
+                let (a, b) = (x * (1.0 - t), x * (1.0 + t));
+                Ok((a.min(b), a.max(b), format!("{x}x ± {:.0} %", t * 100.0)))
             }
             (lo, hi, None) if (lo.is_some() || hi.is_some()) && self.tolerance.is_none() => {
                 let (l, h) = (lo.unwrap_or(f64::NEG_INFINITY), hi.unwrap_or(f64::INFINITY));
@@ -170,6 +191,15 @@ impl ExperimentFile {
                 }
             }
             k.band.bounds().map_err(|e| format!("{at}, band: {e}"))?;
+        }
+        for (i, r) in self.rows.iter().enumerate() {
+            let at = format!("[[row]] {} ('{}')", i + 1, r.id);
+            if self.rows[..i].iter().any(|x| x.id == r.id) {
+                return Err(format!("{at}: the id is used twice"));
+            }
+            if let Some(b) = &r.band {
+                b.bounds().map_err(|e| format!("{at}, band: {e}"))?;
+            }
         }
         for set in &self.compared {
             for name in set {

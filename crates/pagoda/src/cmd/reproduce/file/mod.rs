@@ -174,6 +174,36 @@ fn seed_file(name: &str) -> &'static ExperimentFile {
         .1
 }
 
+/// A headline row of a seed's report as its file declares it.
+pub(crate) struct SeedRow {
+    pub what: String,
+    pub seed: String,
+    /// The band, worded as the report shows it (`None` for a shape rule).
+    pub band: Option<super::report::Band>,
+    pub beyond: Option<String>,
+}
+
+/// Row `id` of seed experiment `name`'s file (the tiny reproduction, run by the tests,
+/// reads every row the reports use).
+pub(crate) fn seed_row(name: &str, id: &str) -> SeedRow {
+    let f = seed_file(name);
+    let r = f
+        .rows
+        .iter()
+        .find(|r| r.id == id)
+        .unwrap_or_else(|| panic!("experiments/seeds/{name}.toml has no [[row]] '{id}'"));
+    let band = r.band.as_ref().map(|b| {
+        let (lo, hi, rule) = b.bounds().expect("checked when the file was read");
+        super::report::Band::range(lo, hi, r.rule.as_deref().unwrap_or(&rule))
+    });
+    SeedRow {
+        what: r.what.clone(),
+        seed: r.seed.clone(),
+        band,
+        beyond: r.beyond.clone(),
+    }
+}
+
 /// The seed experiment `name`'s cells at `scale`, and the sets its ratios compare.
 pub(crate) fn seed_grid(name: &str, scale: Scale) -> (Vec<Cell>, Vec<Vec<String>>) {
     let f = seed_file(name);
