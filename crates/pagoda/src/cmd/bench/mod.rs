@@ -3,6 +3,7 @@
 
 mod ceiling;
 mod compare;
+mod devices;
 mod flash;
 pub(crate) mod log_partition;
 mod peer;

@@ -1,16 +1,15 @@
 //! The database of one benchmark: opening it from the engine flags (flash cache included),
 //! checking that a persistent database holds what the run expects, and reporting at the end.
 
+use super::devices::DevicePlan;
 use super::flash::{self, FlashPlan};
-use super::log_partition;
 use super::{summary, EngineArgs, PhaseArgs};
 use crate::error::{CliError, CliResult};
 use crate::report::write_json;
 use crate::units::Size;
 use pagoda::store::PagodaStore;
-use pagoda_device::spec::{DeviceKind, DeviceSpec};
 use pagoda_device::DeviceRef;
-use pagoda_engine::{CommitMode, Db, DbOptions, TornMode};
+use pagoda_engine::{CommitMode, Db, DbOptions};
 use pagoda_workload::{LoadReport, RunReport, Store, WorkloadError};
 use parking_lot::{Condvar, Mutex};
 use serde_json::{json, Value};
@@ -47,146 +46,17 @@ const META_KEY: &[u8] = b"loaded";
 
 impl Bench {
     pub(super) fn open(e: &EngineArgs, p: &PhaseArgs, ident: Value) -> CliResult<Self> {
+        check_phase_flags(e, p)?;
+        let devices = DevicePlan::of(e, p)?;
+        let (tmp, dir) = work_dir(e)?;
         let buffer = e.buffer.bytes();
         let load_buffer = e.load_buffer.as_ref().map(Size::bytes);
         let log_size = e.log_size.as_ref().map(Size::bytes);
-        if load_buffer.is_some() && p.run_only {
-            return Err(CliError::Usage(
-                "--load-buffer applies to the load; a --run-only run has none: drop it".to_string(),
-            ));
-        }
-        if e.fast_load && p.run_only {
-            return Err(CliError::Usage(
-                "--fast-load applies to the load; a --run-only run has none: drop it".to_string(),
-            ));
-        }
-        let page_size = e.page_size.bytes();
-        if let Some(mem) = total_memory_bytes() {
-            if buffer >= mem {
-                return Err(CliError::Usage(format!(
-                    "--buffer {} is larger than this machine's memory ({} MiB); give a smaller buffer",
-                    e.buffer,
-                    mem >> 20
-                )));
-            }
-        }
-        let data = e.data.as_deref().map(DeviceSpec::parse).transpose()?;
-        let log_part = log_partition::parse(e.log.as_deref())?;
-        log_partition::check(log_part, data.as_ref())?;
-        let log = match log_part {
-            Some(_) => None,
-            None => e.log.as_deref().map(DeviceSpec::parse).transpose()?,
-        };
-        let flash = e.flash.plan()?;
-        let emulated = |s: &Option<DeviceSpec>| {
-            s.as_ref()
-                .is_some_and(|s| !matches!(s.kind, DeviceKind::File(_)))
-        };
-        // Without --dir, a file goes to a temporary directory removed at exit: the data file
-        // when --data is not given, the log file when --data is a file and --log is not.
-        let file_data = data
-            .as_ref()
-            .is_some_and(|s| matches!(s.kind, DeviceKind::File(_)));
-        if (p.load_only || p.run_only)
-            && e.dir.is_none()
-            && (data.is_none() || (file_data && log.is_none()))
-        {
-            return Err(CliError::Usage(
-                "--load-only and --run-only need a persistent database: give --dir PATH \
-                 (or file: devices for both --data and --log)"
-                    .to_string(),
-            ));
-        }
-        if p.run_only && (emulated(&data) || emulated(&log)) {
-            return Err(CliError::Usage(
-                "--run-only cannot use an emulated device: it starts empty each run; use --dir or file: devices"
-                    .to_string(),
-            ));
-        }
-        if p.run_only {
-            // Refuse before anything is created: a run needs a loaded database.
-            let data_path = match &data {
-                Some(DeviceSpec {
-                    kind: DeviceKind::File(path),
-                    ..
-                }) => path.clone(),
-                _ => e
-                    .dir
-                    .as_ref()
-                    .map_or_else(Default::default, |d| d.join("data.pagoda")),
-            };
-            if !data_path.exists() {
-                return Err(CliError::Usage(format!(
-                    "--run-only: no loaded benchmark database at {} (nothing was created); \
-                     load one first with --load-only and the same --dir",
-                    data_path.display()
-                )));
-            }
-        }
-        if let Some(f) = &flash {
-            // The files data and log will use, as opened below (a temporary directory is new
-            // and cannot hold the cache's file).
-            let in_dir = |name: &str| e.dir.iter().map(|d| d.join(name)).collect::<Vec<_>>();
-            let data_files = data
-                .as_ref()
-                .map_or_else(|| in_dir("data.pagoda"), flash::device_files);
-            let log_files = match (&log, &data) {
-                (Some(l), _) => flash::device_files(l),
-                (None, Some(d)) if emulated(&data) || log_part.is_some() => flash::device_files(d),
-                _ => in_dir("log.pagoda"),
-            };
-            f.check_own_device(&data_files, &log_files)?;
-            if let Some(note) = f.phase_note(p) {
-                eprintln!("{note}");
-            }
-        }
-        let (tmp, dir) = match &e.dir {
-            Some(d) => (None, d.clone()),
-            None => {
-                let t = tempfile::Builder::new()
-                    .prefix("pagoda-bench-")
-                    .tempdir()
-                    .map_err(|err| CliError::Io {
-                        path: std::env::temp_dir(),
-                        source: err,
-                    })?;
-                let d = t.path().to_path_buf();
-                (Some(t), d)
-            }
-        };
         // The cache device first: a device string it refuses leaves no data or log file behind.
-        let flash_opts = flash.as_ref().map(FlashPlan::open).transpose()?;
-        // `--torn atomic` on a file: the data file asks for atomic writes of one page (the
-        // engine's own files under --dir do the same in the engine).
-        let data = data.map(|d| atomic_pages(d, e.torn, page_size));
-        let opts = match (&data, &log) {
-            (None, None) => DbOptions::in_dir(&dir),
-            (Some(d), _) if log_part.is_some() => {
-                let (data_dev, log_dev) = log_partition::open(d, log_part.unwrap_or_default())?;
-                DbOptions::with_devices(data_dev, log_dev)
-            }
-            (Some(d), l) => {
-                let log = match l {
-                    Some(l) => l.clone(),
-                    None if !matches!(d.kind, DeviceKind::File(_)) => d.clone(),
-                    None => {
-                        DeviceSpec::parse(&format!("file:{}", dir.join("log.pagoda").display()))?
-                    }
-                };
-                DbOptions::with_devices(d.open()?, open_log(&log, buffer, log_size)?)
-            }
-            (None, Some(l)) => DbOptions::with_devices(
-                atomic_pages(
-                    DeviceSpec::parse(&format!("file:{}", dir.join("data.pagoda").display()))?,
-                    e.torn,
-                    page_size,
-                )
-                .open()?,
-                open_log(l, buffer, log_size)?,
-            ),
-        };
-        let mut opts = opts
-            .page_size(page_size as usize)
+        let flash_opts = devices.flash.as_ref().map(FlashPlan::open).transpose()?;
+        let mut opts = devices
+            .options(e, &dir)?
+            .page_size(e.page_size.bytes() as usize)
             .buffer_bytes(buffer as usize)
             .torn(e.torn)
             .commit(e.commit)
@@ -216,21 +86,11 @@ impl Bench {
             None => opts,
         })?;
         let open_ms = t_open.elapsed().as_secs_f64() * 1000.0;
-        let (dd, ld) = (
-            e.data
-                .clone()
-                .unwrap_or_else(|| format!("file:{}/data.pagoda", dir.display())),
-            e.log.clone().unwrap_or_else(|| {
-                if emulated(&data) {
-                    e.data.clone().unwrap_or_default()
-                } else {
-                    format!("file:{}/log.pagoda", dir.display())
-                }
-            }),
-        );
+        let (dd, ld) = devices.names(e, &dir);
         let describe = format!(
             "pagoda(data={dd}, log={ld}, {}buffer={}, page={}, torn={}, commit={:?})",
-            flash
+            devices
+                .flash
                 .as_ref()
                 .map_or_else(String::new, |f| format!("{}, ", f.describe())),
             e.buffer,
@@ -239,30 +99,10 @@ impl Bench {
             e.commit
         );
         eprintln!("engine: {describe}");
-        let store = PagodaStore::new(db, describe);
-        // What the comparison of commit modes holds equal: a sync thread has one commit in
-        // flight; a pipelined one up to its depth (window.rs in pagoda-workload).
-        let in_flight = match e.commit {
-            // A lazy commit returns before it is durable: one call in flight, none waited on.
-            CommitMode::Sync | CommitMode::Lazy => 1,
-            CommitMode::Pipelined => e.pipeline_depth.max(1),
-        };
-        let mut config = json!({
-            "dir": e.dir, "data": dd, "log": ld, "buffer_bytes": buffer, "load_buffer_bytes": load_buffer, "fast_load": e.fast_load, "background": !e.no_background,
-            "page_size": page_size, "torn": e.torn.to_string(), "commit": e.commit.to_string(), "pipeline_depth": e.pipeline_depth, "lazy_flush": e.lazy_flush, "commit_gather": e.commit_gather, "checkpoint_pacing": e.checkpoint_pacing, "log_size": e.log_size,
-            "commits_in_flight_per_thread": in_flight,
-            "seed": e.seed, "threads": p.threads, "load_only": p.load_only, "run_only": p.run_only,
-        });
-        let flash_config = flash
-            .as_ref()
-            .map_or_else(flash::no_cache_config_json, FlashPlan::config_json);
-        if let (Some(c), Some(fc)) = (config.as_object_mut(), flash_config.as_object()) {
-            c.extend(fc.clone());
-        }
         let bench = Self {
-            store,
+            store: PagodaStore::new(db, describe),
             ident,
-            config,
+            config: config_json(e, p, &devices, (dd, ld)),
             json: e.json.clone(),
             _tmp: tmp,
             reopen,
@@ -535,62 +375,75 @@ fn total_memory_bytes() -> Option<u64> {
     Some(kib * 1024)
 }
 
-/// Opens the log device. A new `file:` log without a capacity is written out with zeros first,
-/// sized as the engine sizes its own (`DbOptions::new_log_file_bytes`: `--log-size`, else
-/// `buffer` up to 1 GiB): appending
-/// to a sparse file allocates blocks, and every fdatasync then commits file-system metadata
-/// too (on this machine's ext4 that halved single-thread durable commits). An existing file
-/// keeps its size. Without a `direct` key the log is opened with O_DIRECT where the file
-/// system allows it.
-fn open_log(
-    spec: &DeviceSpec,
-    buffer: u64,
-    log_size: Option<u64>,
-) -> CliResult<pagoda_device::DeviceRef> {
-    let DeviceKind::File(path) = &spec.kind else {
-        return Ok(spec.open()?);
-    };
-    if spec.options.iter().any(|(k, _)| k == "capacity") || is_block_device(path) {
-        return Ok(spec.open()?);
+/// The flags that make no sense for the phases asked for, refused before anything is opened.
+fn check_phase_flags(e: &EngineArgs, p: &PhaseArgs) -> CliResult<()> {
+    if e.load_buffer.is_some() && p.run_only {
+        return Err(CliError::Usage(
+            "--load-buffer applies to the load; a --run-only run has none: drop it".to_string(),
+        ));
     }
-    let bytes = match std::fs::metadata(path) {
-        Ok(m) => m.len(),
-        Err(_) => {
-            let mut o =
-                DbOptions::default().buffer_bytes(usize::try_from(buffer).unwrap_or(usize::MAX));
-            if let Some(size) = log_size {
-                o = o.log_capacity(size);
-            }
-            let bytes = o.new_log_file_bytes() + 4096;
-            pagoda_engine::files::preallocate_log_file(path, bytes)?;
-            bytes
+    if e.fast_load && p.run_only {
+        return Err(CliError::Usage(
+            "--fast-load applies to the load; a --run-only run has none: drop it".to_string(),
+        ));
+    }
+    if let Some(mem) = total_memory_bytes() {
+        if e.buffer.bytes() >= mem {
+            return Err(CliError::Usage(format!(
+                "--buffer {} is larger than this machine's memory ({} MiB); give a smaller buffer",
+                e.buffer,
+                mem >> 20
+            )));
         }
+    }
+    Ok(())
+}
+
+/// The directory of the run's files: --dir, else a temporary one removed at exit.
+fn work_dir(e: &EngineArgs) -> CliResult<(Option<tempfile::TempDir>, PathBuf)> {
+    Ok(match &e.dir {
+        Some(d) => (None, d.clone()),
+        None => {
+            let t = tempfile::Builder::new()
+                .prefix("pagoda-bench-")
+                .tempdir()
+                .map_err(|err| CliError::Io {
+                    path: std::env::temp_dir(),
+                    source: err,
+                })?;
+            let d = t.path().to_path_buf();
+            (Some(t), d)
+        }
+    })
+}
+
+/// The report's `config`: the engine flags as run, the devices by name, the flash cache.
+fn config_json(
+    e: &EngineArgs,
+    p: &PhaseArgs,
+    devices: &DevicePlan,
+    names: (String, String),
+) -> Value {
+    // What the comparison of commit modes holds equal: a sync thread has one commit in
+    // flight; a pipelined one up to its depth (window.rs in pagoda-workload).
+    let in_flight = match e.commit {
+        // A lazy commit returns before it is durable: one call in flight, none waited on.
+        CommitMode::Sync | CommitMode::Lazy => 1,
+        CommitMode::Pipelined => e.pipeline_depth.max(1),
     };
-    let spec = spec.clone().with("capacity", bytes / 4096 * 4096);
-    if spec.options.iter().any(|(k, _)| k == "direct") {
-        return Ok(spec.open()?);
+    let (dd, ld) = names;
+    let mut config = json!({
+        "dir": e.dir, "data": dd, "log": ld, "buffer_bytes": e.buffer.bytes(), "load_buffer_bytes": e.load_buffer.as_ref().map(Size::bytes), "fast_load": e.fast_load, "background": !e.no_background,
+        "page_size": e.page_size.bytes(), "torn": e.torn.to_string(), "commit": e.commit.to_string(), "pipeline_depth": e.pipeline_depth, "lazy_flush": e.lazy_flush, "commit_gather": e.commit_gather, "checkpoint_pacing": e.checkpoint_pacing, "log_size": e.log_size,
+        "commits_in_flight_per_thread": in_flight,
+        "seed": e.seed, "threads": p.threads, "load_only": p.load_only, "run_only": p.run_only,
+    });
+    let flash_config = devices
+        .flash
+        .as_ref()
+        .map_or_else(flash::no_cache_config_json, FlashPlan::config_json);
+    if let (Some(c), Some(fc)) = (config.as_object_mut(), flash_config.as_object()) {
+        c.extend(fc.clone());
     }
-    // As `DbOptions::in_dir` does: O_DIRECT where the file system allows it (not tmpfs).
-    Ok(spec
-        .clone()
-        .with("direct", 1)
-        .open()
-        .or_else(|_| spec.open())?)
-}
-
-fn is_block_device(path: &Path) -> bool {
-    use std::os::unix::fs::FileTypeExt;
-    std::fs::metadata(path).is_ok_and(|m| m.file_type().is_block_device())
-}
-
-/// With `--torn atomic`, a `file:` data device that names no atomic unit gets `atomic=PAGE`:
-/// the file device then writes each page with RWF_ATOMIC (O_DIRECT), or its open says what
-/// statx reported and where to get a file system that offers atomic writes.
-fn atomic_pages(spec: DeviceSpec, torn: TornMode, page_size: u64) -> DeviceSpec {
-    let names_unit = spec.options.iter().any(|(k, _)| k == "atomic");
-    if torn == TornMode::Atomic && matches!(spec.kind, DeviceKind::File(_)) && !names_unit {
-        spec.with("atomic", page_size)
-    } else {
-        spec
-    }
+    config
 }
