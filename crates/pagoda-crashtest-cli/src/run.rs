@@ -4,6 +4,7 @@
 use crate::publish;
 use clap::Args;
 use pagoda::cli::error::{CliError, CliResult};
+use pagoda::cli::flash::FlashCacheFlags;
 use pagoda::cli::progress::Progress;
 use pagoda::cli::report::write_json;
 use pagoda::cli::units::Size;
@@ -12,7 +13,7 @@ use pagoda_crashtest::{
 };
 use pagoda_device::spec::{DeviceKind, DeviceSpec};
 use pagoda_device::units::format_size;
-use pagoda_engine::{CommitMode, FlashPages, FlashPolicy, TornMode};
+use pagoda_engine::{CommitMode, TornMode};
 use parking_lot::Mutex;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -84,22 +85,8 @@ pub struct CrashtestArgs {
     /// is made. A file that a crashtest did not write is refused before the run.
     #[arg(long, value_name = "FILE")]
     publish: Option<PathBuf>,
-    /// Put a FaCE flash cache between the buffer pool and the data device, on this
-    /// emulated device (mem, or a preset such as sata-ssd); power is cut on it too.
-    #[arg(long, value_name = "DEVICE")]
-    flash_cache: Option<String>,
-    /// Bytes of the cache device the flash cache uses, metadata included (default: 4 times the
-    /// buffer pool, and room for at least 5 cleaner batches of 64 pages: small, so that the ring
-    /// wraps and pages are written back all the time).
-    #[arg(long, value_name = "SIZE")]
-    flash_cache_size: Option<Size>,
-    /// Flash cache replacement policy: face | face-gsc | lru.
-    #[arg(long, value_name = "POLICY")]
-    flash_cache_policy: Option<FlashPolicy>,
-    /// Which pages the flash cache keeps: dirty | all (default dirty, the FaCE paper's "FaCE
-    /// Dirty Only").
-    #[arg(long, value_name = "PAGES")]
-    flash_cache_pages: Option<FlashPages>,
+    #[command(flatten)]
+    flash: FlashCacheFlags,
     /// Faults beyond power cuts, comma-separated (or all): bitrot, eio-read, eio-write,
     /// misdirected, lost-write (undetectable, counted apart), fsync-fail, enospc. One is armed
     /// on the data or log device in a share of the cycles (--fault-chance); workers then also
@@ -139,34 +126,19 @@ fn refuse_without_power_cut(flag: &str, text: &str, spec: &DeviceSpec) -> CliRes
     Ok(())
 }
 
-/// The flash cache of the flags, if any; refuses flash-cache flags without `--flash-cache`.
+/// The flash cache of the flags, if any (clap refused its other flags without
+/// `--flash-cache`).
 fn flash_cache(a: &CrashtestArgs) -> CliResult<Option<CrashFlashCache>> {
-    let Some(text) = &a.flash_cache else {
-        let stray = [
-            ("--flash-cache-size", a.flash_cache_size.is_some()),
-            ("--flash-cache-policy", a.flash_cache_policy.is_some()),
-            ("--flash-cache-pages", a.flash_cache_pages.is_some()),
-        ];
-        if let Some((flag, _)) = stray.iter().find(|(_, given)| *given) {
-            return Err(CliError::Usage(format!(
-                "{flag} configures a flash cache: give --flash-cache DEVICE too (e.g. --flash-cache mem)"
-            )));
-        }
+    let Some(text) = &a.flash.device else {
         return Ok(None);
     };
     let spec = DeviceSpec::parse(text)?;
     refuse_without_power_cut("--flash-cache", text, &spec)?;
-    let size_bytes = a.flash_cache_size.as_ref().map(Size::bytes);
-    if size_bytes == Some(0) {
-        return Err(CliError::Usage(
-            "--flash-cache-size must be above 0 (e.g. 2MiB)".to_string(),
-        ));
-    }
     Ok(Some(CrashFlashCache {
         device: Some(spec),
-        size_bytes,
-        policy: a.flash_cache_policy.unwrap_or_default(),
-        pages: a.flash_cache_pages.unwrap_or_default(),
+        size_bytes: a.flash.size_bytes()?,
+        policy: a.flash.policy(),
+        pages: a.flash.pages(),
     }))
 }
 
@@ -344,7 +316,8 @@ pub fn run(a: &CrashtestArgs) -> CliResult<()> {
     }
     if failed {
         let flash = a
-            .flash_cache
+            .flash
+            .device
             .as_ref()
             .map_or(String::new(), |d| format!(" --flash-cache {d}"));
         let sab = a

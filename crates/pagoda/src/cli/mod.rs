@@ -3,6 +3,7 @@
 //! Not a stable API.
 
 pub mod error;
+pub mod flash;
 pub mod progress;
 pub mod provenance;
 pub mod report;
@@ -24,11 +25,22 @@ pub fn usage_error(program: &str, e: &clap::Error) -> ExitCode {
         return ExitCode::SUCCESS;
     }
     let text = e.to_string();
-    let first = text
-        .lines()
-        .find(|l| !l.trim().is_empty())
+    let mut lines = text.lines().skip_while(|l| l.trim().is_empty());
+    let mut first = lines
+        .next()
         .unwrap_or("bad arguments")
-        .trim_start_matches("error: ");
+        .trim_start_matches("error: ")
+        .to_string();
+    // "the following required arguments were not provided:" lists them on the lines below.
+    if first.ends_with(':') {
+        let listed: Vec<&str> = lines
+            .take_while(|l| l.starts_with("  "))
+            .map(str::trim)
+            .collect();
+        if !listed.is_empty() {
+            first = format!("{first} {}", listed.join(", "));
+        }
+    }
     let tip = text
         .lines()
         .find_map(|l| l.trim().strip_prefix("tip: "))

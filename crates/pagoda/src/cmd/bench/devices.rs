@@ -36,7 +36,7 @@ impl DevicePlan {
             Some(_) => None,
             None => e.log.as_deref().map(DeviceSpec::parse).transpose()?,
         };
-        let flash = e.flash.plan()?;
+        let flash = flash::plan(&e.flash)?;
         // Without --dir, a file goes to a temporary directory removed at exit: the data file
         // when --data is not given, the log file when --data is a file and --log is not.
         let file_data = data

@@ -17,34 +17,13 @@
 
 use super::PhaseArgs;
 use crate::error::{CliError, CliResult};
-use crate::units::Size;
-use clap::Args;
+use pagoda::cli::flash::FlashCacheFlags;
 use pagoda_device::spec::{DeviceKind, DeviceSpec};
 use pagoda_device::units::format_size;
 use pagoda_engine::{FlashCacheOptions, FlashPages, FlashPolicy};
 use serde_json::{json, Value};
 use std::os::unix::fs::FileTypeExt;
 use std::path::{Path, PathBuf};
-
-/// Flash cache flags, among the engine options of every workload.
-#[derive(Debug, Args)]
-pub struct FlashArgs {
-    /// Flash cache between the DRAM buffer and the data device (FaCE): any device
-    /// --data takes. Needs --torn none (or atomic). Only file:PATH keeps the cache warm
-    /// between --load-only and --run-only.
-    #[arg(long, value_name = "DEVICE")]
-    flash_cache: Option<String>,
-    /// Bytes of the cache device the cache uses, metadata included (default: the whole
-    /// device). Also the device's capacity when its string names none.
-    #[arg(long, value_name = "SIZE")]
-    flash_cache_size: Option<Size>,
-    /// Replacement policy of the flash cache: face | face-gsc | lru [default: face].
-    #[arg(long, value_name = "POLICY")]
-    flash_cache_policy: Option<FlashPolicy>,
-    /// Pages the flash cache takes from DRAM: dirty | all [default: dirty].
-    #[arg(long, value_name = "PAGES")]
-    flash_cache_pages: Option<FlashPages>,
-}
 
 /// Checked flash cache flags: what to open and how to describe it.
 #[derive(Debug)]
@@ -59,73 +38,41 @@ pub(super) struct FlashPlan {
     pages: FlashPages,
 }
 
-impl FlashArgs {
-    /// Whether any flash-cache flag was given.
-    pub(crate) fn given(&self) -> bool {
-        self.flash_cache.is_some()
-            || self.flash_cache_size.is_some()
-            || self.flash_cache_policy.is_some()
-            || self.flash_cache_pages.is_some()
-    }
-
-    /// Checks the flags; `None` when no flash cache is configured.
-    pub(super) fn plan(&self) -> CliResult<Option<FlashPlan>> {
-        let Some(given) = &self.flash_cache else {
-            let stray = [
-                ("--flash-cache-size", self.flash_cache_size.is_some()),
-                ("--flash-cache-policy", self.flash_cache_policy.is_some()),
-                ("--flash-cache-pages", self.flash_cache_pages.is_some()),
-            ];
-            if let Some((flag, _)) = stray.iter().find(|(_, set)| *set) {
+/// Checks the flags; `None` when no flash cache is configured (clap refused the other flags
+/// without `--flash-cache`).
+pub(super) fn plan(flags: &FlashCacheFlags) -> CliResult<Option<FlashPlan>> {
+    let Some(given) = &flags.device else {
+        return Ok(None);
+    };
+    let mut spec = DeviceSpec::parse(given)?;
+    let size_bytes = flags.size_bytes()?;
+    let names_capacity = spec.options.iter().any(|(k, _)| k == "capacity");
+    if !names_capacity {
+        match size_bytes {
+            Some(_) => {
+                let text = flags
+                    .size
+                    .as_ref()
+                    .map(ToString::to_string)
+                    .unwrap_or_default();
+                spec = spec.with("capacity", &text);
+            }
+            None if is_block_device(&spec) => {}
+            None => {
                 return Err(CliError::Usage(format!(
-                    "{flag} configures a flash cache, but no --flash-cache DEVICE is given; \
-                     add --flash-cache DEVICE (e.g. --flash-cache sata-ssd) or drop {flag}"
-                )));
-            }
-            return Ok(None);
-        };
-        let mut spec = DeviceSpec::parse(given)?;
-        let size_bytes = match &self.flash_cache_size {
-            Some(s) => {
-                let n = s.bytes();
-                if n == 0 {
-                    return Err(CliError::Usage(
-                        "--flash-cache-size 0: give the cache some room, e.g. --flash-cache-size 512MiB"
-                            .to_string(),
-                    ));
-                }
-                Some(n)
-            }
-            None => None,
-        };
-        let names_capacity = spec.options.iter().any(|(k, _)| k == "capacity");
-        if !names_capacity {
-            match size_bytes {
-                Some(_) => {
-                    let text = self
-                        .flash_cache_size
-                        .as_ref()
-                        .map(ToString::to_string)
-                        .unwrap_or_default();
-                    spec = spec.with("capacity", &text);
-                }
-                None if is_block_device(&spec) => {}
-                None => {
-                    return Err(CliError::Usage(format!(
-                        "--flash-cache {given} names no capacity: give --flash-cache-size SIZE \
+                    "--flash-cache {given} names no capacity: give --flash-cache-size SIZE \
                          (e.g. 512MiB) or capacity=SIZE in the device string"
-                    )))
-                }
+                )))
             }
         }
-        Ok(Some(FlashPlan {
-            given: given.clone(),
-            spec,
-            size_bytes,
-            policy: self.flash_cache_policy.unwrap_or_default(),
-            pages: self.flash_cache_pages.unwrap_or_default(),
-        }))
     }
+    Ok(Some(FlashPlan {
+        given: given.clone(),
+        spec,
+        size_bytes,
+        policy: flags.policy(),
+        pages: flags.pages(),
+    }))
 }
 
 impl FlashPlan {
@@ -288,27 +235,25 @@ fn resolve(p: &Path) -> PathBuf {
 mod tests {
     use super::*;
 
-    fn args(dev: Option<&str>, size: Option<&str>) -> FlashArgs {
-        FlashArgs {
-            flash_cache: dev.map(str::to_string),
-            flash_cache_size: size.map(|s| s.parse().expect("a size")),
-            flash_cache_policy: None,
-            flash_cache_pages: None,
+    fn args(dev: Option<&str>, size: Option<&str>) -> FlashCacheFlags {
+        FlashCacheFlags {
+            device: dev.map(str::to_string),
+            size: size.map(|s| s.parse().expect("a size")),
+            policy: None,
+            pages: None,
         }
     }
 
     #[test]
     fn size_becomes_the_capacity_only_when_the_string_names_none() {
-        let p = args(Some("mem"), Some("8MiB")).plan().unwrap().unwrap();
+        let p = plan(&args(Some("mem"), Some("8MiB"))).unwrap().unwrap();
         assert_eq!(p.device_text(), "mem,capacity=8MiB");
         assert_eq!(p.size_bytes, Some(8 << 20));
-        let p = args(Some("sata-ssd,capacity=1GiB"), Some("64MiB"))
-            .plan()
+        let p = plan(&args(Some("sata-ssd,capacity=1GiB"), Some("64MiB")))
             .unwrap()
             .unwrap();
         assert_eq!(p.device_text(), "sata-ssd,capacity=1GiB");
-        let p = args(Some("mem,capacity=16MiB"), None)
-            .plan()
+        let p = plan(&args(Some("mem,capacity=16MiB"), None))
             .unwrap()
             .unwrap();
         assert_eq!(p.size_bytes, None);
@@ -318,13 +263,11 @@ mod tests {
 
     #[test]
     fn refuses_what_cannot_work() {
-        let e = args(Some("mem"), None).plan().unwrap_err().to_string();
+        let e = plan(&args(Some("mem"), None)).unwrap_err().to_string();
         assert!(e.contains("--flash-cache-size"), "{e}");
-        let e = args(None, Some("8MiB")).plan().unwrap_err().to_string();
-        assert!(e.contains("no --flash-cache DEVICE"), "{e}");
-        assert!(args(Some("mem"), Some("0")).plan().is_err());
-        assert!(args(Some("floppy"), Some("8MiB")).plan().is_err());
-        assert!(args(None, None).plan().unwrap().is_none());
+        assert!(plan(&args(Some("mem"), Some("0"))).is_err());
+        assert!(plan(&args(Some("floppy"), Some("8MiB"))).is_err());
+        assert!(plan(&args(None, None)).unwrap().is_none());
     }
 
     #[test]
@@ -332,20 +275,21 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let data = dir.path().join("data.pagoda");
         let twisted = dir.path().join(".").join("data.pagoda");
-        let p = args(Some(&format!("file:{}", twisted.display())), Some("8MiB"))
-            .plan()
-            .unwrap()
-            .unwrap();
+        let p = plan(&args(
+            Some(&format!("file:{}", twisted.display())),
+            Some("8MiB"),
+        ))
+        .unwrap()
+        .unwrap();
         let e = p
             .check_own_device(std::slice::from_ref(&data), &[])
             .unwrap_err();
         assert!(e.to_string().contains("data device"), "{e}");
         let backing = dir.path().join("b");
-        let p = args(
+        let p = plan(&args(
             Some(&format!("sata-ssd,backing={}", backing.display())),
             Some("8MiB"),
-        )
-        .plan()
+        ))
         .unwrap()
         .unwrap();
         assert!(p.check_own_device(&[], &[backing]).is_err());

@@ -16,7 +16,7 @@ use crate::error::{CliError, CliResult};
 use crate::progress::Progress as Bar;
 use crate::units::{Size, Span};
 use clap::{Args, Subcommand};
-use flash::FlashArgs;
+use pagoda::cli::flash::FlashCacheFlags;
 use pagoda_engine::{CommitMode, TornMode};
 use pagoda_workload::driver::Progress;
 use pagoda_workload::{
@@ -145,7 +145,7 @@ pub struct EngineArgs {
     #[arg(long)]
     pub(crate) json: Option<PathBuf>,
     #[command(flatten)]
-    pub(crate) flash: FlashArgs,
+    pub(crate) flash: FlashCacheFlags,
 }
 
 /// Phase and client options shared by every workload.
