@@ -6,7 +6,7 @@
 use super::super::cell::CellResult;
 use super::super::repeats::Spread;
 use super::super::report::{Band, Ctx, Headline, Section};
-use super::format::ExperimentFile;
+use super::format::{Comparison, ExperimentFile};
 use super::outcome::{Metric, Outcome};
 use crate::error::{CliError, CliResult};
 use crate::plot::{bar_chart, short_number, BarChart};
@@ -84,6 +84,46 @@ pub(crate) fn section(
     if !f.description.is_empty() {
         let _ = writeln!(body, "{}\n", f.description.trim());
     }
+    body.push_str(&cells_table(f, results, &o));
+    if !o.unreadable.is_empty() {
+        body.push_str("\nResults that are no bench result (left out above):\n\n");
+        for u in &o.unreadable {
+            let _ = writeln!(body, "- {u}");
+        }
+    }
+    let mut headlines = Vec::new();
+    let (mut cats, mut vals) = (Vec::new(), Vec::new());
+    for k in &f.comparisons {
+        let s = o.ratio(&k.cells[0], &k.cells[1], k.metric);
+        if let Some(s) = &s {
+            cats.push(k.what.clone());
+            vals.push(s.median);
+        }
+        headlines.push(headline(k, s)?);
+    }
+    if !cats.is_empty() {
+        let (path, link) = ctx.plot(&format!("{}.svg", f.name));
+        bar_chart(
+            &path,
+            &BarChart {
+                title: &f.title,
+                y_label: "ratio (median of the repeats)",
+                categories: &cats,
+                series: &[("ratio".to_string(), vals)],
+            },
+        )?;
+        let _ = writeln!(body, "\n![{}]({link})", f.title);
+    }
+    Ok(Section {
+        title: f.title.clone(),
+        body,
+        headlines,
+    })
+}
+
+/// Every cell: its params as it ran them, the median of each metric the comparisons use
+/// (and throughput), and what bound it.
+fn cells_table(f: &ExperimentFile, results: &[&CellResult], o: &Outcomes) -> String {
     let mut metrics: Vec<Metric> = vec![Metric::Throughput];
     for k in &f.comparisons {
         if !metrics.contains(&k.metric) {
@@ -115,76 +155,46 @@ pub(crate) fn section(
                 .iter()
                 .map(|m| o.median(&c.name, *m).map_or("–".into(), short_number)),
         );
-        let bound: Vec<String> = o
+        let mut bound: Vec<String> = o
             .by_cell
             .get(&c.name)
             .into_iter()
             .flatten()
             .filter_map(|(_, x)| x.regime.as_ref()?.bottleneck.clone())
             .collect();
+        bound.sort();
+        bound.dedup();
         row.push(if bound.is_empty() {
             "–".into()
         } else {
-            let mut b = bound;
-            b.sort();
-            b.dedup();
-            b.join("/")
+            bound.join("/")
         });
         t.row(&row);
     }
-    body.push_str(&t.markdown());
-    if !o.unreadable.is_empty() {
-        body.push_str("\nResults that are no bench result (left out above):\n\n");
-        for u in &o.unreadable {
-            let _ = writeln!(body, "- {u}");
-        }
-    }
-    let mut headlines = Vec::new();
-    let (mut cats, mut vals) = (Vec::new(), Vec::new());
-    for k in &f.comparisons {
-        let (lo, hi, rule) = k
-            .band
-            .bounds()
-            .map_err(|e| CliError::Usage(format!("comparison '{}': {e}", k.what)))?;
-        let band = Band::range(lo, hi, &rule);
-        let s = o.ratio(&k.cells[0], &k.cells[1], k.metric);
-        if let Some(s) = &s {
-            cats.push(k.what.clone());
-            vals.push(s.median);
-        }
-        let what = format!(
-            "{} ({} of `{}` / `{}`)",
-            k.what, k.metric, k.cells[0], k.cells[1]
-        );
-        headlines.push(Headline::ratio(
-            &what,
-            if k.expect.is_empty() {
-                "–"
-            } else {
-                &k.expect
-            },
-            s,
-            &band,
-            "below the band",
-            "above the band",
-        ));
-    }
-    if !cats.is_empty() {
-        let (path, link) = ctx.plot(&format!("{}.svg", f.name));
-        bar_chart(
-            &path,
-            &BarChart {
-                title: &f.title,
-                y_label: "ratio (median of the repeats)",
-                categories: &cats,
-                series: &[("ratio".to_string(), vals)],
-            },
-        )?;
-        let _ = writeln!(body, "\n![{}]({link})", f.title);
-    }
-    Ok(Section {
-        title: f.title.clone(),
-        body,
-        headlines,
-    })
+    t.markdown()
+}
+
+/// The row of comparison `k` with its per-seed ratios `s`.
+fn headline(k: &Comparison, s: Option<Spread>) -> CliResult<Headline> {
+    let (lo, hi, rule) = k
+        .band
+        .bounds()
+        .map_err(|e| CliError::Usage(format!("comparison '{}': {e}", k.what)))?;
+    let what = format!(
+        "{} ({} of `{}` / `{}`)",
+        k.what, k.metric, k.cells[0], k.cells[1]
+    );
+    let expect = if k.expect.is_empty() {
+        "–"
+    } else {
+        &k.expect
+    };
+    Ok(Headline::ratio(
+        &what,
+        expect,
+        s,
+        &Band::range(lo, hi, &rule),
+        "below the band",
+        "above the band",
+    ))
 }
