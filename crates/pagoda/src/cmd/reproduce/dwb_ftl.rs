@@ -75,11 +75,30 @@ pub(super) fn section(ctx: &Ctx, results: &[&CellResult]) -> CliResult<Section> 
         fmt_num(requests),
         fmt_num(Some(SEED_TX)),
     );
+    let ours = seed_table(&mut body, [&one, &dw, &four]);
+    body.push_str(&counters_table(&one, &dw, &four));
+    body.push_str(&plot(ctx, &ours)?);
+    let (settings, off) = regime_note(dw.as_ref());
+    body.push_str(&settings);
+    let headlines = headlines(results, [&one, &dw, &four], &off);
+    let all: Vec<&CellResult> = results.to_vec();
+    body.push_str(&regime::cells(&all));
+    Ok(Section {
+        title: "Seed 001 — FTL with the double-write stream separated (LinkBench)".to_string(),
+        body,
+        headlines,
+    })
+}
+
+/// Ours beside the seed's five columns, with the changes, appended to `body`; returns our
+/// columns per arm (one stream, the seed's treatment, four streams).
+fn seed_table(body: &mut String, arms: [&Option<Group>; 3]) -> Vec<[Option<f64>; 5]> {
+    let [one, dw, four] = arms;
     let mut ours: Vec<[Option<f64>; 5]> = Vec::new();
     for (mode, g) in [(ONE, &one), (DW, &dw), (FOUR, &four)] {
         let Some(r) = g else {
             ours.push([None; 5]);
-            let _ = writeln!(body, "| ours: {mode} | – | – | – | – | – | – | – |");
+            let _ = writeln!(*body, "| ours: {mode} | – | – | – | – | – | – | – |");
             continue;
         };
         let c = columns(r);
@@ -110,18 +129,18 @@ pub(super) fn section(ctx: &Ctx, results: &[&CellResult]) -> CliResult<Section> 
             .join(" | ")
     };
     let _ = writeln!(
-        body,
+        *body,
         "| change, ours: {DW} vs {ONE} | {} | | |",
         change(&ours[1], &ours[0])
     );
     let seed_cols = |i: usize| SEED[i].map(Some);
     let _ = writeln!(
-        body,
+        *body,
         "| change, seed | {} | | |",
         change(&seed_cols(1), &seed_cols(0))
     );
     let _ = writeln!(
-        body,
+        *body,
         "| change, ours beyond the seed: {FOUR} vs {ONE} | {} | | |",
         change(&ours[2], &ours[0])
     );
@@ -137,7 +156,12 @@ pub(super) fn section(ctx: &Ctx, results: &[&CellResult]) -> CliResult<Section> 
             fmt_num(g.num(&format!("{DW_STREAM}/copybacks"))),
         );
     }
-    body.push_str(&counters_table(&one, &dw, &four));
+    ours
+}
+
+/// The bar chart of the separated arms relative to one stream, ours and the seed's; returns
+/// its Markdown.
+fn plot(ctx: &Ctx, ours: &[[Option<f64>; 5]]) -> CliResult<String> {
     let cats: Vec<String> = COLUMNS.iter().map(ToString::to_string).collect();
     let rel = |a: usize| -> Vec<f64> {
         (0..5)
@@ -162,15 +186,19 @@ pub(super) fn section(ctx: &Ctx, results: &[&CellResult]) -> CliResult<Section> 
             series: &series,
         },
     )?;
-    let _ = writeln!(body, "\n![separated relative to one stream]({link})");
+    Ok(format!("\n![separated relative to one stream]({link})\n"))
+}
+
+/// The seed's setting beside ours (Markdown), and why the rows get no verdict when the
+/// double-write copies' share of the host writes is far from the seed's.
+fn regime_note(dw: Option<&Group>) -> (String, Option<String>) {
     // What share of the host writes the double-write copies are (the seed's: 11.5 %), per
     // repeat of the seed's treatment.
-    let shares = dw_shares(dw.as_ref());
+    let shares = dw_shares(dw);
     let share = Spread::of(shares.clone());
     let share_text = share.map_or("?".to_string(), |s| s.percent());
-    let _ = writeln!(
-        body,
-        "\n{}",
+    let settings = format!(
+        "\n{}\n",
         regime::settings(&[
             (
                 "double-write copies / host writes",
@@ -196,6 +224,16 @@ pub(super) fn section(ctx: &Ctx, results: &[&CellResult]) -> CliResult<Section> 
                  seed's 11.5 %, so separating them saves more (or less) for that reason alone"
             )
         });
+    (settings, off)
+}
+
+/// The rows: the seed's three changes with the treatment, and four streams beyond the seed.
+fn headlines(
+    results: &[&CellResult],
+    arms: [&Option<Group>; 3],
+    off: &Option<String>,
+) -> Vec<Headline> {
+    let [one, dw, four] = arms;
     let pct = |s: &Spread| s.fmt(|v| format!("{v:+.1} %"));
     let ablation = seed_share_ablation(results);
     let mut headlines = Vec::new();
@@ -247,13 +285,7 @@ pub(super) fn section(ctx: &Ctx, results: &[&CellResult]) -> CliResult<Section> 
         "four streams save fewer copybacks than the seed's separation of the double-write area",
         pct,
     ));
-    let all: Vec<&CellResult> = results.to_vec();
-    body.push_str(&regime::cells(&all));
-    Ok(Section {
-        title: "Seed 001 — FTL with the double-write stream separated (LinkBench)".to_string(),
-        body,
-        headlines,
-    })
+    headlines
 }
 
 /// The regime of the FTL beside the seed's, per arm: the share of flash writes that are GC
