@@ -88,6 +88,23 @@ pub(super) fn section(ctx: &Ctx, results: &[&CellResult]) -> CliResult<Section> 
          transaction's body, with at most d commits unresolved at any instant (sync: one). \
          Seed: WiredTiger on a Samsung NVMe, 4 threads 15.9x, 16 threads ~5x; no gain on HDD.\n\n",
     );
+    gains_table(&mut body, results, &threads);
+    settings(&mut body);
+    let all: Vec<&CellResult> = results.to_vec();
+    body.push_str(&super::regime::cells(&all));
+    phases_and_cpu(&mut body, results, &threads);
+    plot(ctx, &mut body, results, &threads)?;
+    let headlines = headlines(results);
+    Ok(Section {
+        title: "Seed 002 — pipelined commit (update-only YCSB)".to_string(),
+        body,
+        headlines,
+    })
+}
+
+/// Transactions per second per device and thread count, sync against pipelined, beside the
+/// seed's gains.
+fn gains_table(body: &mut String, results: &[&CellResult], threads: &[u32]) {
     let mut table = Table::new(&[
         "device",
         "threads",
@@ -104,7 +121,7 @@ pub(super) fn section(ctx: &Ctx, results: &[&CellResult]) -> CliResult<Section> 
         _ => "–",
     };
     for (dev, label, _) in DEVICES {
-        for &t in &threads {
+        for &t in threads {
             let (s, d1, d32) = (
                 tps(results, dev, "sync", t),
                 tps(results, dev, "d1", t),
@@ -139,6 +156,10 @@ pub(super) fn section(ctx: &Ctx, results: &[&CellResult]) -> CliResult<Section> 
             x(same_total)
         );
     }
+}
+
+/// The seed's setting beside ours.
+fn settings(body: &mut String) {
     let _ = writeln!(
         body,
         "\n{}",
@@ -171,8 +192,10 @@ pub(super) fn section(ctx: &Ctx, results: &[&CellResult]) -> CliResult<Section> 
             ),
         ])
     );
-    let all: Vec<&CellResult> = results.to_vec();
-    body.push_str(&super::regime::cells(&all));
+}
+
+/// Where a synchronous commit waits on the log path, and the CPU use at 8 threads.
+fn phases_and_cpu(body: &mut String, results: &[&CellResult], threads: &[u32]) {
     // Phase breakdown of the sync path and CPU use.
     body.push_str(
         "\nWhere a synchronous commit waits on the log path (fractions of the four phases' sum; \
@@ -190,7 +213,7 @@ pub(super) fn section(ctx: &Ctx, results: &[&CellResult]) -> CliResult<Section> 
     seed.extend(PHASES.map(|(_, v)| format!("{v} %")));
     seed.push("–".to_string());
     table.row(&seed);
-    for &t in &threads {
+    for &t in threads {
         let Some(r) = find(
             results,
             &[
@@ -233,6 +256,10 @@ pub(super) fn section(ctx: &Ctx, results: &[&CellResult]) -> CliResult<Section> 
         pct(cpu_sync),
         pct(cpu_deep)
     );
+}
+
+/// Transactions per second against threads, per mode, on the NVMe SSD.
+fn plot(ctx: &Ctx, body: &mut String, results: &[&CellResult], threads: &[u32]) -> CliResult<()> {
     // Plot: tx/s against threads, per mode, on nvme-ssd.
     let mut series = Vec::new();
     for (i, (mode, label, _)) in MODES.iter().enumerate() {
@@ -263,12 +290,7 @@ pub(super) fn section(ctx: &Ctx, results: &[&CellResult]) -> CliResult<Section> 
         )?;
         let _ = writeln!(body, "\n![tx/s vs threads]({link})");
     }
-    let headlines = headlines(results);
-    Ok(Section {
-        title: "Seed 002 — pipelined commit (update-only YCSB)".to_string(),
-        body,
-        headlines,
-    })
+    Ok(())
 }
 
 fn group<'a>(results: &[&'a CellResult], dev: &str, mode: &str, t: u32) -> Option<Group<'a>> {
