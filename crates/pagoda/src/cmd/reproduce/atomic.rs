@@ -51,11 +51,35 @@ pub(super) fn section(ctx: &Ctx, results: &[&CellResult]) -> CliResult<Section> 
         .collect();
     combos.sort_unstable();
     combos.dedup();
+    let mut body = intro(results, &tpcc, &combos);
+    let TpmcTable {
+        markdown,
+        rel,
+        cats,
+        bars,
+    } = tpmc_table(results, &combos);
+    body.push('\n');
+    body.push_str(&markdown);
+    body.push_str(&regime::cells(&tpcc));
+    body.push_str(&crash_table(results));
+    if !cats.is_empty() {
+        body.push_str(&plot(ctx, &cats, &bars)?);
+    }
+    let headlines = with_ablations(&mut body, results, &tpcc, &rel);
+    Ok(Section {
+        title: "Seed 003 — 16 KiB atomic page writes (TPC-C)".to_string(),
+        body,
+        headlines,
+    })
+}
+
+/// What ran and the seed's setting beside ours.
+fn intro(results: &[&CellResult], tpcc: &[&CellResult], combos: &[(u64, u64)]) -> String {
     let first = tpcc.first();
     let buffer_mib = first.map_or(0.0, |r| r.param_f64("buffer_mib"));
     let log_mib = first.map_or(0.0, |r| r.param_f64("log_mib"));
     let wh: Vec<String> = combos.iter().map(|c| c.0.to_string()).collect();
-    let mut body = format!(
+    format!(
         "TPC-C, 16 KiB pages, data on `{}` (16 KiB atomic writes, in steady state), log on \
          its own emulated SATA SSD, latency emulated. Seed: MariaDB 5.5 on an 840 Pro, \
          O_DIRECT.\n\n{}",
@@ -82,7 +106,22 @@ pub(super) fn section(ctx: &Ctx, results: &[&CellResult]) -> CliResult<Section> 
             ("baseline", "InnoDB's double-write buffer: every flushed page copied, synced, then written in place",
              "`doublewrite-full` (the same); pagoda's own `doublewrite` skips the copy of pages whose image is in the log, as an extra row".to_string()),
         ])
-    );
+    )
+}
+
+/// The tpmC table and what the section takes from it.
+struct TpmcTable {
+    markdown: String,
+    /// Each mode's ratio against InnoDB's double-write (and atomic over none), per seed.
+    rel: Vec<(&'static str, Option<Spread>)>,
+    /// The chart's categories and its bars per mode.
+    cats: Vec<String>,
+    bars: Vec<(String, Vec<f64>)>,
+}
+
+/// The relative tpmC of each mode against InnoDB's double-write, per warehouses and
+/// clients.
+fn tpmc_table(results: &[&CellResult], combos: &[(u64, u64)]) -> TpmcTable {
     let mut table = Table::new(&[
         "warehouses",
         "clients",
@@ -93,13 +132,13 @@ pub(super) fn section(ctx: &Ctx, results: &[&CellResult]) -> CliResult<Section> 
         "double-write pages",
         "checkpoints",
     ]);
-    let mut rel: Vec<(&str, Option<Spread>)> = Vec::new();
+    let mut rel: Vec<(&'static str, Option<Spread>)> = Vec::new();
     let mut cats = Vec::new();
     let mut bars: Vec<(String, Vec<f64>)> = MODES
         .iter()
         .map(|m| (m.1.to_string(), Vec::new()))
         .collect();
-    for (w, c) in &combos {
+    for (w, c) in combos {
         let (w, c) = (w.to_string(), c.to_string());
         let get = |mode: &str| {
             find(
@@ -141,23 +180,36 @@ pub(super) fn section(ctx: &Ctx, results: &[&CellResult]) -> CliResult<Section> 
             repeats::ratio(get("atomic").as_ref(), get("none").as_ref(), "tpmC"),
         ));
     }
-    body.push('\n');
-    body.push_str(&table.markdown());
-    body.push_str(&regime::cells(&tpcc));
-    body.push_str(&crash_table(results));
-    if !cats.is_empty() {
-        let (path, link) = ctx.plot("atomic-write-tpmc.svg");
-        bar_chart(
-            &path,
-            &BarChart {
-                title: "Seed 003: TPC-C by torn-write protection (median of repeats)",
-                y_label: "tpmC",
-                categories: &cats,
-                series: &bars,
-            },
-        )?;
-        let _ = writeln!(body, "\n![tpmC per mode]({link})");
+    TpmcTable {
+        markdown: table.markdown(),
+        rel,
+        cats,
+        bars,
     }
+}
+
+/// The chart of tpmC per mode; returns its Markdown.
+fn plot(ctx: &Ctx, cats: &[String], bars: &[(String, Vec<f64>)]) -> CliResult<String> {
+    let (path, link) = ctx.plot("atomic-write-tpmc.svg");
+    bar_chart(
+        &path,
+        &BarChart {
+            title: "Seed 003: TPC-C by torn-write protection (median of repeats)",
+            y_label: "tpmC",
+            categories: cats,
+            series: bars,
+        },
+    )?;
+    Ok(format!("\n![tpmC per mode]({link})\n"))
+}
+
+/// The rows with what their ablations measured, each ablation's text appended to `body`.
+fn with_ablations(
+    body: &mut String,
+    results: &[&CellResult],
+    tpcc: &[&CellResult],
+    rel: &[(&str, Option<Spread>)],
+) -> Vec<Headline> {
     // The atomic-over-none row's ablations (the unprotected mode through the page cache,
     // its page writes split) and the cause they measure.
     let row: Vec<(&str, RowAblation)> = [
@@ -169,10 +221,10 @@ pub(super) fn section(ctx: &Ctx, results: &[&CellResult]) -> CliResult<Section> 
     .collect();
     let cause = ablations::cause(
         &atomic_vs_none_band(),
-        pooled(&rel, ATOMIC_VS_NONE).as_ref(),
+        pooled(rel, ATOMIC_VS_NONE).as_ref(),
         &row.iter().map(|(_, a)| a).collect::<Vec<_>>(),
     );
-    let mut headlines = headlines(&tpcc, &rel, &cause);
+    let mut headlines = headlines(tpcc, rel, &cause);
     for (name, a) in &row {
         let _ = writeln!(body, "\nAblation (atomic vs none, {name}): {}", a.text);
     }
@@ -216,11 +268,7 @@ pub(super) fn section(ctx: &Ctx, results: &[&CellResult]) -> CliResult<Section> 
             text,
         );
     }
-    Ok(Section {
-        title: "Seed 003 — 16 KiB atomic page writes (TPC-C)".to_string(),
-        body,
-        headlines,
-    })
+    headlines
 }
 
 /// The median over the grid's combinations of each one's median (one combination at quick
