@@ -16,16 +16,30 @@ fn spread_text(v: Vec<f64>, f: impl Fn(f64) -> String) -> String {
 
 /// The seed's four shapes, each judged on every repeat's own curve.
 pub(super) fn shapes(sweep: &Sweep) -> Vec<Headline> {
-    let table = sweep.table_mib().max(1e-9);
-    let pct = |x: f64| format!("{:.0} %", x / table * 100.0);
-    let off = |dev: usize| {
-        let g = sweep.small(dev);
-        let label = format!("{} at ≤ {SMALL_TWELFTHS}/12 of the table", DEVICES[dev].1);
-        g.out_of_regime(&["data"], &label)
-            .map(|why| format!("{why}; {}", off_regime_detail(&g)))
-    };
-    let mut out = Vec::new();
+    vec![
+        hit_ratio_row(sweep),
+        ssd_tps_row(sweep),
+        hdd_tps_row(sweep),
+        ssd_reads_row(sweep),
+    ]
+}
 
+/// `x` MiB as a share of the table.
+fn pct_of_table(sweep: &Sweep, x: f64) -> String {
+    format!("{:.0} %", x / sweep.table_mib().max(1e-9) * 100.0)
+}
+
+/// Why device `dev`'s small-buffer cells are out of the seed's regime, if they are.
+fn off(sweep: &Sweep, dev: usize) -> Option<String> {
+    let g = sweep.small(dev);
+    let label = format!("{} at ≤ {SMALL_TWELFTHS}/12 of the table", DEVICES[dev].1);
+    g.out_of_regime(&["data"], &label)
+        .map(|why| format!("{why}; {}", off_regime_detail(&g)))
+}
+
+/// The hit ratio's shape: concave with a knee.
+fn hit_ratio_row(sweep: &Sweep) -> Headline {
+    let pct = |x: f64| pct_of_table(sweep, x);
     // Hit ratio (SSD cells: their warm-up fills the pool within milliseconds, so the window's
     // hit ratio is the steady one). What bounds throughput does not change a hit ratio, so
     // this row has no regime condition.
@@ -34,7 +48,7 @@ pub(super) fn shapes(sweep: &Sweep) -> Vec<Headline> {
         .values()
         .filter_map(|c| shapes::knee(c))
         .collect();
-    out.push(Headline::rule_of_row(
+    Headline::rule_of_row(
         &seed_row(EXP, "hit-ratio"),
         &format!(
             "concave (no step gains more than {} above the step before) and a knee: at the best \
@@ -54,9 +68,12 @@ pub(super) fn shapes(sweep: &Sweep) -> Vec<Headline> {
             knees.len()
         ),
         "the hit ratio bends too little (or somewhere gains more than the step before)",
-    ));
+    )
+}
 
-    // SSD TPS roughly proportional to the buffer.
+/// SSD TPS roughly proportional to the buffer.
+fn ssd_tps_row(sweep: &Sweep) -> Headline {
+    let pct = |x: f64| pct_of_table(sweep, x);
     let fits: Vec<(shapes::Fit, bool)> = sweep
         .by_seed(1, Metric::Tps)
         .values()
@@ -65,37 +82,38 @@ pub(super) fn shapes(sweep: &Sweep) -> Vec<Headline> {
     let ssd = sweep.median(1, Metric::Tps);
     let top = ssd.iter().map(|p| p.1).fold(0.0, f64::max);
     let flat_from = ssd.iter().find(|p| p.1 >= 0.9 * top).map(|p| p.0);
-    out.push(
-        Headline::rule_of_row(
-            &seed_row(EXP, "ssd-tps"),
-            &format!(
-                "a straight line fits TPS vs buffer with R² ≥ {} and rising",
-                shapes::R2_MIN
-            ),
-            &fits.iter().map(|f| f.1).collect::<Vec<_>>(),
-            format!(
-                "R² {}, slope {} TPS per MiB",
-                spread_text(fits.iter().map(|f| f.0.r2).collect(), |v| format!("{v:.2}")),
-                spread_text(fits.iter().map(|f| f.0.slope).collect(), |v| fmt_num(Some(
-                    v
-                )))
-            ),
-            &format!(
-                "TPS reaches 90 % of its top ({}) at {} of the table and stays there (medians); \
-                 the regime table says what bounds those cells",
-                fmt_num(Some(top)),
-                flat_from.map_or("–".to_string(), pct)
-            ),
-        )
-        .regime(off(1))
-        .ablated(
-            "the sweep's last point (the whole table in the buffer)",
-            proportional_below_the_table(sweep).map(|a| a.0),
-            proportional_below_the_table(sweep).map_or(String::new(), |a| a.1),
+    Headline::rule_of_row(
+        &seed_row(EXP, "ssd-tps"),
+        &format!(
+            "a straight line fits TPS vs buffer with R² ≥ {} and rising",
+            shapes::R2_MIN
         ),
-    );
+        &fits.iter().map(|f| f.1).collect::<Vec<_>>(),
+        format!(
+            "R² {}, slope {} TPS per MiB",
+            spread_text(fits.iter().map(|f| f.0.r2).collect(), |v| format!("{v:.2}")),
+            spread_text(fits.iter().map(|f| f.0.slope).collect(), |v| fmt_num(Some(
+                v
+            )))
+        ),
+        &format!(
+            "TPS reaches 90 % of its top ({}) at {} of the table and stays there (medians); \
+                 the regime table says what bounds those cells",
+            fmt_num(Some(top)),
+            flat_from.map_or("–".to_string(), pct)
+        ),
+    )
+    .regime(off(sweep, 1))
+    .ablated(
+        "the sweep's last point (the whole table in the buffer)",
+        proportional_below_the_table(sweep).map(|a| a.0),
+        proportional_below_the_table(sweep).map_or(String::new(), |a| a.1),
+    )
+}
 
-    // HDD TPS an S-curve.
+/// HDD TPS an S-curve.
+fn hdd_tps_row(sweep: &Sweep) -> Headline {
+    let pct = |x: f64| pct_of_table(sweep, x);
     let ss: Vec<shapes::SCurve> = sweep
         .by_seed(0, Metric::Tps)
         .values()
@@ -131,41 +149,41 @@ pub(super) fn shapes(sweep: &Sweep) -> Vec<Headline> {
                 h(k + 1)
             )
         });
-    out.push(
-        Headline::rule_of_row(
-            &seed_row(EXP, "hdd-tps"),
-            &format!(
-                "the steepest step is neither the first nor the last, and the first and last \
+    Headline::rule_of_row(
+        &seed_row(EXP, "hdd-tps"),
+        &format!(
+            "the steepest step is neither the first nor the last, and the first and last \
                  steps are each ≤ {} of its slope",
-                shapes::S_END_RATIO
-            ),
-            &ss.iter().map(shapes::SCurve::holds).collect::<Vec<_>>(),
-            format!(
-                "inflection (steepest step) at {} of the table; first/last step {} / {} of it",
-                spread_text(ss.iter().map(|s| s.at).collect(), pct),
-                spread_text(ss.iter().map(|s| s.first).collect(), |v| format!("{v:.2}")),
-                spread_text(ss.iter().map(|s| s.last).collect(), |v| format!("{v:.2}")),
-            ),
-            &format!(
-                "the steepest step is {} of the sweep (medians: {steepest}), or an end is more \
-                 than half as steep",
-                places.join(" / ")
-            ),
-        )
-        .regime(off(0))
-        .ablated(
-            "the sweep's last point (the whole table in the buffer)",
-            s_curve_below_the_table(sweep).map(|a| a.0),
-            s_curve_below_the_table(sweep).map_or(String::new(), |a| a.1),
-        )
-        .ablated(
-            "the disk's queue (reordered, 32 deep)",
-            s_curve_with_ncq(sweep).map(|a| a.0),
-            s_curve_with_ncq(sweep).map_or(String::new(), |a| a.1),
+            shapes::S_END_RATIO
         ),
-    );
+        &ss.iter().map(shapes::SCurve::holds).collect::<Vec<_>>(),
+        format!(
+            "inflection (steepest step) at {} of the table; first/last step {} / {} of it",
+            spread_text(ss.iter().map(|s| s.at).collect(), pct),
+            spread_text(ss.iter().map(|s| s.first).collect(), |v| format!("{v:.2}")),
+            spread_text(ss.iter().map(|s| s.last).collect(), |v| format!("{v:.2}")),
+        ),
+        &format!(
+            "the steepest step is {} of the sweep (medians: {steepest}), or an end is more \
+                 than half as steep",
+            places.join(" / ")
+        ),
+    )
+    .regime(off(sweep, 0))
+    .ablated(
+        "the sweep's last point (the whole table in the buffer)",
+        s_curve_below_the_table(sweep).map(|a| a.0),
+        s_curve_below_the_table(sweep).map_or(String::new(), |a| a.1),
+    )
+    .ablated(
+        "the disk's queue (reordered, 32 deep)",
+        s_curve_with_ncq(sweep).map(|a| a.0),
+        s_curve_with_ncq(sweep).map_or(String::new(), |a| a.1),
+    )
+}
 
-    // SSD read requests decaying exponentially.
+/// SSD read requests decaying exponentially.
+fn ssd_reads_row(sweep: &Sweep) -> Headline {
     let decays: Vec<(shapes::Fit, bool)> = sweep
         .by_seed(1, Metric::ReadsPerS)
         .values()
@@ -173,44 +191,41 @@ pub(super) fn shapes(sweep: &Sweep) -> Vec<Headline> {
         .collect();
     let io = sweep.median(1, Metric::ReadsPerS);
     let io_at = |k: usize| io.get(k).map_or("–".to_string(), |p| fmt_num(Some(p.1)));
-    out.push(
-        Headline::rule_of_row(
-            &seed_row(EXP, "ssd-reads"),
-            &format!(
-                "a straight line fits log(reads/s) vs buffer with R² ≥ {} and falling",
-                shapes::R2_MIN
-            ),
-            &decays.iter().map(|f| f.1).collect::<Vec<_>>(),
-            format!(
-                "R² {}, halving every {} MiB",
-                spread_text(decays.iter().map(|f| f.0.r2).collect(), |v| format!(
-                    "{v:.2}"
-                )),
-                spread_text(
-                    decays
-                        .iter()
-                        .filter(|f| f.0.slope < 0.0)
-                        .map(|f| -std::f64::consts::LN_2 / f.0.slope)
-                        .collect(),
-                    |v| format!("{v:.1}")
-                ),
-            ),
-            &format!(
-                "log(reads/s) is no falling straight line: {} / {} / {} reads/s at the first, \
-                 middle and last buffer (medians)",
-                io_at(0),
-                io_at(io.len() / 2),
-                io_at(io.len().saturating_sub(1))
-            ),
-        )
-        .regime(off(1))
-        .ablated(
-            "the closed loop's pace (reads per transaction instead of per second)",
-            decay_per_transaction(sweep).map(|a| a.0),
-            decay_per_transaction(sweep).map_or(String::new(), |a| a.1),
+    Headline::rule_of_row(
+        &seed_row(EXP, "ssd-reads"),
+        &format!(
+            "a straight line fits log(reads/s) vs buffer with R² ≥ {} and falling",
+            shapes::R2_MIN
         ),
-    );
-    out
+        &decays.iter().map(|f| f.1).collect::<Vec<_>>(),
+        format!(
+            "R² {}, halving every {} MiB",
+            spread_text(decays.iter().map(|f| f.0.r2).collect(), |v| format!(
+                "{v:.2}"
+            )),
+            spread_text(
+                decays
+                    .iter()
+                    .filter(|f| f.0.slope < 0.0)
+                    .map(|f| -std::f64::consts::LN_2 / f.0.slope)
+                    .collect(),
+                |v| format!("{v:.1}")
+            ),
+        ),
+        &format!(
+            "log(reads/s) is no falling straight line: {} / {} / {} reads/s at the first, \
+                 middle and last buffer (medians)",
+            io_at(0),
+            io_at(io.len() / 2),
+            io_at(io.len().saturating_sub(1))
+        ),
+    )
+    .regime(off(sweep, 1))
+    .ablated(
+        "the closed loop's pace (reads per transaction instead of per second)",
+        decay_per_transaction(sweep).map(|a| a.0),
+        decay_per_transaction(sweep).map_or(String::new(), |a| a.1),
+    )
 }
 
 /// A rule applied to each repeat's curve without its last point (the whole table in the
