@@ -4,7 +4,6 @@
 //! cells' JSON files, so `reproduce report` on merged shards gives the same report.
 
 use super::cell::{self, CellResult};
-use super::file::SeedRow;
 use super::record::{self, ExperimentRecord, HeadlineRecord, RunRecord};
 pub(crate) use super::repeats::median;
 use super::repeats::{Group, Spread};
@@ -100,6 +99,16 @@ impl Band {
             )),
         }
     }
+}
+
+/// A headline row as a seed's experiment file declares it: what it shows, the seed's
+/// figure, the band it is held against (none for a shape rule, which its code words) and,
+/// for a row the seed gives no figure for, where its expectation comes from.
+pub(crate) struct SeedRow {
+    pub what: String,
+    pub seed: String,
+    pub band: Option<Band>,
+    pub beyond: Option<String>,
 }
 
 /// One headline comparison of a section (a row of the summary table).

@@ -174,14 +174,7 @@ fn seed_file(name: &str) -> &'static ExperimentFile {
         .1
 }
 
-/// A headline row of a seed's report as its file declares it.
-pub(crate) struct SeedRow {
-    pub what: String,
-    pub seed: String,
-    /// The band, worded as the report shows it (`None` for a shape rule).
-    pub band: Option<super::report::Band>,
-    pub beyond: Option<String>,
-}
+pub(crate) use super::report::SeedRow;
 
 /// Row `id` of seed experiment `name`'s file (the tiny reproduction, run by the tests,
 /// reads every row the reports use).
