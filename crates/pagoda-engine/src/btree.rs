@@ -78,7 +78,7 @@ pub(crate) fn key_cmp(a: &[u8], b: &[u8]) -> std::cmp::Ordering {
     a[done..].cmp(&b[done..])
 }
 
-fn corrupt_kind(pid: u64, want: &str) -> Error {
+pub(crate) fn corrupt_kind(pid: u64, want: &str) -> Error {
     Error::corrupt(pid, format!("expected a {want} page in the tree"))
 }
 
@@ -268,6 +268,8 @@ pub struct Apply<'a> {
     pub freed: BTreeSet<u64>,
     /// Recovery: mark pages with this LSN instead of "in progress".
     pub recovery_lsn: Option<u64>,
+    /// A commit: the overflow pages it frees are held for older snapshots (`freelist.rs`).
+    pub hold: Option<u64>,
     /// The leaf the last [`Apply::put`] or [`Apply::delete`] found for its key, before any
     /// split or merge: the key ends in an imaged leaf exactly when this leaf is imaged or
     /// freed (a leaf split later in the same commit is imaged with the page it split into;
@@ -286,6 +288,7 @@ impl<'a> Apply<'a> {
             imaged: BTreeSet::new(),
             freed: BTreeSet::new(),
             recovery_lsn: None,
+            hold: None,
             last_leaf: 0,
         }
     }
@@ -353,24 +356,6 @@ impl<'a> Apply<'a> {
             first: pids[0],
             len: data.len() as u64,
         })
-    }
-
-    /// Frees the overflow pages of a value.
-    pub fn free_value(&mut self, val: &Val) -> Result<()> {
-        if let Val::Overflow { first, .. } = val {
-            let mut pid = *first;
-            let mut guard = 0u64;
-            while pid != 0 && guard < self.pool.capacity_pages() {
-                let next = match &self.pool.read(pid)?.node {
-                    Node::Overflow { next, .. } => *next,
-                    _ => return Err(corrupt_kind(pid, "overflow")),
-                };
-                self.free(pid)?;
-                pid = next;
-                guard += 1;
-            }
-        }
-        Ok(())
     }
 
     fn leaf_path(&self, root: u64, key: &[u8]) -> Result<Vec<(u64, usize)>> {

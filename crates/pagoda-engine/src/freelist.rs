@@ -9,10 +9,20 @@
 //! Allocation has two steps so that a structural change can get every page it needs before
 //! it changes any node: [`Apply::reserve`] takes page ids (all or none), and [`Apply::place`]
 //! installs a node in a reserved page.
+//!
+//! Overflow pages a commit frees are *held* ([`crate::buffer::Held`]): a reader with an older
+//! snapshot may have copied the leaf's pointer to the chain before the commit and still be
+//! following it (the version chain gives it the old value, but only after its tree read,
+//! which must not fail). They go on the free list in the commit's record as any freed page
+//! does, so a crash (which ends every snapshot) frees them, but are neither handed out nor
+//! made a trunk until no snapshot older than the commit remains.
 
 use crate::btree::Apply;
 use crate::error::{Error, Result};
-use crate::format::{Meta, Node, Page};
+use crate::format::{Meta, Node, Page, Val};
+
+#[cfg(test)]
+mod tests;
 
 impl Apply<'_> {
     fn meta_error(&self) -> Error {
@@ -30,11 +40,17 @@ impl Apply<'_> {
         (self.payload_max() - fixed) / 8
     }
 
-    /// `(free entries, head trunk, next_page)` of the meta page.
-    fn free_state(&self) -> Result<(usize, u64, u64)> {
+    /// Of the meta page: `(free entries, the index of the one to take, head trunk,
+    /// next_page)`.
+    fn free_state(&self) -> Result<(usize, Option<usize>, u64, u64)> {
         let p = self.pool.read(self.meta)?;
         match &p.node {
-            Node::Meta(m) => Ok((m.free.len(), m.free_trunk, m.next_page)),
+            Node::Meta(m) => Ok((
+                m.free.len(),
+                self.pool.held().pick(&m.free),
+                m.free_trunk,
+                m.next_page,
+            )),
             _ => Err(self.meta_error()),
         }
     }
@@ -83,13 +99,28 @@ impl Apply<'_> {
     /// Takes `n` page ids for new pages, or none: `Error::Full` when the free list and the
     /// rest of the device together hold fewer than `n` pages.
     pub fn reserve(&mut self, n: usize) -> Result<Vec<u64>> {
-        let (listed, mut trunk, next_page) = self.free_state()?;
+        let need = n as u64;
+        let held = self.pool.held();
         let cap = self.pool.capacity_pages();
-        let mut room = listed as u64 + cap.saturating_sub(next_page);
-        // Trunks only as far as needed: each holds at least itself.
-        while room < n as u64 && trunk != 0 {
+        // Counted only as far as needed: the never-used pages, the meta list, the trunks.
+        let (mut room, mut trunk, next_page) = {
+            let p = self.pool.read(self.meta)?;
+            let Node::Meta(m) = &p.node else {
+                return Err(self.meta_error());
+            };
+            let mut room = cap.saturating_sub(m.next_page);
+            if room < need {
+                room += held.free_in(&m.free, need - room) as u64;
+            }
+            (room, m.free_trunk, m.next_page)
+        };
+        // A trunk page itself is taken only once the meta list is empty, which held pages
+        // there may prevent: with pages held, only the trunks' entries count (see `take`).
+        let trunk_pages = u64::from(held.is_empty());
+        while room < need && trunk != 0 {
             let (next, free) = self.read_trunk(trunk)?;
-            room += 1 + free.len() as u64;
+            room += trunk_pages;
+            room += held.free_in(&free, need.saturating_sub(room)) as u64;
             trunk = next;
         }
         if room < n as u64 {
@@ -101,15 +132,23 @@ impl Apply<'_> {
         (0..n).map(|_| self.take()).collect()
     }
 
-    /// Takes one page id: from the meta list, else the head trunk, else above `next_page`.
+    /// Takes one page id that is not held: from the meta list, else the head trunk (its
+    /// entries and the trunk page itself), else an entry of any trunk, else above
+    /// `next_page`.
     fn take(&mut self) -> Result<u64> {
-        let (listed, trunk, _) = self.free_state()?;
+        let (listed, pick, trunk, _) = self.free_state()?;
         // Read before latching the meta page for writing: no other latch while it is held.
         let refill = if listed == 0 && trunk != 0 {
             Some(self.read_trunk(trunk)?)
         } else {
             None
         };
+        if pick.is_none() && refill.is_none() {
+            // No page of the meta list can be taken (none is listed, or all are held).
+            if let Some(pid) = self.take_from_trunks(trunk)? {
+                return Ok(pid);
+            }
+        }
         let cap = self.pool.capacity_pages();
         let mut meta = self.pool.write(self.meta)?;
         let Node::Meta(m) = &mut meta.node else {
@@ -119,7 +158,8 @@ impl Apply<'_> {
             m.free = free;
             m.free_trunk = next;
             trunk
-        } else if let Some(p) = m.free.pop() {
+        } else if let Some(i) = pick.filter(|&i| i < m.free.len()) {
+            let p = m.free.remove(i);
             debug_assert!(!m.free.contains(&p), "page {p} listed free twice");
             p
         } else if m.next_page < cap {
@@ -133,6 +173,26 @@ impl Apply<'_> {
         };
         self.mark(&mut meta, true);
         Ok(pid)
+    }
+
+    /// Takes an entry that is not held out of the first trunk, from `trunk` on, that has one
+    /// (the trunk page is changed and imaged). Held pages fill the meta list only while
+    /// readers lag, so this walk is rare.
+    fn take_from_trunks(&mut self, mut trunk: u64) -> Result<Option<u64>> {
+        while trunk != 0 {
+            let (next, free) = self.read_trunk(trunk)?;
+            if let Some(i) = self.pool.held().pick(&free) {
+                let mut p = self.pool.write(trunk)?;
+                let Node::Trunk { free, .. } = &mut p.node else {
+                    return Err(Error::corrupt(trunk, "expected a free-list trunk page"));
+                };
+                let pid = free.remove(i);
+                self.mark(&mut p, true);
+                return Ok(Some(pid));
+            }
+            trunk = next;
+        }
+        Ok(None)
     }
 
     /// Installs `node` in page `pid`, taken by [`Apply::reserve`].
@@ -169,22 +229,63 @@ impl Apply<'_> {
             self.imaged.remove(&pid);
             return Ok(());
         }
-        // The list is full: `pid` becomes the head trunk and takes the list (a list longer
-        // than `cap`, from before trunks existed, keeps its excess in the meta page).
-        let keep = m.free.len() - cap;
+        // The list is full: a page becomes the head trunk and takes the list (a list longer
+        // than `cap`, from before trunks existed, keeps its excess in the meta page). That
+        // is `pid`, unless it is held: a reader may still follow it, so another free page
+        // holds the list and `pid` joins it.
+        let tp = if self.pool.held().contains(pid) {
+            drop(meta);
+            let tp = self.take()?;
+            meta = self.pool.write(self.meta)?;
+            let Node::Meta(m) = &mut meta.node else {
+                return Err(self.meta_error());
+            };
+            m.free.push(pid);
+            self.freed.insert(pid);
+            self.imaged.remove(&pid);
+            tp
+        } else {
+            pid
+        };
+        let Node::Meta(m) = &mut meta.node else {
+            return Err(self.meta_error());
+        };
+        let keep = m.free.len().saturating_sub(cap);
         let trunk = Node::Trunk {
             next: m.free_trunk,
             free: m.free[keep..].to_vec(),
         };
         drop(meta);
-        self.place(pid, trunk)?;
+        self.place(tp, trunk)?;
         let mut meta = self.pool.write(self.meta)?;
         let Node::Meta(m) = &mut meta.node else {
             return Err(self.meta_error());
         };
         m.free.truncate(keep);
-        m.free_trunk = pid;
+        m.free_trunk = tp;
         self.mark(&mut meta, true);
+        Ok(())
+    }
+
+    /// Frees the overflow pages of a value. With `hold` set (a commit's overwrite or delete),
+    /// the pages are held for the snapshots older than that commit.
+    pub fn free_value(&mut self, val: &Val) -> Result<()> {
+        if let Val::Overflow { first, .. } = val {
+            let mut pid = *first;
+            let mut guard = 0u64;
+            while pid != 0 && guard < self.pool.capacity_pages() {
+                let next = match &self.pool.read(pid)?.node {
+                    Node::Overflow { next, .. } => *next,
+                    _ => return Err(crate::btree::corrupt_kind(pid, "overflow")),
+                };
+                if let Some(cts) = self.hold {
+                    self.pool.held().hold(pid, cts);
+                }
+                self.free(pid)?;
+                pid = next;
+                guard += 1;
+            }
+        }
         Ok(())
     }
 }

@@ -270,18 +270,23 @@ impl Mvcc {
         }
     }
 
-    /// Drops versions no snapshot needs.
-    pub fn gc(&self) {
+    /// The oldest snapshot any transaction holds or may yet take: the oldest active one, or
+    /// the visible timestamp if older. A commit at or below it was visible to every snapshot.
+    pub fn horizon(&self) -> u64 {
         // Visible first, then the stripes: a snapshot registered in a stripe after it was read
         // here took the visible timestamp after this read, so it is at least the horizon.
         let visible = self.visible();
-        let horizon = self
-            .active
+        self.active
             .iter()
             .filter_map(|a| a.lock().oldest())
             .min()
             .unwrap_or(u64::MAX)
-            .min(visible);
+            .min(visible)
+    }
+
+    /// Drops versions no snapshot needs.
+    pub fn gc(&self) {
+        let horizon = self.horizon();
         let mut todo = Vec::new();
         {
             let mut q = self.gc_queue.lock();

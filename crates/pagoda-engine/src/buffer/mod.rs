@@ -34,12 +34,14 @@ mod bulk;
 mod cleaner;
 mod evict;
 pub(crate) mod flash_cache;
+mod held;
 mod hint;
 mod lru;
 mod runs;
 mod torn;
 mod trace;
 mod undo;
+pub(crate) use held::Held;
 pub(crate) use undo::LeafUndo;
 
 use lru::Lru;
@@ -171,6 +173,8 @@ pub struct Pool {
     flash: Option<flash_cache::FlashCache>,
     /// Page-reference recorder for miss-ratio curves ([`trace`]); off unless started.
     trace: crate::sizing::Recorder,
+    /// Free pages older snapshots may still read (allocation skips them).
+    held: Held,
 }
 
 /// A pinned frame; unpins on drop.
@@ -310,6 +314,7 @@ impl Pool {
             dirty: std::sync::atomic::AtomicUsize::new(0),
             flash: None,
             trace: crate::sizing::Recorder::default(),
+            held: Held::default(),
         }
     }
 
@@ -384,6 +389,10 @@ impl Pool {
     }
 
     /// The safety step removed on purpose, if any.
+    pub(crate) fn held(&self) -> &Held {
+        &self.held
+    }
+
     pub(crate) fn sabotage(&self) -> Option<Sabotage> {
         self.sabotage
     }

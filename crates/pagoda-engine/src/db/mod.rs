@@ -8,6 +8,8 @@ mod checkpoint;
 mod commit;
 mod devices;
 mod handles;
+#[cfg(test)]
+mod held_tests;
 mod recovery;
 mod scan;
 mod stats;

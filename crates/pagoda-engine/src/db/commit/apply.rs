@@ -164,9 +164,14 @@ impl Txn<'_> {
         let ps = db.inner.pool.page_size();
         let mvcc = &db.inner.mvcc;
         let pool = &db.inner.pool;
+        // Overflow pages held for snapshots that have all ended may be reused now.
+        if !pool.held().is_empty() {
+            pool.held().release(mvcc.horizon());
+        }
         pool.begin_undo();
         let res = (|| {
             let mut ap = Apply::new(pool, db.inner.meta_page);
+            ap.hold = Some(cts);
             let mut ops = Vec::with_capacity(self.writes.borrow().len());
             let mut leaves = Vec::with_capacity(self.writes.borrow().len());
             for ((wk, v), (root, prev)) in self.writes.borrow().iter().zip(pre) {
