@@ -72,22 +72,66 @@ fn buffer(a: &BufferArgs) -> CliResult<()> {
     let rate = ShardsRate::new(a.sample_rate)
         .map_err(|e| CliError::Usage(format!("--sample-rate: {e}")))?;
     let devices = probe::parse_list(&a.devices)?;
+    check_flags(a)?;
+    let run = traced_run(a, rate)?;
+    let mrc = Mrc::from_trace(&run.trace);
+    if mrc.rate() < 1.0 {
+        eprintln!(
+            "advise: sampled at rate {:.4}: hit ratios below about {} pages rest on few sampled \
+             pages and are rough (--sample-rate 1 for an exact curve)",
+            mrc.rate(),
+            thousands((100.0 / mrc.rate()) as u64)
+        );
+    }
+    // The database's extent: the probe reads over it, the advice covers sizes up to it.
+    let span_pages = extent_pages(&run.trace, &mrc);
+    let m = run.measured(a);
+    let page_size = m.page_size;
     let probe_time = a.probe_time.duration();
-    let e = &a.ycsb.engine;
+    let mut figures = Vec::new();
+    for (name, spec) in &devices {
+        eprintln!("advise: probing {name} ({probe_time:?} at queue depth 1, {probe_time:?} with {} readers)", m.clients);
+        figures.push(probe::probe(
+            name,
+            spec,
+            page_size,
+            span_pages * page_size,
+            m.clients,
+            probe_time,
+        )?);
+    }
+    let advice = Advice::new(mrc, m, figures, span_pages);
+    print_and_save(a, &run, &advice)
+}
+
+/// Refuses the flags that cannot give advice.
+fn check_flags(a: &BufferArgs) -> CliResult<()> {
     if a.ycsb.phase.load_only {
         return Err(CliError::Usage(
             "advise buffer needs a measured run: drop --load-only".to_string(),
         ));
     }
-    if e.flash.given() {
+    if a.ycsb.engine.flash.given() {
         return Err(CliError::Usage(
             "advise buffer models the DRAM pool over one data device: drop the --flash-cache flags"
                 .to_string(),
         ));
     }
-    let page_size = e.page_size.bytes();
-    let buffer_bytes = e.buffer.bytes();
+    Ok(())
+}
 
+/// What one traced run measured: its report, the pool's counters around it, the page trace
+/// and the CPU it used.
+struct TracedRun {
+    report: pagoda_workload::RunReport,
+    hits: u64,
+    fixes: u64,
+    trace: pagoda_engine::sizing::PageTrace,
+    cpu: Option<pagoda_engine::stats::CpuUsage>,
+}
+
+/// Loads and runs the YCSB workload with the page trace on for the measured window.
+fn traced_run(a: &BufferArgs, rate: ShardsRate) -> CliResult<TracedRun> {
     let mut before = None;
     let (bench, report) = load_and_run_ycsb(&a.ycsb, |db| {
         // The load's commits may have spilled past the buffer; a checkpoint writes them and
@@ -112,48 +156,43 @@ fn buffer(a: &BufferArgs) -> CliResult<()> {
             thousands(trace.dropped)
         );
     }
-    let ops = (report.ops + report.warmup_ops).max(1) as f64;
     let hits = after.hits - before.hits;
     let fixes = (hits + after.misses - before.misses).max(1);
-    let cpu_s = cpu.as_ref().map_or(0.0, |c| c.user_s + c.sys_s);
-    let m = Measured {
-        clients: a.ycsb.phase.threads,
-        cores: cpu.as_ref().map_or(1, |c| c.cores.max(1)),
-        cpu_s_per_op: cpu_s / ops,
-        accesses_per_op: fixes as f64 / ops,
-        page_size,
-        buffer_pages: buffer_bytes / page_size,
-    };
-    let mrc = Mrc::from_trace(&trace);
-    if mrc.rate() < 1.0 {
-        eprintln!(
-            "advise: sampled at rate {:.4}: hit ratios below about {} pages rest on few sampled \
-             pages and are rough (--sample-rate 1 for an exact curve)",
-            mrc.rate(),
-            thousands((100.0 / mrc.rate()) as u64)
-        );
-    }
-    // The database's extent: the probe reads over it, the advice covers sizes up to it.
-    let span_pages = extent_pages(&trace, &mrc);
+    Ok(TracedRun {
+        report,
+        hits,
+        fixes,
+        trace,
+        cpu,
+    })
+}
 
-    let mut figures = Vec::new();
-    for (name, spec) in &devices {
-        eprintln!("advise: probing {name} ({probe_time:?} at queue depth 1, {probe_time:?} with {} readers)", m.clients);
-        figures.push(probe::probe(
-            name,
-            spec,
-            page_size,
-            span_pages * page_size,
-            m.clients,
-            probe_time,
-        )?);
+impl TracedRun {
+    /// The figures the model takes from the run.
+    fn measured(&self, a: &BufferArgs) -> Measured {
+        let e = &a.ycsb.engine;
+        let ops = (self.report.ops + self.report.warmup_ops).max(1) as f64;
+        let cpu_s = self.cpu.as_ref().map_or(0.0, |c| c.user_s + c.sys_s);
+        Measured {
+            clients: a.ycsb.phase.threads,
+            cores: self.cpu.as_ref().map_or(1, |c| c.cores.max(1)),
+            cpu_s_per_op: cpu_s / ops,
+            accesses_per_op: self.fixes as f64 / ops,
+            page_size: e.page_size.bytes(),
+            buffer_pages: e.buffer.bytes() / e.page_size.bytes(),
+        }
     }
-    let advice = Advice::new(mrc, m, figures, span_pages);
+}
+
+/// Prints the measured figures, the devices, the table and the advice, checks the model
+/// against the run's own device, and writes `--json`.
+fn print_and_save(a: &BufferArgs, run: &TracedRun, advice: &Advice) -> CliResult<()> {
+    let e = &a.ycsb.engine;
+    let report = &run.report;
     let (m, mrc, figures) = (advice.measured(), advice.mrc(), advice.devices());
     let tps = |d: usize, pages: f64| advice.tps(&figures[d], pages);
     let (sizes, knee, text) = (advice.sizes(), advice.knee_pages(), advice.text());
-
-    let own_hr = hits as f64 / fixes as f64;
+    let own_hr = run.hits as f64 / run.fixes as f64;
     println!(
         "measured: {:.0} ops/s, pool hit ratio {:.4} (LRU curve at this size {:.4}), {:.1} µs CPU \
          per op, {:.2} page accesses per op, {} traced accesses (rate {})",
@@ -197,7 +236,7 @@ fn buffer(a: &BufferArgs) -> CliResult<()> {
         });
 
     if let Some(path) = &e.json {
-        let mut v = to_json(a, &report, m, own_hr, mrc, sizes, figures, knee, text, &tps);
+        let mut v = to_json(a, report, m, own_hr, mrc, sizes, figures, knee, text, &tps);
         if let (Some(obj), Some(c)) = (v.as_object_mut(), check) {
             obj.insert("model_check".to_string(), c);
         }
