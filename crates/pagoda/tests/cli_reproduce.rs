@@ -221,6 +221,23 @@ fn all_experiments_write_report_json_and_plots() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let part = std::fs::read_to_string(shard.join("index.md")).unwrap();
     assert!(part.contains("## Seed 001") && !part.contains("## Seed 000"));
+    assert!(!part.contains("could not be read"), "{part}");
+
+    // A result whose figure has the wrong type is listed as unreadable, not shown as "–"
+    // without a word.
+    let id = ids.iter().find(|i| i.starts_with("dwb-ftl.")).unwrap();
+    let f = shard.join("cells").join(format!("{id}.s2.json"));
+    let mut r = json(&f);
+    r["result"]["throughput_ops_s"] = Value::from("fast");
+    std::fs::write(&f, serde_json::to_vec(&r).unwrap()).unwrap();
+    let o = pagoda(&["reproduce", "report", shard.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let part = std::fs::read_to_string(shard.join("index.md")).unwrap();
+    assert!(
+        part.contains("could not be read as bench results")
+            && part.contains(&format!("`{id}` seed 2: invalid type")),
+        "{part}"
+    );
 }
 
 #[test]

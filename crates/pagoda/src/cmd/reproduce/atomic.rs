@@ -10,6 +10,7 @@ mod ablations;
 
 use super::cell::CellResult;
 use super::file::seed_row;
+use super::outcome::{fig, Crash, Fig};
 use super::regime;
 use super::repeats::{self, Group, Spread};
 use super::report::{find, fmt_num, Band, Ctx, Headline, Section};
@@ -84,7 +85,7 @@ fn intro(results: &[&CellResult], tpcc: &[&CellResult], combos: &[(u64, u64)]) -
          its own emulated SATA SSD, latency emulated. Seed: MariaDB 5.5 on an 840 Pro, \
          O_DIRECT.\n\n{}",
         first
-            .and_then(|r| r.result["config"]["data"].as_str())
+            .and_then(|r| r.outcome().config.as_ref()?.data.as_deref())
             .unwrap_or("?"),
         regime::settings(&[
             ("data / buffer", "0.5-3x (0.5-3 GB, 1 GB buffer)",
@@ -94,7 +95,7 @@ fn intro(results: &[&CellResult], tpcc: &[&CellResult], combos: &[(u64, u64)]) -
             ("clients", "20 / 50 / 100 connections",
              combos.iter().map(|c| c.1.to_string()).collect::<Vec<_>>().join(" / ") + " on 2 cores"),
             ("run length", "10 min", format!("{} s per cell, checkpoints every few seconds (see checkpoints below)",
-                 first.and_then(|r| r.num("duration_s")).unwrap_or(0.0))),
+                 first.and_then(|r| r.num(fig::duration)).unwrap_or(0.0))),
             ("direct I/O", "atomic: yes (O_DIRECT); no_double: no, through the page cache",
              match results.iter().find(|r| r.param_str("kind") == "pagecache") {
                  Some(r) => format!("yes (emulated devices have no page cache); the page-cache \
@@ -154,30 +155,30 @@ fn tpmc_table(results: &[&CellResult], combos: &[(u64, u64)]) -> TpmcTable {
         let base = get(MODES[0].0);
         for (i, (mode, label)) in MODES.iter().enumerate() {
             let g = get(mode);
-            let r = repeats::ratio(g.as_ref(), base.as_ref(), "tpmC");
-            let n = |p: &str| g.as_ref().and_then(|g| g.num(p));
+            let r = repeats::ratio(g.as_ref(), base.as_ref(), fig::tpmc);
+            let n = |f: Fig| g.as_ref().and_then(|g| g.num(f));
             table.row(&[
                 w.clone(),
                 c.clone(),
                 (*label).to_string(),
-                fmt_num(n("tpmC")),
+                fmt_num(n(fig::tpmc)),
                 r.map_or("–".to_string(), |s| s.times()),
-                fmt_num(n("devices/data/host_write_pages")),
-                fmt_num(n("engine/detail/buffer/doublewrite_pages")),
-                fmt_num(n("engine/detail/checkpoints")),
+                fmt_num(n(fig::data_writes)),
+                fmt_num(n(|o| o.detail()?.buffer.as_ref()?.doublewrite_pages)),
+                fmt_num(n(fig::checkpoints)),
             ]);
-            bars[i].1.push(n("tpmC").unwrap_or(0.0));
+            bars[i].1.push(n(fig::tpmc).unwrap_or(0.0));
         }
         cats.push(format!("{w} wh, {c} clients"));
         for (mode, _) in MODES.iter().skip(1) {
             rel.push((
                 mode,
-                repeats::ratio(get(mode).as_ref(), base.as_ref(), "tpmC"),
+                repeats::ratio(get(mode).as_ref(), base.as_ref(), fig::tpmc),
             ));
         }
         rel.push((
             ATOMIC_VS_NONE,
-            repeats::ratio(get("atomic").as_ref(), get("none").as_ref(), "tpmC"),
+            repeats::ratio(get("atomic").as_ref(), get("none").as_ref(), fig::tpmc),
         ));
     }
     TpmcTable {
@@ -320,8 +321,9 @@ fn headlines(tpcc: &[&CellResult], rel: &[(&str, Option<Spread>)], cause: &str) 
     let why = |g: &Group| {
         format!(
             "buffer hit ratio {:.3}, data device {:.0} % busy (medians)",
-            g.num("regime/buffer_hit_ratio").unwrap_or(0.0),
-            g.num("regime/busy/data").unwrap_or(0.0) * 100.0
+            g.num(|o| o.regime.as_ref()?.buffer_hit_ratio)
+                .unwrap_or(0.0),
+            g.num(fig::data_busy).unwrap_or(0.0) * 100.0
         )
     };
     let grid_figures = format!(
@@ -369,10 +371,10 @@ fn headlines(tpcc: &[&CellResult], rel: &[(&str, Option<Spread>)], cause: &str) 
                 "skipping copies shrinks the data written ({} against {} 4 KiB pages per run) \
                  but not the flushes of the data device that order each write-back batch ({} \
                  against {} per run): both wait on about as many flushes",
-                mode_num(tpcc, "doublewrite", "devices/data/host_write_pages"),
-                mode_num(tpcc, "doublewrite-full", "devices/data/host_write_pages"),
-                mode_num(tpcc, "doublewrite", "devices/data/flushes"),
-                mode_num(tpcc, "doublewrite-full", "devices/data/flushes"),
+                mode_num(tpcc, "doublewrite", fig::data_writes),
+                mode_num(tpcc, "doublewrite-full", fig::data_writes),
+                mode_num(tpcc, "doublewrite", fig::data_flushes),
+                mode_num(tpcc, "doublewrite-full", fig::data_flushes),
             ),
             "",
             Spread::times,
@@ -403,13 +405,21 @@ fn crash_table(results: &[&CellResult]) -> String {
             table.row(&[mode, "–", "–", "–", "–", "–", "–", "not run"]);
             continue;
         };
+        let count = |v: u64| fmt_num(Some(v as f64));
         for r in &g.runs {
-            let lost = r.num("corruption_detected").unwrap_or(0.0)
-                + r.num("undetected_torn").unwrap_or(0.0);
-            let bad = r.num("lost_commits").unwrap_or(0.0)
-                + r.num("partial_transactions").unwrap_or(0.0)
-                + r.num("uncommitted_visible").unwrap_or(0.0);
-            let verdict = if lost > 0.0 || bad > 0.0 {
+            let c = match Crash::of(&r.result) {
+                Ok(c) => c,
+                Err(e) => {
+                    let mut row = vec![(*mode).to_string(), r.seed.to_string()];
+                    row.extend(["–"; 5].map(str::to_string));
+                    row.push(format!("result unreadable: {e}"));
+                    table.row(&row);
+                    continue;
+                }
+            };
+            let lost = c.corruption_detected + c.undetected_torn;
+            let bad = c.lost_commits + c.partial_transactions + c.uncommitted_visible;
+            let verdict = if lost > 0 || bad > 0 {
                 "loses pages: not an option"
             } else {
                 "safe"
@@ -417,11 +427,11 @@ fn crash_table(results: &[&CellResult]) -> String {
             table.row(&[
                 (*mode).to_string(),
                 r.seed.to_string(),
-                fmt_num(r.num("cycles")),
-                fmt_num(Some(lost)),
-                fmt_num(r.num("torn_pages_repaired")),
-                fmt_num(r.num("lost_commits")),
-                fmt_num(r.num("partial_transactions")),
+                count(c.cycles),
+                count(lost),
+                count(c.torn_pages_repaired),
+                count(c.lost_commits),
+                count(c.partial_transactions),
                 verdict.to_string(),
             ]);
         }
@@ -436,22 +446,24 @@ fn crash_table(results: &[&CellResult]) -> String {
 /// waits there for the checkpoint that writes the pages; the phase also holds waits for the
 /// committer ahead, which the profile does not split).
 fn page_write_bound(r: &CellResult) -> bool {
-    let reg = &r.result["regime"];
+    let o = r.outcome();
+    let Some(reg) = &o.regime else {
+        return false;
+    };
     // The engine's counters span warm-up and run; the regime's window is the run alone.
-    let window =
-        reg["window_s"].as_f64().unwrap_or(0.0) + r.num("config/driver/warmup_s").unwrap_or(0.0);
-    let checkpoints = r.num("engine/detail/checkpoints").unwrap_or(0.0);
-    reg["bottleneck"] == "data"
-        || (reg["phases"]["commit"].as_f64().unwrap_or(0.0) >= 0.5
-            && reg["commit_top_phase"] == "commit.lock"
+    let window = reg.window_s.unwrap_or(0.0) + o.warmup_s().unwrap_or(0.0);
+    let checkpoints = fig::checkpoints(o).unwrap_or(0.0);
+    o.bottleneck() == "data"
+        || (fig::commit_share(o).unwrap_or(0.0) >= 0.5
+            && reg.commit_top_phase.as_deref() == Some("commit.lock")
             && window > 0.0
             && checkpoints / window >= 1.0)
 }
 
-/// A mode's median of `key` over the grid's first combination, as text.
-fn mode_num(tpcc: &[&CellResult], mode: &str, key: &str) -> String {
+/// A mode's median of `f` over the grid's first combination, as text.
+fn mode_num(tpcc: &[&CellResult], mode: &str, f: Fig) -> String {
     let first = Group {
         runs: tpcc.iter().take(1).copied().collect(),
     };
-    fmt_num(beside(tpcc, &first, "tpcc", mode).and_then(|g| g.num(key)))
+    fmt_num(beside(tpcc, &first, "tpcc", mode).and_then(|g| g.num(f)))
 }

@@ -10,6 +10,7 @@ mod rows;
 mod shapes;
 
 use super::cell::CellResult;
+use super::outcome::{fig, Advice, Fig, Outcome};
 use super::regime;
 use super::repeats::{Group, Spread};
 use super::report::{find, fmt_frac, fmt_num, median, Ctx, Section};
@@ -63,30 +64,16 @@ enum Metric {
 
 fn per_seed(g: &Group, m: Metric) -> BTreeMap<u64, f64> {
     match m {
-        Metric::Tps => g.per_seed("throughput_ops_s"),
-        Metric::Hit => g.per_seed("engine/buffer_hit_ratio"),
-        Metric::ReadsPerS => {
-            let warm = g.per_seed("config/driver/warmup_s");
-            let w: BTreeMap<u64, f64> = g
-                .per_seed("regime/window_s")
-                .into_iter()
-                .map(|(s, w)| (s, w + warm.get(&s).copied().unwrap_or(0.0)))
-                .collect();
-            g.per_seed("devices/data/host_read_requests")
-                .into_iter()
-                .filter_map(|(s, n)| Some((s, n / *w.get(&s).filter(|w| **w > 0.0)?)))
-                .collect()
-        }
-        Metric::ReadsPerTxn => {
-            let (ops, warm) = (g.per_seed("ops"), g.per_seed("warmup_ops"));
-            g.per_seed("devices/data/host_read_requests")
-                .into_iter()
-                .filter_map(|(s, n)| {
-                    let txns = ops.get(&s)? + warm.get(&s).copied().unwrap_or(0.0);
-                    (txns > 0.0).then(|| (s, n / txns))
-                })
-                .collect()
-        }
+        Metric::Tps => g.per_seed(fig::throughput),
+        Metric::Hit => g.per_seed(fig::buffer_hit_ratio),
+        Metric::ReadsPerS => g.per_seed(|o| {
+            let window = o.regime.as_ref()?.window_s? + o.warmup_s().unwrap_or(0.0);
+            (window > 0.0).then_some(fig::data_read_requests(o)? / window)
+        }),
+        Metric::ReadsPerTxn => g.per_seed(|o| {
+            let txns = o.ops? + o.warmup_ops.unwrap_or(0.0);
+            (txns > 0.0).then_some(fig::data_read_requests(o)? / txns)
+        }),
     }
 }
 
@@ -258,7 +245,7 @@ pub(super) fn section(ctx: &Ctx, results: &[&CellResult]) -> CliResult<Section> 
                 .and_then(|g| Spread::of(per_seed(g, m).into_values().collect()))
                 .map(|s| s.median)
         };
-        let ratio = super::repeats::ratio(g[1].as_ref(), g[0].as_ref(), "throughput_ops_s");
+        let ratio = super::repeats::ratio(g[1].as_ref(), g[0].as_ref(), fig::throughput);
         table.row(&[
             tw.to_string(),
             format!("{x:.1}"),
@@ -278,7 +265,8 @@ pub(super) fn section(ctx: &Ctx, results: &[&CellResult]) -> CliResult<Section> 
     body.push_str(&table.markdown());
     if let Some(text) = advise
         .as_ref()
-        .and_then(|g| g.runs[0].result["advice"]["text"].as_str())
+        .and_then(|g| Advice::of(&g.runs[0].result).ok())
+        .map(|a| a.advice.text)
     {
         let _ = writeln!(
             body,
@@ -313,22 +301,22 @@ fn settings(sweep: &Sweep, results: &[&CellResult]) -> String {
         .and_then(|r| r.machine["cores"].as_u64())
         .unwrap_or(1);
     // Sorted values of a number over one device's cells.
-    let vals = |dev: &str, key: &str| -> Vec<f64> {
+    let vals = |dev: &str, f: Fig| -> Vec<f64> {
         let mut v: Vec<f64> = results
             .iter()
             .filter(|r| r.param_str("device") == dev)
-            .filter_map(|r| r.num(key))
+            .filter_map(|r| r.num(f))
             .collect();
         v.sort_by(f64::total_cmp);
         v
     };
-    let hw = vals("hdd", "config/driver/warmup_s");
+    let hw = vals("hdd", Outcome::warmup_s);
     let (hw0, hw1) = (
         hw.first().copied().unwrap_or(0.0),
         hw.last().copied().unwrap_or(0.0),
     );
-    let sw = median(&mut vals("ssd", "config/driver/warmup_s")).unwrap_or(0.0);
-    let dur = median(&mut vals("ssd", "duration_s"));
+    let sw = median(&mut vals("ssd", Outcome::warmup_s)).unwrap_or(0.0);
+    let dur = median(&mut vals("ssd", fig::duration));
     regime::settings(&[
         (
             "working set",

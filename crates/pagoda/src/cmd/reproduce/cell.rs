@@ -3,6 +3,7 @@
 //! A cell runs as a child process of the same binary, so a cell run by hand, by a batch
 //! system or by `reproduce all` is the same run.
 
+use super::outcome::Outcome;
 use crate::error::{CliError, CliResult};
 use crate::provenance::machine;
 use serde::{Deserialize, Serialize};
@@ -10,6 +11,7 @@ use serde_json::Value;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::OnceLock;
 use std::time::Instant;
 
 /// How large a reproduction is.
@@ -171,6 +173,9 @@ pub(crate) struct CellResult {
     /// report can list who ran beside whom; absent in results saved before it was recorded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub round: Option<RoundInfo>,
+    /// `result` read as a bench result, on first use (the error when it is none).
+    #[serde(skip)]
+    pub typed: OnceLock<Result<Outcome, String>>,
 }
 
 /// Cells started together, as one result records it.
@@ -194,16 +199,23 @@ fn one() -> u64 {
 }
 
 impl CellResult {
-    /// A number from the result by a `/`-separated path (`engine/buffer_hit_ratio`).
-    pub(crate) fn num(&self, path: &str) -> Option<f64> {
-        let mut v = &self.result;
-        for k in path.split('/') {
-            v = match k.parse::<usize>() {
-                Ok(i) if v.is_array() => v.get(i)?,
-                _ => v.get(k)?,
-            };
+    /// The result read as a bench result (an empty one when it is none: see [`Self::unread`]).
+    pub(crate) fn outcome(&self) -> &Outcome {
+        static NONE: OnceLock<Outcome> = OnceLock::new();
+        match self.typed.get_or_init(|| Outcome::of(&self.result)) {
+            Ok(o) => o,
+            Err(_) => NONE.get_or_init(Outcome::default),
         }
-        v.as_f64()
+    }
+
+    /// A figure of the result (`None`: the result does not have it).
+    pub(crate) fn num(&self, f: impl Fn(&Outcome) -> Option<f64>) -> Option<f64> {
+        f(self.outcome())
+    }
+
+    /// Why the result could not be read as a bench result, once a section asked for it.
+    pub(crate) fn unread(&self) -> Option<&str> {
+        self.typed.get()?.as_ref().err().map(String::as_str)
     }
 
     /// A parameter of the cell.
@@ -341,6 +353,7 @@ impl<'a> Running<'a> {
             jobs: self.jobs,
             started_unix_s: Some(self.started_unix_s),
             round: self.round,
+            typed: OnceLock::new(),
         };
         let text = serde_json::to_string_pretty(&r).map_err(|e| CliError::Other(e.to_string()))?;
         fs::write(&self.path, text).map_err(|e| io_err(&self.path, e))?;

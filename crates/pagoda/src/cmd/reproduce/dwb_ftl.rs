@@ -8,12 +8,14 @@
 
 use super::cell::CellResult;
 use super::file::seed_row;
+use super::outcome::{fig, Fig, Outcome};
 use super::regime;
 use super::repeats::{self, Group, Spread};
 use super::report::{find, fmt_change, fmt_num, ratio, Ctx, Headline, Section};
 use crate::error::CliResult;
 use crate::plot::{bar_chart, BarChart};
 use crate::report::Table;
+use pagoda_device::StreamStats;
 use std::fmt::Write as _;
 
 /// The experiment's name: its file is `experiments/seeds/dwb-ftl.toml`.
@@ -28,7 +30,7 @@ const DW: &str = "dw-separated";
 /// Beyond the seed: log, data, double-write area and fill each on their own write points.
 const FOUR: &str = "four-streams";
 /// The stream the double-write area lands in with `DW` and `FOUR`.
-const DW_STREAM: &str = "devices/data/streams/3";
+const DW_STREAM: usize = 3;
 /// The seed's columns: flash reads, writes, GC, copybacks, ops/s (original, custom FTL).
 const SEED: [[f64; 5]; 2] = [
     [2_385_657.0, 9_998_645.0, 117_957.0, 5_208_561.0, 171.0],
@@ -44,11 +46,11 @@ const COLUMNS: [&str; 5] = ["flash reads", "flash writes", "GC", "copybacks", "o
 /// The seed's five columns from a result (flash pages for reads and writes, as the seed).
 fn columns(r: &Group) -> [Option<f64>; 5] {
     [
-        r.num("devices/data/flash_reads"),
-        r.num("devices/data/flash_programs"),
-        r.num("devices/data/gc_runs"),
-        r.num("devices/data/copybacks"),
-        r.num("throughput_ops_s"),
+        r.num(|o| Some(o.data()?.flash_reads as f64)),
+        r.num(fig::data_flash_programs),
+        r.num(fig::data_gc_runs),
+        r.num(fig::data_copybacks),
+        r.num(fig::throughput),
     ]
 }
 
@@ -58,7 +60,7 @@ pub(super) fn section(ctx: &Ctx, results: &[&CellResult]) -> CliResult<Section> 
     let requests = one
         .as_ref()
         .or(dw.as_ref())
-        .and_then(|g| g.num("config/driver/limit/ops"));
+        .and_then(|g| g.num(Outcome::op_limit));
     let mut body = format!(
         "LinkBench, seed 001's mix (addlink 29, deletelink 10, updatelink 25, addnode 9, \
          updatenode 23.5, deletenode 3.5 %), {} requests per run (the seed: {}), one client \
@@ -110,8 +112,8 @@ fn seed_table(body: &mut String, arms: [&Option<Group>; 3]) -> Vec<[Option<f64>;
             fmt_num(c[2]),
             fmt_num(c[3]),
             fmt_num(c[4]),
-            fmt_num(r.num("devices/data/host_write_pages")),
-            fmt_num(r.num("devices/data/waf")),
+            fmt_num(r.num(fig::data_writes)),
+            fmt_num(r.num(|o| Some(o.data()?.waf))),
         );
         ours.push(c);
     }
@@ -151,9 +153,9 @@ fn seed_table(body: &mut String, arms: [&Option<Group>; 3]) -> Vec<[Option<f64>;
              victims were its blocks, {} copybacks (seed: 1,146,595 writes, 8,982 GCs, 0 \
              copybacks; its region had its own GC, while here GC picks the emptiest closed \
              block of any stream).",
-            fmt_num(g.num(&format!("{DW_STREAM}/host_write_pages"))),
-            fmt_num(g.num(&format!("{DW_STREAM}/gc_runs"))),
-            fmt_num(g.num(&format!("{DW_STREAM}/copybacks"))),
+            fmt_num(g.num(|o| Some(dw_stream(o)?.host_write_pages as f64))),
+            fmt_num(g.num(|o| Some(dw_stream(o)?.gc_runs as f64))),
+            fmt_num(g.num(|o| Some(dw_stream(o)?.copybacks as f64))),
         );
     }
     ours
@@ -237,21 +239,21 @@ fn headlines(
     let pct = |s: &Spread| s.fmt(|v| format!("{v:+.1} %"));
     let ablation = seed_share_ablation(results);
     let mut headlines = Vec::new();
-    for (path, id, why_low, why_high) in [
+    for (figure, id, why_low, why_high) in [
         (
-            "devices/data/copybacks",
+            fig::data_copybacks as Fig,
             "copybacks",
             "separation saves more copybacks than in the seed",
             "separation saves fewer copybacks than in the seed",
         ),
         (
-            "devices/data/gc_runs",
+            fig::data_gc_runs as Fig,
             "gc-runs",
             "separation saves more GC runs than in the seed",
             "separation saves fewer GC runs than in the seed",
         ),
         (
-            "throughput_ops_s",
+            fig::throughput as Fig,
             "ops",
             "no throughput gain from the saved GC work (one client)",
             "a larger gain than the seed's",
@@ -259,11 +261,11 @@ fn headlines(
     ] {
         let row = seed_row(EXP, id);
         let band = row.band.clone().expect("a band in dwb-ftl.toml");
-        let nearer = seed_share_change(results, path);
+        let nearer = seed_share_change(results, figure);
         headlines.push(
             Headline::of_row(
                 &row,
-                changes(dw.as_ref(), one.as_ref(), path),
+                changes(dw.as_ref(), one.as_ref(), figure),
                 why_low,
                 why_high,
                 pct,
@@ -280,7 +282,7 @@ fn headlines(
     // seed's separation of the double-write area alone saved? No saving would fail it.
     headlines.push(Headline::of_row(
         &seed_row(EXP, "four-streams"),
-        changes(four.as_ref(), one.as_ref(), "devices/data/copybacks"),
+        changes(four.as_ref(), one.as_ref(), fig::data_copybacks),
         "",
         "four streams save fewer copybacks than the seed's separation of the double-write area",
         pct,
@@ -309,15 +311,13 @@ fn counters_table(one: &Option<Group>, dw: &Option<Group>, four: &Option<Group>)
         let g = g.as_ref();
         table.row(&[
             format!("ours: {mode}"),
-            pct(per_run(g, |r| {
-                Some(r.num("devices/data/copybacks")? / r.num("devices/data/flash_programs")?)
+            pct(per_run(g, |o| {
+                Some(fig::data_copybacks(o)? / fig::data_flash_programs(o)?)
             })),
-            num(per_run(g, |r| {
-                Some(r.num("devices/data/gc_runs")? * 1000.0 / r.num("config/driver/limit/ops")?)
+            num(per_run(g, |o| {
+                Some(fig::data_gc_runs(o)? * 1000.0 / o.op_limit()?)
             })),
-            num(per_run(g, |r| {
-                Some(r.num("devices/data/gc_runs")? / r.num("duration_s")?)
-            })),
+            num(per_run(g, |o| Some(fig::data_gc_runs(o)? / o.duration_s?))),
         ]);
     }
     for (mode, v) in [(ONE, SEED[0]), ("separated (DWB region)", SEED[1])] {
@@ -333,8 +333,13 @@ fn counters_table(one: &Option<Group>, dw: &Option<Group>, four: &Option<Group>)
 }
 
 /// `f` of each repeat, as a spread.
-fn per_run(g: Option<&Group>, f: impl Fn(&CellResult) -> Option<f64>) -> Option<Spread> {
-    Spread::of(g?.runs.iter().filter_map(|r| f(r)).collect())
+fn per_run(g: Option<&Group>, f: impl Fn(&Outcome) -> Option<f64>) -> Option<Spread> {
+    Spread::of(g?.per_seed(f).into_values().collect())
+}
+
+/// The counters of the double-write area's stream.
+fn dw_stream(o: &Outcome) -> Option<&StreamStats> {
+    o.data()?.streams.get(DW_STREAM)
 }
 
 /// The share of the host writes that are double-write copies, per repeat of a run with the
@@ -344,26 +349,24 @@ fn dw_shares(sep: Option<&Group>) -> Vec<f64> {
         g.runs
             .iter()
             .filter_map(|r| {
-                Some(
-                    r.num(&format!("{DW_STREAM}/host_write_pages"))?
-                        / r.num("devices/data/host_write_pages")?,
-                )
+                let o = r.outcome();
+                Some(dw_stream(o)?.host_write_pages as f64 / fig::data_writes(o)?)
             })
             .collect()
     })
 }
 
 /// `sep` relative to `one` in percent, per repeat.
-fn changes(sep: Option<&Group>, one: Option<&Group>, path: &str) -> Option<Spread> {
-    repeats::paired(sep, one, path, |a, b| {
+fn changes(sep: Option<&Group>, one: Option<&Group>, figure: Fig) -> Option<Spread> {
+    repeats::paired(sep, one, figure, |a, b| {
         (b > 0.0).then(|| (a / b - 1.0) * 100.0)
     })
 }
 
-/// The change at `path` with the double-write share nearer the seed's (a larger buffer).
-fn seed_share_change(results: &[&CellResult], path: &str) -> Option<Spread> {
+/// The change at `figure` with the double-write share nearer the seed's (a larger buffer).
+fn seed_share_change(results: &[&CellResult], figure: Fig) -> Option<Spread> {
     let get = |mode: &str| find(results, &[("mode", mode), ("variant", SEED_SHARE)]);
-    changes(Some(&get(DW)?), Some(&get(ONE)?), path)
+    changes(Some(&get(DW)?), Some(&get(ONE)?), figure)
 }
 
 /// What the seed's rows show with the double-write share nearer the seed's (a larger buffer).
@@ -371,15 +374,15 @@ fn seed_share_ablation(results: &[&CellResult]) -> Option<String> {
     let get = |mode: &str| find(results, &[("mode", mode), ("variant", SEED_SHARE)]);
     let (sep, one) = (get(DW)?, get(ONE)?);
     let share = Spread::of(dw_shares(Some(&sep)))?;
-    let kib = sep.runs.first()?.num("config/buffer_bytes")? / 1024.0;
+    let kib = sep.runs.first()?.outcome().config.as_ref()?.buffer_bytes? / 1024.0;
     // Whole MiB where it is one (quick's 13 MiB), else KiB (tiny's 1,056).
     let buffer = if kib % 1024.0 == 0.0 {
         format!("{} MiB", kib / 1024.0)
     } else {
         format!("{} KiB", fmt_num(Some(kib)))
     };
-    let pct = |path: &str| {
-        changes(Some(&sep), Some(&one), path)
+    let pct = |figure: Fig| {
+        changes(Some(&sep), Some(&one), figure)
             .map_or("?".to_string(), |s| s.fmt(|v| format!("{v:+.1} %")))
     };
     Some(format!(
@@ -387,9 +390,9 @@ fn seed_share_ablation(results: &[&CellResult]) -> Option<String> {
          seed's 11.5 %); {DW} vs {ONE} then changes copybacks by {}, GC runs by {} and ops/s \
          by {}",
         share.percent(),
-        pct("devices/data/copybacks"),
-        pct("devices/data/gc_runs"),
-        pct("throughput_ops_s"),
+        pct(fig::data_copybacks),
+        pct(fig::data_gc_runs),
+        pct(fig::throughput),
     ))
 }
 

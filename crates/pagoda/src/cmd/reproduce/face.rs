@@ -8,6 +8,7 @@
 
 use super::cell::CellResult;
 use super::file::{seed_row, SeedRow};
+use super::outcome::{fig, Fig, Outcome};
 use super::regime;
 use super::repeats::{self, Group, Spread};
 use super::report::{find, fmt_frac, fmt_num, Ctx, Headline, Section};
@@ -107,25 +108,25 @@ pub(super) fn section(ctx: &Ctx, results: &[&CellResult]) -> CliResult<Section> 
         let base = get(results, data, "original", "fresh");
         for (i, conf) in CONFIGS.iter().enumerate() {
             let g = get(results, data, conf, "fresh");
-            let rel = repeats::ratio(g.as_ref(), base.as_ref(), "tpmC");
+            let rel = repeats::ratio(g.as_ref(), base.as_ref(), fig::tpmc);
             bars[i].1.push(rel.map_or(0.0, |s| s.median));
             let (seed_t, seed_r) = match *conf {
                 "original" => (fmt_num(Some(s_orig)), "1.00x".to_string()),
                 "face" => (fmt_num(Some(s_face)), format!("{:.2}x", s_face / s_orig)),
                 _ => ("–".to_string(), "–".to_string()),
             };
-            let n = |k: &str| g.as_ref().and_then(|g| g.num(k));
+            let n = |f: Fig| g.as_ref().and_then(|g| g.num(f));
             table.row(&[
                 (*label).to_string(),
                 (*conf).to_string(),
-                fmt_num(n("tpmC")),
+                fmt_num(n(fig::tpmc)),
                 rel.map_or("–".to_string(), |s| s.times()),
                 seed_t,
                 seed_r,
-                fmt_frac(n("engine/buffer_hit_ratio")),
-                fmt_frac(n("engine/flash_cache_hit_ratio")),
-                n("devices/flash_cache/waf").map_or("–".to_string(), |v| format!("{v:.2}")),
-                fmt_num(n("devices/data/host_write_pages")),
+                fmt_frac(n(fig::buffer_hit_ratio)),
+                fmt_frac(n(fig::flash_cache_hit_ratio)),
+                n(cache_waf).map_or("–".to_string(), |v| format!("{v:.2}")),
+                fmt_num(n(fig::data_writes)),
             ]);
         }
         bars[CONFIGS.len()].1.push(s_face / s_orig);
@@ -212,9 +213,9 @@ const STORAGE_BOUND: &str = "its storage (data and cache device)";
 /// when the two together are busy at least the whole window (at any moment one of them, on
 /// average, serves a request) and the CPU is not the bottleneck.
 fn storage_bound(r: &CellResult) -> bool {
-    let rg = &r.result["regime"];
-    let b = rg["bottleneck"].as_str().unwrap_or("?");
-    let busy = |d: &str| rg["busy"][d].as_f64().unwrap_or(0.0);
+    let o = r.outcome();
+    let b = o.bottleneck();
+    let busy = |d: &str| o.busy(d).unwrap_or(0.0);
     IO.contains(&b) || (b == "none" && busy("data") + busy("flash_cache") >= 1.0)
 }
 
@@ -228,11 +229,11 @@ fn figures(g: Option<&Group>) -> String {
     format!(
         "`{}`: flash hit {}, cache WAF {}, data busy {:.0} %, cache busy {:.0} %",
         g.runs[0].cell.id,
-        fmt_frac(g.num("engine/flash_cache_hit_ratio")),
-        g.num("devices/flash_cache/waf")
+        fmt_frac(g.num(fig::flash_cache_hit_ratio)),
+        g.num(cache_waf)
             .map_or("–".to_string(), |v| format!("{v:.2}")),
-        g.num("regime/busy/data").unwrap_or(0.0) * 100.0,
-        g.num("regime/busy/flash_cache").unwrap_or(0.0) * 100.0,
+        g.num(fig::data_busy).unwrap_or(0.0) * 100.0,
+        g.num(cache_busy).unwrap_or(0.0) * 100.0,
     )
 }
 
@@ -242,15 +243,15 @@ fn device_headlines(results: &[&CellResult], data: &str) -> Vec<Headline> {
     let gsc = get(results, data, "face-gsc", "fresh");
     let why_vs_orig = format!(
         "measured: original DRAM hit {}, data busy {:.0} %; {}; a database of 1 warehouse against the seed's 100",
-        fmt_frac(orig.as_ref().and_then(|g| g.num("engine/buffer_hit_ratio"))),
-        orig.as_ref().and_then(|g| g.num("regime/busy/data")).unwrap_or(0.0) * 100.0,
+        fmt_frac(orig.as_ref().and_then(|g| g.num(fig::buffer_hit_ratio))),
+        orig.as_ref().and_then(|g| g.num(fig::data_busy)).unwrap_or(0.0) * 100.0,
         figures(face.as_ref())
     );
     let gsc_row = row(&format!("gsc.{data}"));
     vec![
         Headline::of_row(
             &row(&format!("vs-original.{data}")),
-            repeats::ratio(face.as_ref(), orig.as_ref(), "tpmC"),
+            repeats::ratio(face.as_ref(), orig.as_ref(), fig::tpmc),
             &format!("a smaller gain than the seed's ({why_vs_orig})"),
             &format!("a larger gain than the seed's ({why_vs_orig})"),
             Spread::times,
@@ -260,7 +261,7 @@ fn device_headlines(results: &[&CellResult], data: &str) -> Vec<Headline> {
         // The seed's claim is about the cache's hit ratio; the tpmC is in the table.
         Headline::of_row(
             &gsc_row,
-            repeats::ratio(gsc.as_ref(), face.as_ref(), "engine/flash_cache_hit_ratio"),
+            repeats::ratio(gsc.as_ref(), face.as_ref(), fig::flash_cache_hit_ratio),
             &format!(
                 "second chances keep fewer useful pages than plain FIFO here ({}; {})",
                 figures(gsc.as_ref()),
@@ -300,11 +301,11 @@ fn face_vs_lru(results: &[&CellResult], data: &str) -> Headline {
         get(results, data, "face", "fresh"),
         get(results, data, "lru", "fresh"),
     );
-    let fresh_ratio = repeats::ratio(fresh.0.as_ref(), fresh.1.as_ref(), "tpmC");
+    let fresh_ratio = repeats::ratio(fresh.0.as_ref(), fresh.1.as_ref(), fig::tpmc);
     let lru_row = row(&format!("vs-lru.{data}"));
     Headline::of_row(
         &lru_row,
-        repeats::ratio(face.as_ref(), lru.as_ref(), "tpmC"),
+        repeats::ratio(face.as_ref(), lru.as_ref(), fig::tpmc),
         &lru_reason(face.as_ref(), lru.as_ref()),
         "",
         Spread::times,
@@ -327,9 +328,9 @@ fn face_vs_lru(results: &[&CellResult], data: &str) -> Headline {
 /// What the FaCE and LRU cells measured, compared: hits, the cache device's write
 /// amplification, and which device was busy.
 fn lru_reason(face: Option<&Group>, lru: Option<&Group>) -> String {
-    let n = |g: Option<&Group>, k: &str| g.and_then(|g| g.num(k)).unwrap_or(0.0);
-    let hit = |g| n(g, "engine/flash_cache_hit_ratio");
-    let waf = |g| n(g, "devices/flash_cache/waf");
+    let n = |g: Option<&Group>, f: Fig| g.and_then(|g| g.num(f)).unwrap_or(0.0);
+    let hit = |g| n(g, fig::flash_cache_hit_ratio);
+    let waf = |g| n(g, cache_waf);
     let more = |a: f64, b: f64| if a > b { "more" } else { "no more" };
     let parts = [
         format!(
@@ -354,13 +355,13 @@ fn lru_reason(face: Option<&Group>, lru: Option<&Group>) -> String {
 fn long_run(results: &[&CellResult], data: &str) -> Option<(Spread, String)> {
     let face = get(results, data, "face", "long")?;
     let gsc = get(results, data, "face-gsc", "long")?;
-    let r = repeats::ratio(Some(&gsc), Some(&face), "engine/flash_cache_hit_ratio")?;
-    let window = face.num("duration_s").unwrap_or(0.0);
+    let r = repeats::ratio(Some(&gsc), Some(&face), fig::flash_cache_hit_ratio)?;
+    let window = face.num(fig::duration).unwrap_or(0.0);
     let text = format!(
         "over a {window:.0} s window, GSC vs FaCE flash-cache hit ratio is {} ({} pages given a \
          second chance; {}; {})",
         r.times(),
-        fmt_num(gsc.num("engine/detail/flash_cache/gsc_reappends")),
+        fmt_num(gsc.num(|o| o.detail()?.flash_cache.as_ref()?.gsc_reappends)),
         figures(Some(&gsc)),
         figures(Some(&face))
     );
@@ -388,25 +389,39 @@ fn full_cache_table(results: &[&CellResult]) -> String {
         let lru = get(results, data, "lru", cache);
         for conf in ["face", "lru"] {
             let g = get(results, data, conf, cache);
-            let n = |k: &str| g.as_ref().and_then(|g| g.num(k));
+            let n = |f: Fig| g.as_ref().and_then(|g| g.num(f));
             let rel = (conf == "face")
-                .then(|| repeats::ratio(g.as_ref(), lru.as_ref(), "tpmC"))
+                .then(|| repeats::ratio(g.as_ref(), lru.as_ref(), fig::tpmc))
                 .flatten();
             table.row(&[
                 (*label).to_string(),
                 cache.to_string(),
                 conf.to_string(),
-                fmt_num(n("tpmC")),
+                fmt_num(n(fig::tpmc)),
                 rel.map_or("–".to_string(), |s| s.times()),
-                fmt_frac(n("engine/flash_cache_hit_ratio")),
-                n("devices/flash_cache/waf").map_or("–".to_string(), |v| format!("{v:.2}")),
-                n("regime/busy/flash_cache")
-                    .map_or("–".to_string(), |v| format!("{:.0} %", v * 100.0)),
+                fmt_frac(n(fig::flash_cache_hit_ratio)),
+                n(cache_waf).map_or("–".to_string(), |v| format!("{v:.2}")),
+                n(cache_busy).map_or("–".to_string(), |v| format!("{:.0} %", v * 100.0)),
             ]);
         }
     }
     body.push_str(&table.markdown());
     body
+}
+
+/// The tpmC of the run right after the restart.
+fn after_tpmc(o: &Outcome) -> Option<f64> {
+    o.restart.as_ref()?.after.as_ref()?.tpmc
+}
+
+/// The flash-cache device's write amplification.
+fn cache_waf(o: &Outcome) -> Option<f64> {
+    Some(o.device("flash_cache")?.waf)
+}
+
+/// The flash-cache device's busy share of the measured window.
+fn cache_busy(o: &Outcome) -> Option<f64> {
+    o.busy("flash_cache")
 }
 
 fn restart_table(results: &[&CellResult]) -> String {
@@ -429,11 +444,11 @@ fn restart_table(results: &[&CellResult]) -> String {
     ]);
     for conf in RESTART_CONFIGS {
         let g = get(results, RESTART_DATA, conf, "fresh");
-        let n = |k: &str| g.as_ref().and_then(|g| g.num(k));
+        let n = |f: Fig| g.as_ref().and_then(|g| g.num(f));
         let after = g.as_ref().and_then(|g| {
-            let before = g.per_seed("tpmC");
+            let before = g.per_seed(fig::tpmc);
             Spread::of(
-                g.per_seed("restart/after/tpmC")
+                g.per_seed(after_tpmc)
                     .iter()
                     .filter_map(|(s, a)| before.get(s).filter(|b| **b > 0.0).map(|b| a / b))
                     .collect(),
@@ -441,11 +456,11 @@ fn restart_table(results: &[&CellResult]) -> String {
         });
         table.row(&[
             conf.to_string(),
-            fmt_num(n("restart/open_ms")),
-            fmt_num(n("restart/flash_rebuild_ms")),
-            fmt_num(n("restart/records_replayed")),
-            fmt_num(n("restart/pages_read_from_data")),
-            fmt_num(n("restart/after/tpmC")),
+            fmt_num(n(|o| o.restart.as_ref()?.open_ms)),
+            fmt_num(n(|o| o.restart.as_ref()?.flash_rebuild_ms)),
+            fmt_num(n(|o| o.restart.as_ref()?.records_replayed)),
+            fmt_num(n(|o| o.restart.as_ref()?.pages_read_from_data)),
+            fmt_num(n(after_tpmc)),
             after.map_or("–".to_string(), |s| s.times()),
         ]);
     }

@@ -9,6 +9,7 @@ pub(crate) mod cell;
 mod dwb_ftl;
 mod face;
 mod file;
+mod outcome;
 mod pipelined;
 pub(crate) mod publish;
 mod record;

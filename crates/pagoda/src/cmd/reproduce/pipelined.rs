@@ -9,6 +9,7 @@
 
 use super::cell::CellResult;
 use super::file::seed_row;
+use super::outcome::fig;
 use super::repeats::Spread;
 use super::repeats::{self, Group};
 use super::report::{find, fmt_num, ratio, Ctx, Headline, Section};
@@ -66,7 +67,7 @@ fn tps(results: &[&CellResult], dev: &str, mode: &str, t: u32) -> Option<f64> {
         results,
         &[("device", dev), ("mode", mode), ("threads", &t.to_string())],
     )
-    .and_then(|r| r.num("throughput_ops_s"))
+    .and_then(|r| r.num(fig::throughput))
 }
 
 fn x(v: Option<f64>) -> String {
@@ -227,14 +228,14 @@ fn phases_and_cpu(body: &mut String, results: &[&CellResult], threads: &[u32]) {
         let ph: Vec<String> = PHASES
             .iter()
             .map(|(p, _)| {
-                r.num(&format!("engine/commit_phases_seed002/{p}"))
+                r.num(|o| *o.engine.as_ref()?.commit_phases.get(*p)?)
                     .map_or("–".to_string(), |f| format!("{:.1} %", f * 100.0))
             })
             .collect();
         let mut row = vec![format!("nvme-ssd sync, {t} threads")];
         row.extend(ph);
         row.push(
-            r.num("cpu/utilisation")
+            r.num(fig::cpu)
                 .map_or("–".to_string(), |u| format!("{:.1} %", u * 100.0)),
         );
         table.row(&row);
@@ -245,7 +246,7 @@ fn phases_and_cpu(body: &mut String, results: &[&CellResult], threads: &[u32]) {
             results,
             &[("device", "nvme"), ("mode", mode), ("threads", "8")],
         )
-        .and_then(|r| r.num("cpu/utilisation"))
+        .and_then(|r| r.num(fig::cpu))
     };
     let (cpu_sync, cpu_deep) = (cpu("sync"), cpu("d32"));
     let pct = |v: Option<f64>| v.map_or("–".to_string(), |u| format!("{:.1} %", u * 100.0));
@@ -305,7 +306,7 @@ fn gain(results: &[&CellResult], dev: &str, mode: &str, t: u32) -> Option<Spread
     repeats::ratio(
         group(results, dev, mode, t).as_ref(),
         group(results, dev, "sync", t).as_ref(),
-        "throughput_ops_s",
+        fig::throughput,
     )
 }
 
@@ -319,10 +320,7 @@ fn gain_by_seed(
     let (Some(a), Some(b)) = (group(results, dev, mode, t), group(results, dev, "sync", t)) else {
         return Default::default();
     };
-    let (a, b) = (
-        a.per_seed("throughput_ops_s"),
-        b.per_seed("throughput_ops_s"),
-    );
+    let (a, b) = (a.per_seed(fig::throughput), b.per_seed(fig::throughput));
     a.iter()
         .filter_map(|(s, x)| Some((*s, x / b.get(s).filter(|y| **y > 0.0)?)))
         .collect()
@@ -333,18 +331,13 @@ fn commit_bound(results: &[&CellResult], dev: &str, t: u32) -> Option<String> {
     group(results, dev, "sync", t)?.off_regime(
         &format!("sync on {dev} at {t} threads"),
         "commit (>= 90 % of transaction time)",
-        |r| {
-            r.result["regime"]["phases"]["commit"]
-                .as_f64()
-                .unwrap_or(0.0)
-                >= 0.9
-        },
+        |r| r.num(fig::commit_share).unwrap_or(0.0) >= 0.9,
     )
 }
 
 fn headlines(results: &[&CellResult]) -> Vec<Headline> {
     let t16 = seed_row(EXP, "d32.t16");
-    let mut out = vec![
+    vec![
         Headline::of_row(
             &seed_row(EXP, "d32.t04"),
             gain(results, "nvme", "d32", 4),
@@ -396,39 +389,46 @@ fn headlines(results: &[&CellResult]) -> Vec<Headline> {
         )
         .regime(group(results, "hdd", "sync", 16).and_then(|g| {
             g.off_regime("sync on hdd at 16 threads", "the data disk's reads", |r| {
-                r.result["regime"]["bottleneck"].as_str() == Some("data")
+                r.outcome().bottleneck() == "data"
             })
         })),
-    ];
-    // The gain grows with the commits a sync carries: each 4x (8x) more in flight must at
-    // least double it (the file says why).
+        depth_row(results),
+        plp_row(results),
+        cpu_row(results),
+    ]
+}
+
+/// The gain grows with the commits a sync carries: each 4x (8x) more in flight must at
+/// least double it (the file says why).
+fn depth_row(results: &[&CellResult]) -> Headline {
     let by_seed = |mode: &str| gain_by_seed(results, "nvme", mode, 4);
     let (d1, d4, d32) = (by_seed("d1"), by_seed("d4"), by_seed("d32"));
     let holds: Vec<bool> = d32
         .iter()
         .filter_map(|(s, hi)| Some(2.0 * *d1.get(s)? <= *d4.get(s)? && 2.0 * *d4.get(s)? <= *hi))
         .collect();
-    out.push(
-        Headline::rule_of_row(
-            &seed_row(EXP, "depth"),
-            "gain at depth 4 >= 2x depth 1's, and at 32 >= 2x depth 4's, in each repeat",
-            &holds,
-            format!(
-                "{} / {} / {}",
-                gain(results, "nvme", "d1", 4).map_or("–".to_string(), |s| s.times()),
-                gain(results, "nvme", "d4", 4).map_or("–".to_string(), |s| s.times()),
-                gain(results, "nvme", "d32", 4).map_or("–".to_string(), |s| s.times()),
-            ),
-            "more commits in flight do not double the gain here",
-        )
-        .regime(commit_bound(results, "nvme", 4)),
-    );
-    // With a power-loss-protected cache a sync is cheap: the gain shrinks.
+    Headline::rule_of_row(
+        &seed_row(EXP, "depth"),
+        "gain at depth 4 >= 2x depth 1's, and at 32 >= 2x depth 4's, in each repeat",
+        &holds,
+        format!(
+            "{} / {} / {}",
+            gain(results, "nvme", "d1", 4).map_or("–".to_string(), |s| s.times()),
+            gain(results, "nvme", "d4", 4).map_or("–".to_string(), |s| s.times()),
+            gain(results, "nvme", "d32", 4).map_or("–".to_string(), |s| s.times()),
+        ),
+        "more commits in flight do not double the gain here",
+    )
+    .regime(commit_bound(results, "nvme", 4))
+}
+
+/// With a power-loss-protected cache a sync is cheap: the gain shrinks.
+fn plp_row(results: &[&CellResult]) -> Headline {
     let (plp, no_plp) = (
         gain_by_seed(results, "nvme-plp", "d32", 4),
         gain_by_seed(results, "nvme", "d32", 4),
     );
-    out.push(Headline::of_row(
+    Headline::of_row(
         &seed_row(EXP, "plp"),
         Spread::of(
             plp.iter()
@@ -438,31 +438,31 @@ fn headlines(results: &[&CellResult]) -> Vec<Headline> {
         "",
         "the gain shrinks by less than half when the sync is cheap",
         Spread::times,
-    ));
-    // CPU at 8 threads, in the seed's terms: sync <= 15 %, pipelined >= 4x sync.
+    )
+}
+
+/// CPU at 8 threads, in the seed's terms: sync <= 15 %, pipelined >= 4x sync.
+fn cpu_row(results: &[&CellResult]) -> Headline {
     let (holds, text) = cpu_rule(results, 8);
     let ablation = cpu_rule(results, 1);
-    out.push(
-        Headline::rule_of_row(
-            &seed_row(EXP, "cpu"),
-            "sync <= 15 % and pipelined >= 4x sync, per repeat",
-            &holds,
-            text,
-            "the synchronous run keeps the cores busier than 15 %",
-        )
-        .regime(cpu_out_of_regime(results))
-        .ablated(
-            "the clients per core (1 client, the seed's 0.5 per core on this machine's cores)",
-            (!ablation.0.is_empty()).then(|| ablation.0.iter().all(|h| *h)),
-            format!(
-                "sync → pipelined is {}; the rule holds in {} of {}",
-                ablation.1,
-                ablation.0.iter().filter(|h| **h).count(),
-                ablation.0.len()
-            ),
+    Headline::rule_of_row(
+        &seed_row(EXP, "cpu"),
+        "sync <= 15 % and pipelined >= 4x sync, per repeat",
+        &holds,
+        text,
+        "the synchronous run keeps the cores busier than 15 %",
+    )
+    .regime(cpu_out_of_regime(results))
+    .ablated(
+        "the clients per core (1 client, the seed's 0.5 per core on this machine's cores)",
+        (!ablation.0.is_empty()).then(|| ablation.0.iter().all(|h| *h)),
+        format!(
+            "sync → pipelined is {}; the rule holds in {} of {}",
+            ablation.1,
+            ablation.0.iter().filter(|h| **h).count(),
+            ablation.0.len()
         ),
-    );
-    out
+    )
 }
 
 /// The seed's CPU figures are of 16 cores with 8 clients, which leave each client a core and
@@ -483,7 +483,7 @@ fn cpu_out_of_regime(results: &[&CellResult]) -> Option<String> {
 /// Median commits per log sync of `mode` at `t` threads on nvme-ssd, as text.
 fn commits_per_sync(results: &[&CellResult], mode: &str, t: u32) -> String {
     group(results, "nvme", mode, t)
-        .and_then(|g| g.num("engine/commits_per_sync"))
+        .and_then(|g| g.num(fig::commits_per_sync))
         .map_or("–".to_string(), |v| format!("{v:.0}"))
 }
 
@@ -505,7 +505,7 @@ fn in_flight_reason(results: &[&CellResult]) -> String {
 fn cpu_rule(results: &[&CellResult], t: u32) -> (Vec<bool>, String) {
     let cpu = |mode: &str| {
         group(results, "nvme", mode, t)
-            .map(|g| g.per_seed("cpu/utilisation"))
+            .map(|g| g.per_seed(fig::cpu))
             .unwrap_or_default()
     };
     let (cs, cp) = (cpu("sync"), cpu("d32"));

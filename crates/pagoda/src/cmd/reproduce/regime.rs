@@ -1,8 +1,9 @@
 //! The regime tables of the report: the seed's setting beside ours, as the ratios that decide
 //! an effect, and per cell what bounded it (each device's busy fraction, the CPU, the buffer
-//! hit ratio), from the `regime` object every `pagoda bench` result carries.
+//! hit ratio), from the regime every `pagoda bench` result reports.
 
 use super::cell::CellResult;
+use super::outcome::Regime;
 use super::report::{fmt_frac, median};
 use crate::report::Table;
 use std::collections::BTreeMap;
@@ -21,7 +22,7 @@ pub(crate) fn settings(rows: &[(&str, &str, String)]) -> String {
 pub(crate) fn cells(results: &[&CellResult]) -> String {
     let mut by_id: BTreeMap<&str, Vec<&CellResult>> = BTreeMap::new();
     for r in results.iter().filter(|r| r.usable()) {
-        if r.result.get("regime").is_some() {
+        if r.outcome().regime.is_some() {
             by_id.entry(r.cell.id.as_str()).or_default().push(r);
         }
     }
@@ -43,30 +44,24 @@ pub(crate) fn cells(results: &[&CellResult]) -> String {
         "buffer hit",
     ]);
     for (id, runs) in by_id {
-        let med = |path: &[&str]| {
+        let med = |f: &dyn Fn(&Regime) -> Option<f64>| {
             let mut v: Vec<f64> = runs
                 .iter()
-                .filter_map(|r| {
-                    path.iter()
-                        .try_fold(&r.result["regime"], |v, k| v.get(*k))
-                        .and_then(serde_json::Value::as_f64)
-                })
+                .filter_map(|r| f(r.outcome().regime.as_ref()?))
                 .collect();
             median(&mut v)
         };
+        let busy = |role: &'static str| move |g: &Regime| *g.busy.get(role)?;
         let pct = |v: Option<f64>| v.map_or("–".to_string(), |v| format!("{:.0} %", v * 100.0));
-        let bottlenecks: Vec<&str> = runs
-            .iter()
-            .map(|r| r.result["regime"]["bottleneck"].as_str().unwrap_or("?"))
-            .collect();
+        let bottlenecks: Vec<&str> = runs.iter().map(|r| r.outcome().bottleneck()).collect();
         t.row(&[
             format!("`{id}`"),
             bottlenecks.join(", "),
-            pct(med(&["busy", "data"])),
-            pct(med(&["busy", "log"])),
-            pct(med(&["busy", "flash_cache"])),
-            pct(med(&["cpu_utilisation"])),
-            fmt_frac(med(&["buffer_hit_ratio"])),
+            pct(med(&busy("data"))),
+            pct(med(&busy("log"))),
+            pct(med(&busy("flash_cache"))),
+            pct(med(&|g| g.cpu_utilisation)),
+            fmt_frac(med(&|g| g.buffer_hit_ratio)),
         ]);
     }
     out.push_str(&t.markdown());

@@ -4,6 +4,7 @@
 //! is held against the whole min–max, so one lucky run cannot make a verdict.
 
 use super::cell::CellResult;
+use super::outcome::Outcome;
 use serde_json::Value;
 use std::collections::BTreeMap;
 
@@ -17,16 +18,16 @@ pub(crate) struct Group<'a> {
 }
 
 impl<'a> Group<'a> {
-    /// The median over the repeats of a number of the result.
-    pub(crate) fn num(&self, path: &str) -> Option<f64> {
-        Spread::of(self.per_seed(path).into_values().collect()).map(|s| s.median)
+    /// The median over the repeats of a figure of the result.
+    pub(crate) fn num(&self, f: impl Fn(&Outcome) -> Option<f64>) -> Option<f64> {
+        Spread::of(self.per_seed(f).into_values().collect()).map(|s| s.median)
     }
 
-    /// A number of each repeat, by seed.
-    pub(crate) fn per_seed(&self, path: &str) -> BTreeMap<u64, f64> {
+    /// A figure of each repeat, by seed.
+    pub(crate) fn per_seed(&self, f: impl Fn(&Outcome) -> Option<f64>) -> BTreeMap<u64, f64> {
         self.runs
             .iter()
-            .filter_map(|r| Some((r.seed, r.num(path)?)))
+            .filter_map(|r| Some((r.seed, f(r.outcome())?)))
             .collect()
     }
 
@@ -39,7 +40,7 @@ impl<'a> Group<'a> {
     /// that is withheld).
     pub(crate) fn out_of_regime(&self, expected: &[&str], label: &str) -> Option<String> {
         self.off_regime(label, &expected.join(" or "), |r| {
-            expected.contains(&r.result["regime"]["bottleneck"].as_str().unwrap_or("?"))
+            expected.contains(&r.outcome().bottleneck())
         })
     }
 
@@ -54,7 +55,7 @@ impl<'a> Group<'a> {
             .runs
             .iter()
             .filter(|r| !in_regime(r))
-            .map(|r| r.result["regime"]["bottleneck"].as_str().unwrap_or("?"))
+            .map(|r| r.outcome().bottleneck())
             .collect();
         (!off.is_empty()).then(|| {
             format!(
@@ -78,10 +79,10 @@ fn dedup<'s>(v: &[&'s str]) -> Vec<&'s str> {
 pub(crate) fn paired(
     a: Option<&Group>,
     b: Option<&Group>,
-    path: &str,
+    fig: impl Fn(&Outcome) -> Option<f64>,
     f: impl Fn(f64, f64) -> Option<f64>,
 ) -> Option<Spread> {
-    let (a, b) = (a?.per_seed(path), b?.per_seed(path));
+    let (a, b) = (a?.per_seed(&fig), b?.per_seed(&fig));
     Spread::of(
         a.iter()
             .filter_map(|(seed, x)| f(*x, *b.get(seed)?))
@@ -90,6 +91,10 @@ pub(crate) fn paired(
 }
 
 /// `a / b` per seed.
-pub(crate) fn ratio(a: Option<&Group>, b: Option<&Group>, path: &str) -> Option<Spread> {
-    paired(a, b, path, |x, y| (y > 0.0).then(|| x / y))
+pub(crate) fn ratio(
+    a: Option<&Group>,
+    b: Option<&Group>,
+    fig: impl Fn(&Outcome) -> Option<f64>,
+) -> Option<Spread> {
+    paired(a, b, fig, |x, y| (y > 0.0).then(|| x / y))
 }

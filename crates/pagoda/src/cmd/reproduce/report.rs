@@ -559,6 +559,29 @@ fn render(
                 );
             }
         }
+        let unread: Vec<String> = results
+            .iter()
+            .filter(|r| r.cell.experiment == *e && r.usable())
+            // Every bench result is read, whether or not the section used it.
+            .filter(|r| r.cell.args.first().map(String::as_str) == Some("bench"))
+            .filter_map(|r| {
+                r.outcome();
+                Some(format!(
+                    "- `{}` seed {}: {}",
+                    r.cell.id,
+                    r.seed,
+                    r.unread()?
+                ))
+            })
+            .collect();
+        if !unread.is_empty() {
+            md.push_str(
+                "\nResults that could not be read as bench results (their figures show as \"–\" \
+                 above):\n\n",
+            );
+            md.push_str(&unread.join("\n"));
+            md.push('\n');
+        }
         md.push_str("\nCommands (each with `--seed` and `--json`):\n\n```\n");
         for r in results.iter().filter(|r| r.cell.experiment == *e) {
             let _ = writeln!(md, "{}", r.cell.runs(r.seed));

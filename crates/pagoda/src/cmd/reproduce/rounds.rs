@@ -199,6 +199,7 @@ mod tests {
             jobs: 1,
             started_unix_s: Some(start),
             round,
+            typed: Default::default(),
         }
     }
 

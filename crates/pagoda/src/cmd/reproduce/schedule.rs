@@ -610,6 +610,7 @@ mod tests {
             jobs: 1,
             started_unix_s: Some(start),
             round: None,
+            typed: Default::default(),
         }
     }
 

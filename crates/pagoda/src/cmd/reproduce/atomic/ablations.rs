@@ -3,6 +3,7 @@
 
 use super::{page_write_bound, MODES};
 use crate::cmd::reproduce::cell::CellResult;
+use crate::cmd::reproduce::outcome::{fig, Fig, Outcome};
 use crate::cmd::reproduce::repeats::{self, Group, Spread};
 use crate::cmd::reproduce::report::{find, fmt_num, Band};
 
@@ -11,7 +12,7 @@ use crate::cmd::reproduce::report::{find, fmt_num, Band};
 pub(super) fn ablation(results: &[&CellResult], mode: &str) -> Option<(Spread, String)> {
     let get = |mode: &str| find(results, &[("kind", "ablation"), ("mode", mode)]);
     let (full, other) = (get("doublewrite-full")?, get(mode)?);
-    let r = repeats::ratio(Some(&other), Some(&full), "tpmC")?;
+    let r = repeats::ratio(Some(&other), Some(&full), fig::tpmc)?;
     let in_regime = full
         .runs
         .iter()
@@ -26,8 +27,8 @@ pub(super) fn ablation(results: &[&CellResult], mode: &str) -> Option<(Spread, S
          bound by page writes as the seed's (data device {:.0} % busy, commit {:.0} % of \
          transaction time, medians of the double-write runs)",
         r.times(),
-        full.num("regime/busy/data").unwrap_or(0.0) * 100.0,
-        full.num("regime/phases/commit").unwrap_or(0.0) * 100.0,
+        full.num(fig::data_busy).unwrap_or(0.0) * 100.0,
+        full.num(fig::commit_share).unwrap_or(0.0) * 100.0,
     );
     Some((r, text))
 }
@@ -45,7 +46,7 @@ pub(super) struct RowAblation {
 pub(super) fn split_ablation(results: &[&CellResult]) -> Option<RowAblation> {
     let split = find(results, &[("kind", "split"), ("mode", "none")])?;
     let atomic = beside(results, &split, "tpcc", "atomic")?;
-    let ratio = repeats::ratio(Some(&atomic), Some(&split), "tpmC")?;
+    let ratio = repeats::ratio(Some(&atomic), Some(&split), fig::tpmc)?;
     let text = format!(
         "with the unprotected mode's 16 KiB page writes reaching the device as 4 KiB requests \
          one after another (`split=4KiB`: a host path whose extents are not aligned to the \
@@ -54,7 +55,7 @@ pub(super) fn split_ablation(results: &[&CellResult]) -> Option<RowAblation> {
         ratio.times(),
         requests_per_page(Some(&split)),
         requests_per_page(Some(&atomic)),
-        split.num("regime/busy/data").unwrap_or(0.0) * 100.0,
+        split.num(fig::data_busy).unwrap_or(0.0) * 100.0,
     );
     Some(RowAblation {
         factor: "4 KiB requests (split)",
@@ -69,11 +70,11 @@ pub(super) fn pagecache_ablation(results: &[&CellResult]) -> Option<RowAblation>
     let cached = find(results, &[("kind", "pagecache"), ("mode", "none")])?;
     let atomic = beside(results, &cached, "tpcc", "atomic")?;
     let direct = beside(results, &cached, "tpcc", "none");
-    let ratio = repeats::ratio(Some(&atomic), Some(&cached), "tpmC")?;
-    let reads =
-        |g: Option<&Group>| fmt_num(g.and_then(|g| g.num("devices/data/host_read_requests")));
-    let hits = cached.num("devices/data/page_cache/read_hit_pages");
-    let misses = cached.num("devices/data/page_cache/read_miss_pages");
+    let ratio = repeats::ratio(Some(&atomic), Some(&cached), fig::tpmc)?;
+    let reads = |g: Option<&Group>| fmt_num(g.and_then(|g| g.num(fig::data_read_requests)));
+    let page_cache = |o: &Outcome| o.data()?.page_cache.clone();
+    let hits = cached.num(|o| Some(page_cache(o)?.read_hit_pages as f64));
+    let misses = cached.num(|o| Some(page_cache(o)?.read_miss_pages as f64));
     let hit_share = match (hits, misses) {
         (Some(h), Some(m)) if h + m > 0.0 => format!("{:.0} %", h / (h + m) * 100.0),
         _ => "–".to_string(),
@@ -93,8 +94,8 @@ pub(super) fn pagecache_ablation(results: &[&CellResult]) -> Option<RowAblation>
         ratio.times(),
         requests_per_page(Some(&cached)),
         requests_per_page(Some(&atomic)),
-        cached.num("regime/busy/data").unwrap_or(0.0) * 100.0,
-        atomic.num("regime/busy/data").unwrap_or(0.0) * 100.0,
+        cached.num(fig::data_busy).unwrap_or(0.0) * 100.0,
+        atomic.num(fig::data_busy).unwrap_or(0.0) * 100.0,
         reads(Some(&cached)),
         reads(direct.as_ref()),
     );
@@ -158,16 +159,16 @@ pub(super) fn flush_ablation(results: &[&CellResult]) -> Option<(Spread, String)
         &[("kind", "plp-data"), ("mode", "doublewrite-full")],
     )?;
     let skip = beside(results, &full, "plp-data", "doublewrite")?;
-    let r = repeats::ratio(Some(&skip), Some(&full), "tpmC")?;
-    let n = |g: Option<Group>, k: &str| fmt_num(g.and_then(|g| g.num(k)));
+    let r = repeats::ratio(Some(&skip), Some(&full), fig::tpmc)?;
+    let n = |g: Option<Group>, f: Fig| fmt_num(g.and_then(|g| g.num(f)));
     let text = format!(
         "with the data on a power-loss-protected SSD (`plp=1`: a flush costs almost nothing), \
          copy-skipping vs InnoDB's double-write is {} tpmC ({} and {} 4 KiB pages written, \
          data device {:.0} % busy, medians)",
         r.times(),
-        n(Some(skip.clone()), "devices/data/host_write_pages"),
-        n(Some(full.clone()), "devices/data/host_write_pages"),
-        full.num("regime/busy/data").unwrap_or(0.0) * 100.0,
+        n(Some(skip.clone()), fig::data_writes),
+        n(Some(full.clone()), fig::data_writes),
+        full.num(fig::data_busy).unwrap_or(0.0) * 100.0,
     );
     Some((r, text))
 }
@@ -195,8 +196,8 @@ pub(super) fn beside<'a>(
 /// Median data-device write requests per 16 KiB written (4 KiB units), as text.
 pub(super) fn requests_per_page(g: Option<&Group>) -> String {
     g.and_then(|g| {
-        let req = g.num("devices/data/host_write_requests")?;
-        let units = g.num("devices/data/host_write_pages")?;
+        let req = g.num(fig::data_write_requests)?;
+        let units = g.num(fig::data_writes)?;
         (units > 0.0).then(|| format!("{:.2}", req * 4.0 / units))
     })
     .unwrap_or_else(|| "–".to_string())

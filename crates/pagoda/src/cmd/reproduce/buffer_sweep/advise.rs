@@ -4,10 +4,10 @@
 
 use super::super::cell::CellResult;
 use super::super::file::seed_row;
+use super::super::outcome::Advice;
 use super::super::repeats::{Group, Spread};
 use super::super::report::{median, Headline};
 use super::{per_seed, Metric, Sweep, DEVICES, EXP};
-use serde_json::Value;
 use std::collections::BTreeMap;
 
 const MIB: f64 = 1_048_576.0;
@@ -27,15 +27,8 @@ pub(super) fn interpolate(points: &[(f64, f64)], x: f64) -> Option<f64> {
 }
 
 /// `(buffer MiB, value)` points of an advise JSON array.
-fn curve(items: Option<&Value>, key: &str) -> Vec<(f64, f64)> {
-    let mut v: Vec<(f64, f64)> = items
-        .and_then(Value::as_array)
-        .map(|a| {
-            a.iter()
-                .filter_map(|p| Some((p["buffer_bytes"].as_f64()? / MIB, p[key].as_f64()?)))
-                .collect()
-        })
-        .unwrap_or_default();
+fn curve(points: impl Iterator<Item = (f64, f64)>) -> Vec<(f64, f64)> {
+    let mut v: Vec<(f64, f64)> = points.map(|(bytes, y)| (bytes / MIB, y)).collect();
     v.sort_by(|a, b| a.0.total_cmp(&b.0));
     v
 }
@@ -47,22 +40,32 @@ struct Prediction {
 }
 
 impl Prediction {
-    fn of(run: &CellResult) -> Self {
+    /// `None`: the run's result is no advice (its reason printed once).
+    fn of(run: &CellResult) -> Option<Self> {
+        let advice = Advice::of(&run.result)
+            .map_err(|e| eprintln!("{}: the advice is unreadable: {e}", run.cell.id))
+            .ok()?;
         let tps = |spec: &str| {
             let preset = spec.split(',').next().unwrap_or(spec);
-            let dev = run.result["devices"].as_array().and_then(|ds| {
-                ds.iter().find(|d| {
-                    d["device"]
-                        .as_str()
-                        .is_some_and(|n| n.split(',').next() == Some(preset))
-                })
-            });
-            curve(dev.map(|d| &d["predicted"]), "tps")
+            let dev = advice
+                .devices
+                .iter()
+                .find(|d| d.device.split(',').next() == Some(preset));
+            curve(dev.into_iter().flat_map(|d| {
+                d.predicted
+                    .iter()
+                    .filter_map(|p| Some((p.buffer_bytes, p.tps?)))
+            }))
         };
-        Self {
-            mrc: curve(Some(&run.result["mrc"]), "hit_ratio"),
+        Some(Self {
+            mrc: curve(
+                advice
+                    .mrc
+                    .iter()
+                    .filter_map(|p| Some((p.buffer_bytes, p.hit_ratio?))),
+            ),
             tps: [tps(DEVICES[0].2), tps(DEVICES[1].2)],
-        }
+        })
     }
 }
 
@@ -75,7 +78,12 @@ impl Predictions {
     pub(super) fn new(advise: Option<&Group>) -> Self {
         Self {
             by_seed: advise
-                .map(|g| g.runs.iter().map(|r| (r.seed, Prediction::of(r))).collect())
+                .map(|g| {
+                    g.runs
+                        .iter()
+                        .filter_map(|r| Some((r.seed, Prediction::of(r)?)))
+                        .collect()
+                })
                 .unwrap_or_default(),
         }
     }

@@ -4,6 +4,7 @@
 
 use super::super::cell::CellResult;
 use super::super::file::seed_row;
+use super::super::outcome::fig;
 use super::super::repeats::{Group, Spread};
 use super::super::report::{fmt_frac, fmt_num, Headline};
 use super::{shapes, Metric, Sweep, DEVICES, EXP, HDD_NCQ, SMALL_TWELFTHS};
@@ -356,7 +357,7 @@ fn decay_per_transaction(sweep: &Sweep) -> Option<(bool, String)> {
 /// What the repeats that were not device-bound measured, beside the others: neither their
 /// device nor our CPU saturated points at the CPU other processes took (the load average).
 fn off_regime_detail(g: &Group) -> String {
-    let bound = |r: &&CellResult| r.result["regime"]["bottleneck"].as_str() == Some("data");
+    let bound = |r: &&CellResult| r.outcome().bottleneck() == "data";
     let load = |r: &&CellResult| {
         r.machine["load_average_1m_at_start"]
             .as_str()
@@ -376,8 +377,12 @@ fn off_regime_detail(g: &Group) -> String {
     format!(
         "in those the data device was busy {} and the CPU {} of all cores, at a load average of \
          {} when they started ({} in the device-bound ones)",
-        num(&off, &|r| r.num("regime/busy/data"), true),
-        num(&off, &|r| r.num("regime/cpu_utilisation"), true),
+        num(&off, &|r| r.num(fig::data_busy), true),
+        num(
+            &off,
+            &|r| r.num(|o| o.regime.as_ref()?.cpu_utilisation),
+            true
+        ),
         num(&off, &load, false),
         num(&on, &load, false)
     )

@@ -5,7 +5,7 @@
 
 use super::super::cell::{Cell, Scale};
 use super::cells::{CellSpec, Value};
-use super::outcome::Metric;
+use super::metric::Metric;
 use crate::error::{CliError, CliResult};
 use serde::Deserialize;
 use std::collections::BTreeMap;

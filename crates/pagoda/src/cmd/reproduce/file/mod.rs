@@ -5,7 +5,7 @@
 
 mod cells;
 mod format;
-mod outcome;
+mod metric;
 mod section;
 
 use super::cell::{Cell, Scale};

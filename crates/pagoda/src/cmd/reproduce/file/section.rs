@@ -4,10 +4,11 @@
 //! and a bar chart of the ratios.
 
 use super::super::cell::CellResult;
+use super::super::outcome::Outcome;
 use super::super::repeats::Spread;
 use super::super::report::{Band, Ctx, Headline, Section};
 use super::format::{Comparison, ExperimentFile};
-use super::outcome::{Metric, Outcome};
+use super::metric::Metric;
 use crate::error::{CliError, CliResult};
 use crate::plot::{bar_chart, short_number, BarChart};
 use crate::report::Table;
@@ -51,7 +52,7 @@ impl Outcomes {
             .get(cell)
             .into_iter()
             .flatten()
-            .filter_map(|(s, o)| Some((*s, o.get(m)?)))
+            .filter_map(|(s, o)| Some((*s, m.of(o)?)))
             .collect()
     }
 

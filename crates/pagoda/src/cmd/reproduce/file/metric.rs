@@ -1,61 +1,10 @@
-//! What a cell's `bench --json` result says, typed: the figures an experiment file may
-//! compare, read through serde rather than by JSON paths, so a renamed field is a failed
-//! read that says so, not a silent "–".
+//! The figures an experiment file may compare, by the names the file writes
+//! (`throughput`, `data.copybacks`, ...), each read from the typed bench result.
 
+use super::super::outcome::Outcome;
 use serde::{Deserialize, Deserializer};
-use std::collections::BTreeMap;
 use std::fmt;
 use std::str::FromStr;
-
-/// The part of a `pagoda bench ... --json` result that experiments compare.
-#[derive(Debug, Default, Deserialize)]
-pub(crate) struct Outcome {
-    pub throughput_ops_s: Option<f64>,
-    #[serde(rename = "tpmC")]
-    pub tpmc: Option<f64>,
-    pub latency_us: Option<Latency>,
-    pub cpu: Option<Cpu>,
-    pub engine: Option<Engine>,
-    #[serde(default)]
-    pub devices: BTreeMap<String, Device>,
-    pub regime: Option<Regime>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-pub(crate) struct Latency {
-    pub p50: Option<f64>,
-    pub p99: Option<f64>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-pub(crate) struct Cpu {
-    pub utilisation: Option<f64>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-pub(crate) struct Engine {
-    pub buffer_hit_ratio: Option<f64>,
-    pub flash_cache_hit_ratio: Option<f64>,
-    pub commits_per_sync: Option<f64>,
-}
-
-/// One device's counters (`data`, `log`, `flash_cache`).
-#[derive(Debug, Default, Deserialize)]
-pub(crate) struct Device {
-    pub waf: Option<f64>,
-    pub copybacks: Option<f64>,
-    pub gc_runs: Option<f64>,
-    pub erases: Option<f64>,
-    pub host_write_pages: Option<f64>,
-    pub host_read_pages: Option<f64>,
-    pub flash_programs: Option<f64>,
-}
-
-/// What bound the run (`data`, `log`, `cpu`, ...).
-#[derive(Debug, Default, Deserialize)]
-pub(crate) struct Regime {
-    pub bottleneck: Option<String>,
-}
 
 /// A figure of a result an experiment can divide: one name per figure, as the file writes it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -172,41 +121,35 @@ impl<'de> Deserialize<'de> for Metric {
     }
 }
 
-impl Outcome {
-    /// The figure `m` of this result (`None`: the result does not report it).
-    pub(crate) fn get(&self, m: Metric) -> Option<f64> {
-        match m {
-            Metric::Throughput => self.throughput_ops_s,
-            Metric::TpmC => self.tpmc,
-            Metric::P50LatencyUs => self.latency_us.as_ref()?.p50,
-            Metric::P99LatencyUs => self.latency_us.as_ref()?.p99,
-            Metric::CpuUtilisation => self.cpu.as_ref()?.utilisation,
-            Metric::BufferHitRatio => self.engine.as_ref()?.buffer_hit_ratio,
-            Metric::FlashCacheHitRatio => self.engine.as_ref()?.flash_cache_hit_ratio,
-            Metric::CommitsPerSync => self.engine.as_ref()?.commits_per_sync,
+impl Metric {
+    /// This figure of `o` (`None`: the result does not report it).
+    pub(crate) fn of(self, o: &Outcome) -> Option<f64> {
+        match self {
+            Metric::Throughput => o.throughput_ops_s,
+            Metric::TpmC => o.tpmc,
+            Metric::P50LatencyUs => o.latency_us.as_ref()?.p50,
+            Metric::P99LatencyUs => o.latency_us.as_ref()?.p99,
+            Metric::CpuUtilisation => o.cpu.as_ref()?.utilisation,
+            Metric::BufferHitRatio => o.engine.as_ref()?.buffer_hit_ratio,
+            Metric::FlashCacheHitRatio => o.engine.as_ref()?.flash_cache_hit_ratio,
+            Metric::CommitsPerSync => o.engine.as_ref()?.commits_per_sync,
             Metric::Device(r, c) => {
-                let key = match r {
+                let d = o.device(match r {
                     Role::Data => "data",
                     Role::Log => "log",
                     Role::FlashCache => "flash_cache",
-                };
-                let d = self.devices.get(key)?;
-                match c {
+                })?;
+                Some(match c {
                     Counter::Waf => d.waf,
-                    Counter::Copybacks => d.copybacks,
-                    Counter::GcRuns => d.gc_runs,
-                    Counter::Erases => d.erases,
-                    Counter::HostWritePages => d.host_write_pages,
-                    Counter::HostReadPages => d.host_read_pages,
-                    Counter::FlashPrograms => d.flash_programs,
-                }
+                    Counter::Copybacks => d.copybacks as f64,
+                    Counter::GcRuns => d.gc_runs as f64,
+                    Counter::Erases => d.erases as f64,
+                    Counter::HostWritePages => d.host_write_pages as f64,
+                    Counter::HostReadPages => d.host_read_pages as f64,
+                    Counter::FlashPrograms => d.flash_programs as f64,
+                })
             }
         }
-    }
-
-    /// Reads a cell's saved result (`Err`: it is no bench result).
-    pub(crate) fn of(result: &serde_json::Value) -> Result<Self, String> {
-        Self::deserialize(result).map_err(|e| e.to_string())
     }
 }
 
@@ -240,18 +183,27 @@ mod tests {
 
     #[test]
     fn figures_come_from_their_fields() {
+        let data = pagoda_device::DeviceStats {
+            copybacks: 7,
+            ..Default::default()
+        };
+        let cache = pagoda_device::DeviceStats {
+            waf: 1.5,
+            ..Default::default()
+        };
         let v = serde_json::json!({
             "throughput_ops_s": 100.0, "tpmC": 1770.0,
             "engine": { "flash_cache_hit_ratio": 0.4, "buffer_hit_ratio": 0.9 },
-            "devices": { "flash_cache": { "waf": 1.5 }, "data": { "copybacks": 7 } },
+            "devices": { "flash_cache": cache, "data": data },
             "unrelated": { "x": 1 }
         });
         let o = Outcome::of(&v).unwrap();
-        assert_eq!(o.get(Metric::Throughput), Some(100.0));
-        assert_eq!(o.get(Metric::TpmC), Some(1770.0));
-        assert_eq!(o.get("flash-cache.waf".parse().unwrap()), Some(1.5));
-        assert_eq!(o.get("data.copybacks".parse().unwrap()), Some(7.0));
-        assert_eq!(o.get("log.waf".parse().unwrap()), None);
-        assert!(Outcome::of(&serde_json::json!({ "throughput_ops_s": "fast" })).is_err());
+        let get = |m: &str| m.parse::<Metric>().unwrap().of(&o);
+        assert_eq!(get("throughput"), Some(100.0));
+        assert_eq!(get("tpmc"), Some(1770.0));
+        assert_eq!(get("flash-cache.waf"), Some(1.5));
+        assert_eq!(get("data.copybacks"), Some(7.0));
+        assert_eq!(get("log.waf"), None);
+        assert_eq!(get("buffer-hit-ratio"), Some(0.9));
     }
 }
