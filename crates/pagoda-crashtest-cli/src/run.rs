@@ -7,7 +7,7 @@ use pagoda::cli::error::{CliError, CliResult};
 use pagoda::cli::flash::FlashCacheFlags;
 use pagoda::cli::progress::Progress;
 use pagoda::cli::report::write_json;
-use pagoda::cli::units::Size;
+use pagoda::cli::units::{at_least_one, Size};
 use pagoda_crashtest::{
     self as crashtest, CrashFlashCache, CrashTestOptions, CrashTestReport, FaultKind, Sabotage,
 };
@@ -26,7 +26,7 @@ pub struct CrashtestArgs {
     #[arg(long)]
     torn: Option<TornMode>,
     /// Power-cut cycles.
-    #[arg(long)]
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     cycles: u64,
     /// Seed of every random choice; the same seed replays the same run.
     #[arg(long, default_value_t = 1)]
@@ -41,7 +41,7 @@ pub struct CrashtestArgs {
     #[arg(long, default_value = "sata-ssd")]
     device: String,
     /// Concurrent transaction threads.
-    #[arg(long, default_value_t = 4)]
+    #[arg(long, default_value_t = 4, value_parser = at_least_one())]
     threads: usize,
     /// Page size.
     #[arg(long, default_value = "16KiB")]
@@ -215,14 +215,51 @@ fn print_faults(report: &CrashTestReport) {
 
 /// Runs the crash test; fails when the report shows loss or corruption the mode must prevent.
 pub fn run(a: &CrashtestArgs) -> CliResult<()> {
-    if a.cycles == 0 || a.threads == 0 {
-        return Err(CliError::Usage(
-            "--cycles and --threads must be at least 1".to_string(),
-        ));
+    let mut opts = options(a)?;
+    let progress = Arc::new(Mutex::new(Progress::new("crashtest", "cycles", a.cycles)));
+    let bar = Arc::clone(&progress);
+    opts.progress = Some(Box::new(move |done| bar.lock().set(done)));
+    let torn = opts.torn;
+    let report = crashtest::run(opts)?;
+    if let Ok(p) = Arc::try_unwrap(progress) {
+        p.into_inner().finish();
     }
+    print_report(&report);
+    if let Some(path) = &a.json {
+        write_json(path, &report)?;
+    }
+    let failed = report.failed(torn);
+    if let Some(path) = &a.publish {
+        publish::append(path, &report, failed)?;
+        eprintln!(
+            "added a row ({}) to {}",
+            publish::verdict(&report, failed),
+            path.display()
+        );
+    }
+    if failed {
+        let flash = a
+            .flash
+            .device
+            .as_ref()
+            .map_or(String::new(), |d| format!(" --flash-cache {d}"));
+        let sab = a
+            .sabotage
+            .map_or(String::new(), |s| format!(" with --sabotage {s}"));
+        return Err(CliError::CheckFailed(format!(
+            "crashtest failed for --torn {torn}{flash}{sab} (seed {}): see the failures above",
+            a.seed
+        )));
+    }
+    Ok(())
+}
+
+/// The crash test the flags ask for, checked before any cycle runs (and before any file is
+/// created): a device that can lose power, a valid configuration, a --publish file of the
+/// right kind, and for atomic writes a device whose atomic unit is the page.
+fn options(a: &CrashtestArgs) -> CliResult<CrashTestOptions> {
     let page_size = usize::try_from(a.page_size.bytes()).unwrap_or(usize::MAX);
     let spec = DeviceSpec::parse(&a.device)?;
-    // Fail on a device without power cuts before any cycle runs (and before creating files).
     refuse_without_power_cut("--device", &a.device, &spec)?;
     let flash = flash_cache(a)?;
     let faults = a
@@ -238,8 +275,6 @@ pub fn run(a: &CrashtestArgs) -> CliResult<()> {
     } else {
         TornMode::Doublewrite
     });
-    let progress = Arc::new(Mutex::new(Progress::new("crashtest", "cycles", a.cycles)));
-    let bar = Arc::clone(&progress);
     let opts = CrashTestOptions {
         torn,
         commit: a.commit,
@@ -247,7 +282,6 @@ pub fn run(a: &CrashtestArgs) -> CliResult<()> {
         seed: a.seed,
         device: Some(spec.clone()),
         threads: a.threads,
-        progress: Some(Box::new(move |done| bar.lock().set(done))),
         page_size,
         sabotage: a.sabotage,
         buffer_bytes: a
@@ -278,10 +312,11 @@ pub fn run(a: &CrashtestArgs) -> CliResult<()> {
             )));
         }
     }
-    let report = crashtest::run(opts)?;
-    if let Ok(p) = Arc::try_unwrap(progress) {
-        p.into_inner().finish();
-    }
+    Ok(opts)
+}
+
+/// The run's counters on stderr, its failures, and its summary line on stdout.
+fn print_report(report: &CrashTestReport) {
     eprintln!(
         "acknowledged commits {}, cuts mid-checkpoint {}, cuts mid-double-write {}, undetected torn {}, \
          partial transactions {}, isolation violations {}, sectors torn at 512 B {}",
@@ -296,37 +331,10 @@ pub fn run(a: &CrashtestArgs) -> CliResult<()> {
     for (phase, n) in &report.cut_phases {
         eprintln!("  cuts during {phase}: {n}");
     }
-    print_flash(&report);
-    print_faults(&report);
+    print_flash(report);
+    print_faults(report);
     for f in &report.failures {
         eprintln!("FAILED {f}");
     }
     println!("{}", report.summary_line());
-    if let Some(path) = &a.json {
-        write_json(path, &report)?;
-    }
-    let failed = report.failed(torn);
-    if let Some(path) = &a.publish {
-        publish::append(path, &report, failed)?;
-        eprintln!(
-            "added a row ({}) to {}",
-            publish::verdict(&report, failed),
-            path.display()
-        );
-    }
-    if failed {
-        let flash = a
-            .flash
-            .device
-            .as_ref()
-            .map_or(String::new(), |d| format!(" --flash-cache {d}"));
-        let sab = a
-            .sabotage
-            .map_or(String::new(), |s| format!(" with --sabotage {s}"));
-        return Err(CliError::CheckFailed(format!(
-            "crashtest failed for --torn {torn}{flash}{sab} (seed {}): see the failures above",
-            a.seed
-        )));
-    }
-    Ok(())
 }

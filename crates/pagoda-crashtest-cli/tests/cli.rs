@@ -99,7 +99,10 @@ fn crashtest_refuses_bad_flag_combinations() {
         assert!(!o.status.success(), "{args:?} accepted");
         assert!(err.contains(want), "{args:?}: {err}");
     };
-    refuse(&["--torn", "none", "--cycles", "0"], "at least 1");
+    refuse(
+        &["--torn", "none", "--cycles", "0"],
+        "invalid value '0' for '--cycles",
+    );
     refuse(
         &["--cycles", "5", "--faults", "bitrot,cosmic-rays"],
         "no fault named 'cosmic-rays': use one of bitrot,",

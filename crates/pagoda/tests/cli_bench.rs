@@ -184,7 +184,11 @@ fn bad_flags_fail_before_any_work() {
     fails_with(&pagoda(&["bench", "ycsb", "--run-only"]), "--dir");
     fails_with(
         &pagoda(&["bench", "ycsb", "--run-only", "--fast-load", "--dir", "x"]),
-        "--fast-load applies to the load",
+        "'--run-only' cannot be used with '--fast-load'",
+    );
+    fails_with(
+        &pagoda(&["bench", "ycsb", "--ops", "10", "--duration", "1s"]),
+        "'--ops <OPS>' cannot be used with '--duration <DURATION>'",
     );
     // A data file without --dir or --log: the log would go to a temporary directory.
     let scratch = tempfile::tempdir().unwrap();

@@ -8,6 +8,12 @@ use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;
 
+/// A count of at least one (threads, repeats) as a flag takes it: 0 is refused by clap,
+/// naming the flag.
+pub fn at_least_one() -> clap::builder::RangedU64ValueParser<usize> {
+    clap::builder::RangedU64ValueParser::<usize>::new().range(1..)
+}
+
 /// A byte size as a flag takes it (`4096`, `64KiB`, `256MiB`, `2GiB`, `1.5GB`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Size {

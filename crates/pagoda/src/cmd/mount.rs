@@ -45,7 +45,7 @@ pub struct MountArgs {
     #[arg(long)]
     pub trace: Option<PathBuf>,
     /// Cut the device's power right after N device write requests.
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub power_cut_after: Option<u64>,
     /// Seed of the power cut's outcome (which unflushed sectors survive).
     #[arg(long, default_value_t = 1)]
@@ -101,11 +101,6 @@ impl From<FsStats> for FsJson {
 pub fn run(a: &MountArgs) -> CliResult<()> {
     check_mountpoint(&a.mountpoint)?;
     let rules = StreamRules::parse(&a.streams).map_err(|e| CliError::Usage(e.to_string()))?;
-    if a.power_cut_after == Some(0) {
-        return Err(CliError::Usage(
-            "--power-cut-after 0: give the number of device writes after which to cut (≥ 1)".into(),
-        ));
-    }
     let spec = DeviceSpec::parse(&a.device)?;
     let raw = spec.open()?;
     let caps = raw.caps();
@@ -117,41 +112,7 @@ pub fn run(a: &MountArgs) -> CliResult<()> {
             rules.streams_needed()
         )));
     }
-    let image = match &a.backing {
-        Some(path) => {
-            let (img, loaded) = ImageDevice::open(path, raw.clone())?;
-            if loaded {
-                eprintln!("pagoda mount: loaded {}", path.display());
-            }
-            Some(Arc::new(img))
-        }
-        None => None,
-    };
-    // Loading and preconditioning are not the workload.
-    raw.flush()?;
-    raw.reset_stats();
-    // The image below the tracer: a trace shows the file system's requests only.
-    let base: DeviceRef = match &image {
-        Some(i) => i.clone(),
-        None => raw.clone(),
-    };
-    let tracer = match &a.trace {
-        Some(p) => {
-            let f = std::fs::File::create(p).map_err(|e| CliError::Io {
-                path: p.clone(),
-                source: e,
-            })?;
-            Some(Arc::new(TracingDevice::new(
-                base.clone(),
-                std::io::BufWriter::with_capacity(1 << 20, f),
-            )))
-        }
-        None => None,
-    };
-    let dev: DeviceRef = match &tracer {
-        Some(t) => t.clone(),
-        None => base,
-    };
+    let (image, tracer, dev) = stack(a, &raw)?;
     let opts = FsOptions {
         rules: rules.clone(),
     };
@@ -188,23 +149,92 @@ pub fn run(a: &MountArgs) -> CliResult<()> {
     };
     serve::serve(&a.mountpoint, fs.clone(), render, a.seed, a.threads)?;
 
+    finish(
+        a,
+        &fs,
+        &device,
+        &rules,
+        start,
+        (image.as_ref(), tracer.as_ref()),
+    )
+}
+
+/// The device stack under the file system: the emulated device, its backing image file
+/// (loaded when it exists) and the tracer above (a trace shows the file system's requests
+/// only). Returns the image, the tracer and the top of the stack.
+#[allow(clippy::type_complexity)] // the three layers, each kept for the end of the run
+fn stack(
+    a: &MountArgs,
+    raw: &DeviceRef,
+) -> CliResult<(
+    Option<Arc<ImageDevice>>,
+    Option<Arc<TracingDevice>>,
+    DeviceRef,
+)> {
+    let image = match &a.backing {
+        Some(path) => {
+            let (img, loaded) = ImageDevice::open(path, raw.clone())?;
+            if loaded {
+                eprintln!("pagoda mount: loaded {}", path.display());
+            }
+            Some(Arc::new(img))
+        }
+        None => None,
+    };
+    // Loading and preconditioning are not the workload.
+    raw.flush()?;
+    raw.reset_stats();
+    let base: DeviceRef = match &image {
+        Some(i) => i.clone(),
+        None => raw.clone(),
+    };
+    let tracer = match &a.trace {
+        Some(p) => {
+            let f = std::fs::File::create(p).map_err(|e| CliError::Io {
+                path: p.clone(),
+                source: e,
+            })?;
+            Some(Arc::new(TracingDevice::new(
+                base.clone(),
+                std::io::BufWriter::with_capacity(1 << 20, f),
+            )))
+        }
+        None => None,
+    };
+    let dev: DeviceRef = match &tracer {
+        Some(t) => t.clone(),
+        None => base,
+    };
+    Ok((image, tracer, dev))
+}
+
+/// After the unmount: the final sync, the trace flushed, the report printed (and written as
+/// JSON), the image in step with the device.
+fn finish(
+    a: &MountArgs,
+    fs: &Mutex<Fs>,
+    device: &str,
+    rules: &StreamRules,
+    start: Instant,
+    (image, tracer): (Option<&Arc<ImageDevice>>, Option<&Arc<TracingDevice>>),
+) -> CliResult<()> {
     let mut fs = fs.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     if fs.down_reason().is_none() {
         fs.sync()
             .map_err(|e| CliError::Other(format!("final sync failed: {e}")))?;
     }
-    if let (Some(t), Some(td)) = (&a.trace, &tracer) {
+    if let (Some(t), Some(td)) = (&a.trace, tracer) {
         td.flush_trace()?;
         eprintln!("pagoda mount: trace in {}", t.display());
     }
-    let rep = report(&fs, &device, &rules.names(), start);
+    let rep = report(&fs, device, &rules.names(), start);
     println!("{}", render_text(&rep));
     if let Some(p) = &a.json {
         write_json(p, &rep)?;
     }
     // Every flush (the final sync's too, and a power cut) left the image in step already;
     // this reports an image error that took the file system down.
-    if let Some(img) = &image {
+    if let Some(img) = image {
         img.sync_image()?;
         eprintln!("pagoda mount: the device is in {}", img.path().display());
     }

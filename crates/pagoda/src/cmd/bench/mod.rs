@@ -86,13 +86,13 @@ pub struct EngineArgs {
     /// Buffer pool size while loading (default: --buffer). The database is then checkpointed,
     /// closed and opened again with --buffer on the same devices, with their counters zeroed:
     /// a small-buffer run on a slow device without a slow load.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "run_only")]
     pub(crate) load_buffer: Option<Size>,
     /// Load with the emulated devices' latency paused: the open and the load run at CPU speed,
     /// and the devices end the load in the state a timed load leaves (mapping, GC, wear, head
     /// position). Timing resumes before the measured run; the result's `load` then says its
     /// times are not emulated ones.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "run_only")]
     pub(crate) fast_load: bool,
     /// No background thread: the cleaner runs only when a page fault finds no clean frame and
     /// checkpoints only when the log fills. With one client thread and sync commits the I/O
@@ -178,7 +178,7 @@ pub struct YcsbArgs {
     #[arg(long, default_value_t = 100_000)]
     pub(crate) records: u64,
     /// Measured operations (default 100,000 unless --duration is given).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "duration")]
     pub(crate) ops: Option<u64>,
     /// Request distribution: zipfian | uniform | latest | hotspot (default: the workload's).
     #[arg(long)]
@@ -239,7 +239,7 @@ pub struct LinkbenchArgs {
     #[arg(long, default_value_t = 100_000)]
     nodes: u64,
     /// Measured requests (default 100,000 unless --duration is given).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "duration")]
     requests: Option<u64>,
     /// default | write-only | FILE (lines `name = percent`).
     #[arg(long, default_value = "default")]

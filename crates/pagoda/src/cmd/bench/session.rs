@@ -46,7 +46,7 @@ const META_KEY: &[u8] = b"loaded";
 
 impl Bench {
     pub(super) fn open(e: &EngineArgs, p: &PhaseArgs, ident: Value) -> CliResult<Self> {
-        check_phase_flags(e, p)?;
+        check_buffer_fits(e)?;
         let devices = DevicePlan::of(e, p)?;
         let (tmp, dir) = work_dir(e)?;
         let buffer = e.buffer.bytes();
@@ -375,18 +375,9 @@ fn total_memory_bytes() -> Option<u64> {
     Some(kib * 1024)
 }
 
-/// The flags that make no sense for the phases asked for, refused before anything is opened.
-fn check_phase_flags(e: &EngineArgs, p: &PhaseArgs) -> CliResult<()> {
-    if e.load_buffer.is_some() && p.run_only {
-        return Err(CliError::Usage(
-            "--load-buffer applies to the load; a --run-only run has none: drop it".to_string(),
-        ));
-    }
-    if e.fast_load && p.run_only {
-        return Err(CliError::Usage(
-            "--fast-load applies to the load; a --run-only run has none: drop it".to_string(),
-        ));
-    }
+/// A buffer larger than the machine's memory, refused before anything is opened (flags
+/// that contradict each other clap refuses).
+fn check_buffer_fits(e: &EngineArgs) -> CliResult<()> {
     if let Some(mem) = total_memory_bytes() {
         if e.buffer.bytes() >= mem {
             return Err(CliError::Usage(format!(
