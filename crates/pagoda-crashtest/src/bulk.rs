@@ -12,6 +12,7 @@
 
 use crate::open::{count_cut, fresh_devices, open_cycle, OpenState};
 use crate::oracle::{abbrev, note, Finding, FindingKind};
+use crate::power::CutPoint;
 use crate::run::{cycle_seed, tally, FINDINGS_KEPT};
 use crate::{CrashTestOptions, CrashTestReport, Failure};
 use pagoda_engine::{Db, Result};
@@ -244,7 +245,7 @@ pub fn run_bulk(opts: CrashTestOptions) -> Result<CrashTestReport> {
     let devs = fresh_devices(&opts)?;
     let mut st = OpenState::new();
     let mut state = State::new();
-    let mut pending: Option<(u64, Op, Option<crate::CutPoint>)> = None;
+    let mut pending: Option<(u64, Op, Option<CutPoint>)> = None;
     let mut tables = 0u64;
     for cycle in 0..=opts.cycles {
         let mut rng = SmallRng::seed_from_u64(cycle_seed(opts.seed, cycle));
@@ -274,20 +275,11 @@ pub fn run_bulk(opts: CrashTestOptions) -> Result<CrashTestReport> {
             }
         }
         if !findings.is_empty() {
-            tally(&mut report, &findings, false);
             let (failed_cycle, cut) = pending
                 .as_ref()
                 .map_or((cycle, None), |p| (p.0, p.2.clone()));
-            report.failures.push(Failure {
-                seed: opts.seed,
-                cycle: failed_cycle,
-                cut,
-                fault: None,
-                recovery_cuts,
-                total_findings: findings.len(),
-                threads: 1,
-                findings: findings.into_iter().take(FINDINGS_KEPT).collect(),
-            });
+            let at = (opts.seed, failed_cycle, cut, recovery_cuts);
+            push_failure(&mut report, at, findings);
             if let Some((db, _)) = db {
                 db.abandon();
             }
@@ -302,19 +294,12 @@ pub fn run_bulk(opts: CrashTestOptions) -> Result<CrashTestReport> {
             break;
         }
         switch.arm(rng.gen_range(1..=opts.max_ops_before_cut) as i64);
-        let mut unfinished = None;
-        for _ in 0..200 {
-            let op = next_op(&mut rng, &state, &mut tables, opts.page_size);
-            if !run_op(&db, &op) {
-                unfinished = Some(op);
-                break;
-            }
-            if matches!(op, Op::Load(..)) {
-                report.commits_acknowledged += 1;
-            }
-            report.ddl_operations += u64::from(matches!(op, Op::Load(..) | Op::Drop(_)));
-            state = op.apply(&state);
-        }
+        let mut run = Ops {
+            state: &mut state,
+            tables: &mut tables,
+            report: &mut report,
+        };
+        let unfinished = run.until_cut(&db, &mut rng, opts.page_size);
         let engine_failure = (!switch.is_dead())
             .then(|| db.failure().map(|f| f.to_string()))
             .flatten();
@@ -329,17 +314,7 @@ pub fn run_bulk(opts: CrashTestOptions) -> Result<CrashTestReport> {
                 FindingKind::EngineFailed,
                 format!("the database failed with the power on: {why}"),
             )];
-            tally(&mut report, &f, false);
-            report.failures.push(Failure {
-                seed: opts.seed,
-                cycle,
-                cut,
-                fault: None,
-                recovery_cuts: Vec::new(),
-                total_findings: 1,
-                threads: 1,
-                findings: f,
-            });
+            push_failure(&mut report, (opts.seed, cycle, cut, Vec::new()), f);
             break;
         }
         if let Some(Op::Load(..)) = &unfinished {
@@ -354,4 +329,50 @@ pub fn run_bulk(opts: CrashTestOptions) -> Result<CrashTestReport> {
         }
     }
     Ok(report)
+}
+
+/// Where a failure happened: the seed, the cycle, the cut that ended it, the cuts during
+/// the recovery that found it.
+type At = (u64, u64, Option<CutPoint>, Vec<CutPoint>);
+
+/// Records a failed cycle with its findings.
+fn push_failure(report: &mut CrashTestReport, at: At, findings: Vec<Finding>) {
+    let (seed, cycle, cut, recovery_cuts) = at;
+    tally(report, &findings, false);
+    report.failures.push(Failure {
+        seed,
+        cycle,
+        cut,
+        fault: None,
+        recovery_cuts,
+        total_findings: findings.len(),
+        threads: 1,
+        findings: findings.into_iter().take(FINDINGS_KEPT).collect(),
+    });
+}
+
+/// The workload of a cycle: the state it builds and what it counts.
+struct Ops<'a> {
+    state: &'a mut State,
+    tables: &'a mut u64,
+    report: &'a mut CrashTestReport,
+}
+
+impl Ops<'_> {
+    /// Runs operations one at a time until the power is cut (or 200 ran); returns the one the
+    /// cut left unfinished.
+    fn until_cut(&mut self, db: &Db, rng: &mut SmallRng, page_size: usize) -> Option<Op> {
+        for _ in 0..200 {
+            let op = next_op(rng, self.state, self.tables, page_size);
+            if !run_op(db, &op) {
+                return Some(op);
+            }
+            if matches!(op, Op::Load(..)) {
+                self.report.commits_acknowledged += 1;
+            }
+            self.report.ddl_operations += u64::from(matches!(op, Op::Load(..) | Op::Drop(_)));
+            *self.state = op.apply(self.state);
+        }
+        None
+    }
 }

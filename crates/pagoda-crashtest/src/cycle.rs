@@ -156,55 +156,8 @@ pub(crate) fn workload(run: &Run<'_>, db: Db, rng: &mut SmallRng, uid_next: &mut
             check_reads: !opts.faults.is_empty(),
         },
     };
-    // Delete the previous cycle's markers (their transactions are verified).
-    let old: Vec<Vec<u8>> = model
-        .get(MARKS)
-        .map(|t| t.keys().cloned().collect())
-        .unwrap_or_default();
-    let mut alive = true;
-    for chunk in old.chunks(CLEANUP_CHUNK) {
-        let writes = chunk
-            .iter()
-            .map(|k| Write {
-                table: MARKS.into(),
-                key: k.clone(),
-                val: None,
-            })
-            .collect();
-        if !shared.transact(writes, None) {
-            alive = false;
-            break;
-        }
-    }
-    if alive {
-        let running = AtomicUsize::new(opts.threads);
-        let seeds: Vec<u64> = (0..opts.threads).map(|_| rng.gen()).collect();
-        std::thread::scope(|s| {
-            for seed in seeds {
-                let (shared, running) = (&shared, &running);
-                s.spawn(move || {
-                    shared.run(seed);
-                    running.fetch_sub(1, Ordering::AcqRel);
-                });
-            }
-            if !single {
-                // Frequent checkpoints, so that cuts fall inside them.
-                let (stop, running, db, shared) = (&stop, &running, &db, &shared);
-                s.spawn(move || {
-                    while !stop.load(Ordering::Acquire)
-                        && !switch.is_dead()
-                        && running.load(Ordering::Acquire) > 0
-                    {
-                        std::thread::sleep(std::time::Duration::from_millis(2));
-                        let r = db.checkpoint();
-                        shared.met(&r);
-                        if r.is_err() {
-                            break;
-                        }
-                    }
-                });
-            }
-        });
+    if delete_markers(&shared, model) {
+        run_clients(&shared, opts, switch, rng);
     }
     stop.store(true, Ordering::Release);
     // The engine must fail only because the power went (or an injected fault, see `Ledger`);
@@ -237,4 +190,60 @@ pub(crate) fn workload(run: &Run<'_>, db: Db, rng: &mut SmallRng, uid_next: &mut
         flash,
         served: switch.served(),
     }
+}
+
+/// Deletes the previous cycle's markers (their transactions are verified); `false` when the
+/// power went meanwhile.
+fn delete_markers(shared: &Shared<'_>, model: &Model) -> bool {
+    let old: Vec<Vec<u8>> = model
+        .get(MARKS)
+        .map(|t| t.keys().cloned().collect())
+        .unwrap_or_default();
+    for chunk in old.chunks(CLEANUP_CHUNK) {
+        let writes = chunk
+            .iter()
+            .map(|k| Write {
+                table: MARKS.into(),
+                key: k.clone(),
+                val: None,
+            })
+            .collect();
+        if !shared.transact(writes, None) {
+            return false;
+        }
+    }
+    true
+}
+
+/// Runs the workload's client threads until the cut, with a thread of frequent checkpoints
+/// beside them when there are several (so that cuts fall inside checkpoints).
+fn run_clients(shared: &Shared<'_>, opts: &CrashTestOptions, switch: &Switch, rng: &mut SmallRng) {
+    let single = opts.threads == 1;
+    let running = AtomicUsize::new(opts.threads);
+    let seeds: Vec<u64> = (0..opts.threads).map(|_| rng.gen()).collect();
+    std::thread::scope(|s| {
+        for seed in seeds {
+            let running = &running;
+            s.spawn(move || {
+                shared.run(seed);
+                running.fetch_sub(1, Ordering::AcqRel);
+            });
+        }
+        if !single {
+            let running = &running;
+            s.spawn(move || {
+                while !shared.stop.load(Ordering::Acquire)
+                    && !switch.is_dead()
+                    && running.load(Ordering::Acquire) > 0
+                {
+                    std::thread::sleep(std::time::Duration::from_millis(2));
+                    let r = shared.db.checkpoint();
+                    shared.met(&r);
+                    if r.is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+    });
 }

@@ -168,12 +168,7 @@ impl Ledger {
                 )
             });
         if let Some(sector) = armed.superblock {
-            // It rots now, with the power off: the next open must report it.
-            self.overwritten(&inj.learn_pages());
-            inj.take_sb_written();
-            if inj.rot_superblock(armed).is_ok() {
-                self.superblock = Some((sector, armed.clone()));
-            }
+            self.rot_superblock(inj, armed, sector);
         }
         let (reach, mut repairs) = inj.take_redirected();
         self.lost.pages.extend(reach.pages);
@@ -181,51 +176,74 @@ impl Ledger {
         self.lost.spans.extend(reach.spans);
         repairs.splice(0..0, armed.repairs.iter().cloned());
         if leaves_damage {
-            // What the cycle wrote before or after the damage is not known: pages written
-            // whole after the cycle clear it (see `overwritten`).
-            let written = inj.learn_pages();
-            self.overwritten(&written);
-            for &p in &armed.pages {
-                // The page was also written in the cycle: over the rot (which a power cut may
-                // have undone, the write not yet flushed), or before or after a stray copy. What
-                // it holds is not known, so the damage cannot be undone.
-                let rewritten = written.contains(&p);
-                let old = self.damage.remove(&p);
-                let before = old.as_ref().is_some_and(|d| d.detected);
-                let mut undo = std::mem::take(&mut repairs);
-                if kind == FaultKind::LostWrite {
-                    // Not undone (see `Injector::take_redirected`): a page left stale by a lost
-                    // write makes its database re-created.
-                    undo.clear();
-                } else if rewritten {
-                    undo.clear();
-                }
-                // Older damage on the page is undone after the new (a stray copy's `before`
-                // holds it); none of it can be once a lost write left the page stale, which
-                // stays what the page is known for.
-                let mut kind = kind;
-                match old {
-                    Some(o) if o.repairs.is_empty() => {
-                        undo.clear();
-                        if o.kind == FaultKind::LostWrite {
-                            kind = o.kind;
-                        }
-                    }
-                    Some(o) if !undo.is_empty() => undo.extend(o.repairs),
-                    _ => {}
-                }
-                self.damage.insert(
-                    p,
-                    Damage {
-                        kind,
-                        detected: detected || before,
-                        repairs: undo,
-                    },
-                );
-            }
-            self.latest = Some(kind);
+            self.record_damage(inj, armed, detected, repairs);
         }
         (failure.is_some_and(reports), unreported)
+    }
+
+    /// A superblock copy `armed` rots now, with the power off: the next open must report it.
+    fn rot_superblock(&mut self, inj: &Injector, armed: &Armed, sector: u64) {
+        self.overwritten(&inj.learn_pages());
+        inj.take_sb_written();
+        if inj.rot_superblock(armed).is_ok() {
+            self.superblock = Some((sector, armed.clone()));
+        }
+    }
+
+    /// Notes the damage `armed` left on its pages (`detected`: the engine reported it), with
+    /// the repairs that undo it where they still can: none once the cycle wrote the page
+    /// again, or for a lost write (its page stays stale).
+    fn record_damage(
+        &mut self,
+        inj: &Injector,
+        armed: &Armed,
+        detected: bool,
+        mut repairs: Vec<Repair>,
+    ) {
+        let kind = armed.kind;
+        // What the cycle wrote before or after the damage is not known: pages written
+        // whole after the cycle clear it (see `overwritten`).
+        let written = inj.learn_pages();
+        self.overwritten(&written);
+        for &p in &armed.pages {
+            // The page was also written in the cycle: over the rot (which a power cut may
+            // have undone, the write not yet flushed), or before or after a stray copy. What
+            // it holds is not known, so the damage cannot be undone.
+            let rewritten = written.contains(&p);
+            let old = self.damage.remove(&p);
+            let before = old.as_ref().is_some_and(|d| d.detected);
+            let mut undo = std::mem::take(&mut repairs);
+            if kind == FaultKind::LostWrite {
+                // Not undone (see `Injector::take_redirected`): a page left stale by a lost
+                // write makes its database re-created.
+                undo.clear();
+            } else if rewritten {
+                undo.clear();
+            }
+            // Older damage on the page is undone after the new (a stray copy's `before`
+            // holds it); none of it can be once a lost write left the page stale, which
+            // stays what the page is known for.
+            let mut kind = kind;
+            match old {
+                Some(o) if o.repairs.is_empty() => {
+                    undo.clear();
+                    if o.kind == FaultKind::LostWrite {
+                        kind = o.kind;
+                    }
+                }
+                Some(o) if !undo.is_empty() => undo.extend(o.repairs),
+                _ => {}
+            }
+            self.damage.insert(
+                p,
+                Damage {
+                    kind,
+                    detected: detected || before,
+                    repairs: undo,
+                },
+            );
+        }
+        self.latest = Some(kind);
     }
 
     /// Whether the outstanding damage explains a report of corruption of `pages` saying

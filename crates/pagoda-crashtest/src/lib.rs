@@ -39,6 +39,7 @@ mod open;
 mod oracle;
 mod power;
 mod run;
+mod verify_cycle;
 mod workload;
 
 /// Pages of the double-write area of the databases under test (the fault harness knows where
@@ -279,48 +280,7 @@ impl CrashTestOptions {
             ));
         }
         if let Some(s) = self.sabotage {
-            if let Some(ts) = s.needs_torn() {
-                if !ts.contains(&self.torn) {
-                    let modes: Vec<String> = ts.iter().map(|t| format!("--torn {t}")).collect();
-                    return Err(Error::config(format!(
-                        "sabotage {s} only has an effect with {} (this run uses --torn {})",
-                        modes.join(" or "),
-                        self.torn
-                    )));
-                }
-            }
-            if s.needs_flash_cache() && self.flash_cache.is_none() {
-                return Err(Error::config(format!(
-                    "sabotage {s} removes a safety step of the flash cache: give a flash cache \
-                     (--flash-cache DEVICE, e.g. --flash-cache mem)"
-                )));
-            }
-            if let Some(kinds) = faults::detecting(s) {
-                if !kinds.iter().any(|k| self.faults.contains(k)) {
-                    let names: Vec<&str> = kinds.iter().map(|k| k.name()).collect();
-                    return Err(Error::config(format!(
-                        "sabotage {s} removes the detection of a fault: give --faults {}",
-                        names.join(" or --faults ")
-                    )));
-                }
-            }
-            if s == Sabotage::SuperblockOneCopy && !self.faults.contains(&FaultKind::Bitrot) {
-                return Err(Error::config(format!(
-                    "sabotage {s} is checked with --faults bitrot (only a damaged newest \
-                     superblock copy makes recovery fall back to the older one)"
-                )));
-            }
-            if s == Sabotage::SalvageTornLog && self.commit != CommitMode::Lazy {
-                return Err(Error::config(format!(
-                    "sabotage {s} is checked with --commit lazy (only lazy commits are \
-                     acknowledged while their log group can still tear)"
-                )));
-            }
-            if s == Sabotage::VisibleBeforeDurable && self.commit != CommitMode::Pipelined {
-                return Err(Error::config(format!(
-                    "sabotage {s} is checked with --commit pipelined (a sync commit is waited for before anyone can look)"
-                )));
-            }
+            self.check_sabotage(s)?;
         }
         if let Some(fc) = &self.flash_cache {
             if fc.size_bytes == Some(0) {
@@ -345,6 +305,54 @@ impl CrashTestOptions {
                     r + 1
                 )));
             }
+        }
+        Ok(())
+    }
+
+    /// A planted bug is checked only where the run can catch it: the torn mode, the flash
+    /// cache, the fault or the commit mode its safety step guards.
+    fn check_sabotage(&self, s: Sabotage) -> Result<()> {
+        if let Some(ts) = s.needs_torn() {
+            if !ts.contains(&self.torn) {
+                let modes: Vec<String> = ts.iter().map(|t| format!("--torn {t}")).collect();
+                return Err(Error::config(format!(
+                    "sabotage {s} only has an effect with {} (this run uses --torn {})",
+                    modes.join(" or "),
+                    self.torn
+                )));
+            }
+        }
+        if s.needs_flash_cache() && self.flash_cache.is_none() {
+            return Err(Error::config(format!(
+                "sabotage {s} removes a safety step of the flash cache: give a flash cache \
+                 (--flash-cache DEVICE, e.g. --flash-cache mem)"
+            )));
+        }
+        if let Some(kinds) = faults::detecting(s) {
+            if !kinds.iter().any(|k| self.faults.contains(k)) {
+                let names: Vec<&str> = kinds.iter().map(|k| k.name()).collect();
+                return Err(Error::config(format!(
+                    "sabotage {s} removes the detection of a fault: give --faults {}",
+                    names.join(" or --faults ")
+                )));
+            }
+        }
+        if s == Sabotage::SuperblockOneCopy && !self.faults.contains(&FaultKind::Bitrot) {
+            return Err(Error::config(format!(
+                "sabotage {s} is checked with --faults bitrot (only a damaged newest \
+                 superblock copy makes recovery fall back to the older one)"
+            )));
+        }
+        if s == Sabotage::SalvageTornLog && self.commit != CommitMode::Lazy {
+            return Err(Error::config(format!(
+                "sabotage {s} is checked with --commit lazy (only lazy commits are \
+                 acknowledged while their log group can still tear)"
+            )));
+        }
+        if s == Sabotage::VisibleBeforeDurable && self.commit != CommitMode::Pipelined {
+            return Err(Error::config(format!(
+                "sabotage {s} is checked with --commit pipelined (a sync commit is waited for before anyone can look)"
+            )));
         }
         Ok(())
     }

@@ -331,11 +331,30 @@ pub(crate) fn verify(
         written.entry(&w.table).or_default().insert(&w.key);
     }
     let mut got = read_all(db, base, &written, &mut v)?;
-    // A transaction whose marker could not be read has an unknown outcome: so have the keys
-    // it wrote. Those keys and transactions are left out of the checks, and counted.
+    let txns = set_aside_unsure(txns, &mut v, &mut got);
+    let txns = txns.as_slice();
+    v.checked = txns.len() as u64 + ddl.len() as u64;
+    let gone = check_tables(base, ddl, &got, &mut v);
+    let present = committed(txns, &got, lazy, &mut v);
+    let (expect, last_writer) = expected(base, txns, &present, &got, &gone, &mut v);
+    let outcome = Outcome {
+        base,
+        txns,
+        present: &present,
+        last_writer: &last_writer,
+    };
+    outcome.compare(&expect, &got, &mut v);
+    v.state = got;
+    Ok(v)
+}
+
+/// A transaction whose marker could not be read has an unknown outcome: so have the keys it
+/// wrote. Marks those keys unknown (and drops them from `got`), counts the transactions
+/// unverified, and returns the others, the ones the checks hold to account.
+fn set_aside_unsure(txns: &[TxRec], v: &mut Verdict, got: &mut Model) -> Vec<TxRec> {
     let unknown_txn =
         |t: &TxRec, v: &Verdict| v.unknown.contains(&(MARKS.to_string(), marker_key(t.uid)));
-    let unsure: Vec<&TxRec> = txns.iter().filter(|t| unknown_txn(t, &v)).collect();
+    let unsure: Vec<&TxRec> = txns.iter().filter(|t| unknown_txn(t, v)).collect();
     for t in &unsure {
         for w in &t.writes {
             v.unknown.insert((w.table.clone(), w.key.clone()));
@@ -343,22 +362,23 @@ pub(crate) fn verify(
     }
     v.unverified = unsure.len() as u64;
     let unsure: BTreeSet<u64> = unsure.iter().map(|t| t.uid).collect();
-    let txns: Vec<TxRec> = txns
-        .iter()
-        .filter(|t| !unsure.contains(&t.uid))
-        .cloned()
-        .collect();
-    let txns = txns.as_slice();
     for (table, key) in &v.unknown {
         if let Some(t) = got.get_mut(table) {
             t.remove(key);
         }
     }
-    v.checked = txns.len() as u64 + ddl.len() as u64;
-    let gone = check_tables(base, ddl, &got, &mut v);
+    txns.iter()
+        .filter(|t| !unsure.contains(&t.uid))
+        .cloned()
+        .collect()
+}
+
+/// Which transactions committed, by their marker rows: a marker of an aborted transaction
+/// (or with another value) is uncommitted data made visible, a missing marker of an
+/// acknowledged one a lost commit (with lazy commits, only when a later commit was kept: a
+/// crash may lose a suffix of the commit order, which is counted).
+fn committed(txns: &[TxRec], got: &Model, lazy: bool, v: &mut Verdict) -> BTreeSet<u64> {
     let marks = got.get(MARKS).cloned().unwrap_or_default();
-    let by_uid: HashMap<u64, &TxRec> = txns.iter().map(|t| (t.uid, t)).collect();
-    // Which transactions committed.
     let mut present: BTreeSet<u64> = BTreeSet::new();
     // Lazy mode: acknowledged transactions missing, as (commit timestamp, uid).
     let mut missing: Vec<(u64, u64)> = Vec::new();
@@ -428,7 +448,23 @@ pub(crate) fn verify(
             _ => v.suffix_lost += 1,
         }
     }
-    // Expected contents: base, then per key the present writer with the largest snapshot.
+    present
+}
+
+/// The last committed writer of each key, by uid.
+type LastWriter<'t> = HashMap<(&'t str, &'t [u8]), u64>;
+
+/// The contents the database must have: `base`, then per key the value of the committed
+/// writer with the largest snapshot (two committed writers of one key with the same
+/// snapshot break isolation), without the tables DDL dropped. Also each key's last writer.
+fn expected<'t>(
+    base: &Model,
+    txns: &'t [TxRec],
+    present: &BTreeSet<u64>,
+    got: &Model,
+    gone: &BTreeSet<String>,
+    v: &mut Verdict,
+) -> (Model, LastWriter<'t>) {
     let mut writers: BTreeMap<(&str, &[u8]), Vec<&TxRec>> = BTreeMap::new();
     for t in txns.iter().filter(|t| present.contains(&t.uid)) {
         for w in &t.writes {
@@ -442,7 +478,7 @@ pub(crate) fn verify(
     for name in got.keys() {
         expect.entry(name.clone()).or_default();
     }
-    let mut last_writer: HashMap<(&str, &[u8]), u64> = HashMap::new();
+    let mut last_writer: LastWriter<'t> = HashMap::new();
     for ((table, key), mut ws) in writers {
         ws.sort_by_key(|t| t.snapshot);
         if ws.windows(2).any(|p| p[0].snapshot == p[1].snapshot) {
@@ -475,43 +511,62 @@ pub(crate) fn verify(
             }
         }
     }
-    for name in &gone {
+    for name in gone {
         expect.remove(name);
     }
-    // Compare.
-    for (name, exp) in &expect {
-        let empty = Table::new();
-        let act = got.get(name).unwrap_or(&empty);
-        let keys: BTreeSet<&Vec<u8>> = exp.keys().chain(act.keys()).collect();
-        for k in keys {
-            let (e, g) = (exp.get(k), act.get(k));
-            if e == g || v.unknown.contains(&(name.clone(), k.clone())) {
-                continue;
-            }
-            let found_uid = g.and_then(|g| uid_of(g));
-            let expect_uid = last_writer.get(&(name.as_str(), k.as_slice())).copied();
-            let found_committed = found_uid.is_some_and(|u| present.contains(&u))
-                || base.get(name).and_then(|t| t.get(k)) == g && g.is_some();
-            let (kind, txn) = if g.is_some() && !found_committed {
-                (FindingKind::UncommittedVisible, found_uid)
-            } else {
-                match expect_uid.and_then(|u| by_uid.get(&u)) {
-                    Some(t) if !matches!(t.status, Status::Acked(_)) => {
-                        (FindingKind::PartialTransaction, Some(t.uid))
-                    }
-                    _ => (FindingKind::LostCommit, expect_uid.or(found_uid)),
+    (expect, last_writer)
+}
+
+/// What the cycle's transactions did, to name the kind of a difference.
+struct Outcome<'a> {
+    base: &'a Model,
+    txns: &'a [TxRec],
+    present: &'a BTreeSet<u64>,
+    last_writer: &'a LastWriter<'a>,
+}
+
+impl Outcome<'_> {
+    /// Every key where `got` differs from `expect` (keys whose state is unknown aside) is a
+    /// finding: a value no committed transaction wrote is uncommitted data made visible; a
+    /// missing or old value is a partial transaction when its last writer was not
+    /// acknowledged, else a lost commit.
+    fn compare(&self, expect: &Model, got: &Model, v: &mut Verdict) {
+        let by_uid: HashMap<u64, &TxRec> = self.txns.iter().map(|t| (t.uid, t)).collect();
+        for (name, exp) in expect {
+            let empty = Table::new();
+            let act = got.get(name).unwrap_or(&empty);
+            let keys: BTreeSet<&Vec<u8>> = exp.keys().chain(act.keys()).collect();
+            for k in keys {
+                let (e, g) = (exp.get(k), act.get(k));
+                if e == g || v.unknown.contains(&(name.clone(), k.clone())) {
+                    continue;
                 }
-            };
-            v.find(
-                kind,
-                name,
-                k,
-                txn,
-                e.map(Vec::as_slice),
-                g.map(Vec::as_slice),
-            );
+                let found_uid = g.and_then(|g| uid_of(g));
+                let expect_uid = self
+                    .last_writer
+                    .get(&(name.as_str(), k.as_slice()))
+                    .copied();
+                let found_committed = found_uid.is_some_and(|u| self.present.contains(&u))
+                    || self.base.get(name).and_then(|t| t.get(k)) == g && g.is_some();
+                let (kind, txn) = if g.is_some() && !found_committed {
+                    (FindingKind::UncommittedVisible, found_uid)
+                } else {
+                    match expect_uid.and_then(|u| by_uid.get(&u)) {
+                        Some(t) if !matches!(t.status, Status::Acked(_)) => {
+                            (FindingKind::PartialTransaction, Some(t.uid))
+                        }
+                        _ => (FindingKind::LostCommit, expect_uid.or(found_uid)),
+                    }
+                };
+                v.find(
+                    kind,
+                    name,
+                    k,
+                    txn,
+                    e.map(Vec::as_slice),
+                    g.map(Vec::as_slice),
+                );
+            }
         }
     }
-    v.state = got;
-    Ok(v)
 }

@@ -1,14 +1,19 @@
 //! The cycle loop of the crash test: open (with cuts during recovery), verify, run to the cut.
+//! The loop's state lives in [`Cycles`]; each step of a cycle is one of its methods (the
+//! steps after an open are in `verify_cycle.rs`).
 
 use crate::cycle::{workload, Pending, Run};
 use crate::ledger::Ledger;
-use crate::open::{count_cut, fresh_devices, open_armed, OpenState};
-use crate::oracle::{self, note, Finding, FindingKind, Model};
-use crate::workload::{Status, STATIC_TABLES};
+use crate::open::{count_cut, fresh_devices, open_armed, Devices, OpenState};
+use crate::oracle::{Finding, FindingKind, Model};
+use crate::power::{CutPoint, Switch, TornSector};
+use crate::workload::Status;
 use crate::{CrashTestOptions, CrashTestReport, Failure, FlashCrashReport};
-use pagoda_engine::{stats::FlashCacheStats, CommitMode, Db, Result};
+use pagoda_engine::{stats::FlashCacheStats, Db, Result};
 use rand::rngs::SmallRng;
 use rand::SeedableRng;
+use std::collections::BTreeSet;
+use std::sync::Arc;
 
 /// Findings kept per failed cycle (all of them when replaying a cycle).
 pub(crate) const FINDINGS_KEPT: usize = 10;
@@ -31,70 +36,6 @@ fn count_flash_run(report: &mut CrashTestReport, s: &FlashCacheStats) {
         f.hits += s.hits;
         f.corrupt_slots += s.corrupt_slots;
     }
-}
-
-/// After a successful open: how the flash cache came up, and the audit of its slots against the
-/// data device (a stale slot is a finding). `existing`: the database existed before this open.
-/// `explained`: whether a fault's damage explains corruption of these pages reported so (the
-/// verification that follows meets it and settles it).
-fn audit_flash(
-    report: &mut CrashTestReport,
-    db: &Db,
-    existing: bool,
-    explained: impl Fn(&[u64], &str) -> bool,
-) -> Vec<Finding> {
-    let Some(f) = &mut report.flash else {
-        return Vec::new();
-    };
-    let mut findings = Vec::new();
-    match db.stats().flash_cache {
-        Some(s) => {
-            if existing {
-                if s.warm_start {
-                    f.rebuilds += 1;
-                } else {
-                    f.cold_starts += 1;
-                }
-            }
-            f.rebuild_pages += s.rebuild_pages;
-            f.rebuild_segments += s.rebuild_segments;
-        }
-        None => findings.push(note(
-            FindingKind::RecoveryFailed,
-            "the database opened without its flash cache (no flash cache stats)".into(),
-        )),
-    }
-    match db.check() {
-        Ok(c) => {
-            f.slots_checked += c.flash_slots_checked;
-            f.stale_versions_served += c.flash_stale_slots;
-            if c.flash_stale_slots > 0 {
-                findings.push(Finding {
-                    kind: FindingKind::StaleVersion,
-                    table: String::new(),
-                    key: String::new(),
-                    txn: None,
-                    expected: "no flash slot older than the data device's copy of its page".into(),
-                    found: format!(
-                        "{} of {} valid flash slots stale after recovery",
-                        c.flash_stale_slots, c.flash_slots_checked
-                    ),
-                });
-            }
-        }
-        Err(pagoda_engine::Error::Corruption {
-            all_pages, detail, ..
-        }) if explained(&all_pages, &detail) => {}
-        Err(e) => findings.push(note(
-            if e.is_corruption() {
-                FindingKind::Corruption
-            } else {
-                FindingKind::RecoveryFailed
-            },
-            format!("the check after recovery failed: {e}"),
-        )),
-    }
-    findings
 }
 
 /// Counts findings; `excused`: detected corruption is no failure (torn mode none without a
@@ -127,39 +68,74 @@ pub(crate) fn tally(report: &mut CrashTestReport, findings: &[Finding], excused:
 }
 
 /// Counts how the cycle of `p` was verified: `how` is "verified" or why it was not (wholly).
-fn count_unverified(report: &mut CrashTestReport, ledger: &mut Ledger, p: &Pending, how: &str) {
+pub(crate) fn count_unverified(
+    report: &mut CrashTestReport,
+    ledger: &mut Ledger,
+    p: &Pending,
+    how: &str,
+) {
     *report.verification.entry(how.to_string()).or_default() += 1;
     for a in &p.armed {
         ledger.verified(a.kind, how == "verified");
     }
 }
 
+/// What a step leaves the cycle loop to do.
+pub(crate) enum Flow<T> {
+    /// Go on with the cycle.
+    Go(T),
+    /// Open the same cycle again (damage undone, or fresh devices).
+    Reopen,
+    /// A failure with `stop_on_failure`: the run ends.
+    Stop,
+}
+
+/// The state the cycles carry from one to the next.
+pub(crate) struct Cycles<'o> {
+    pub(crate) opts: &'o CrashTestOptions,
+    pub(crate) report: CrashTestReport,
+    /// Torn mode none without a flash cache: detected corruption is no failure.
+    pub(crate) excused: bool,
+    /// Findings kept per failed cycle.
+    keep: usize,
+    pub(crate) devs: Devices,
+    pub(crate) st: OpenState,
+    /// The committed state the oracle holds the database to.
+    pub(crate) model: Model,
+    /// The run cut last, until an open verifies it.
+    pub(crate) pending: Option<Pending>,
+    pub(crate) ledger: Ledger,
+    uid_next: u64,
+}
+
+/// An open's outcome: the database and its power switch, or why it failed.
+type Opening = std::result::Result<(Db, Arc<Switch>), pagoda_engine::Error>;
+
+/// What an open left for the steps after it: the run it recovered and how.
+pub(crate) struct Recovered {
+    failed_cycle: u64,
+    cut: Option<CutPoint>,
+    fault: Option<String>,
+    pub(crate) recovery_cuts: Vec<CutPoint>,
+    /// Sectors torn by cuts during this open's recovery.
+    pub(crate) rec_torn: Vec<TornSector>,
+    /// Data pages cuts tore on these devices.
+    torn_pages: BTreeSet<u64>,
+    /// A fault failed an attempt of this open (which was then retried).
+    pub(crate) failed_by_fault: bool,
+}
+
+impl Recovered {
+    /// A cut tore data page `p` on these devices.
+    pub(crate) fn torn_at(&self, p: &u64) -> bool {
+        self.torn_pages.contains(p)
+    }
+}
+
 /// Runs a crash test.
 pub fn run(opts: CrashTestOptions) -> Result<CrashTestReport> {
     opts.validate()?;
-    let mut report = CrashTestReport {
-        seed: opts.seed,
-        sabotage: opts.sabotage.map(|s| s.to_string()),
-        flash: opts.flash_cache.as_ref().map(|fc| FlashCrashReport {
-            policy: fc.policy.to_string(),
-            pages: fc.pages.to_string(),
-            size_bytes: opts.flash_cache_bytes(),
-            ..FlashCrashReport::default()
-        }),
-        ..CrashTestReport::default()
-    };
-    let excused = opts.corruption_excused();
-    let keep = if opts.replay_cycle.is_some() {
-        usize::MAX
-    } else {
-        FINDINGS_KEPT
-    };
-    let mut devs = fresh_devices(&opts)?;
-    let mut st = OpenState::new();
-    let mut model = Model::new();
-    let mut pending: Option<Pending> = None;
-    let mut ledger = Ledger::default();
-    let mut uid_next: u64 = 1;
+    let mut c = Cycles::new(&opts)?;
     let last = opts.replay_cycle.map_or(opts.cycles, |r| r + 1);
     let mut cycle = 0;
     // Opens of the same cycle again (after damage was undone): each draws new choices.
@@ -174,320 +150,181 @@ pub fn run(opts: CrashTestOptions) -> Result<CrashTestReport> {
             cycle_seed(opts.seed, cycle) ^ again.wrapping_mul(0x5851_f42d_4c95_7f2d),
         );
         again += 1;
-        let armed = pending
-            .as_ref()
-            .map(|p| p.armed.clone())
-            .unwrap_or_default();
-        let tags_before: Vec<u64> = match &devs.injector {
-            Some(i) => armed.iter().map(|a| i.tags(a)).collect(),
-            None => Vec::new(),
-        };
-        let mut heard = vec![false; armed.len()];
-        let retried_before = report.opens_failed_by_faults;
-        let (opened, recovery_cuts) = open_armed(
-            &opts,
-            &devs,
-            &mut rng,
-            pending.is_some(),
-            &mut st,
-            &mut report,
-            (&armed, &mut heard),
-        )?;
-        if let (Some(inj), Some(p)) = (&devs.injector, &mut pending) {
-            // A fault that fired inside recovery must have been heard there, or its read
-            // served another way (a flash cache page from the data device).
-            for ((a, before), heard) in armed.iter().zip(&tags_before).zip(&heard) {
-                let fired = inj.tags(a) > *before;
-                let reread = st.served_in_recovery.iter().any(|t| inj.carries(a, t));
-                p.found
-                    .extend(ledger.at_recovery(a, fired, *heard || reread));
-            }
-            inj.disarm();
-        }
-        // Torn mode none excuses detected corruption only on the pages cuts tore.
-        let spp = (opts.page_size / pagoda_device::SECTOR_SIZE).max(1) as u64;
-        let rec_torn = std::mem::take(&mut st.torn_in_recovery);
-        st.tore(&rec_torn, spp);
-        if let Some(p) = &pending {
-            st.tore(&p.torn, spp);
-        }
-        let torn_pages = st.torn_pages.clone();
-        let torn_at = |p: &u64| torn_pages.contains(p);
-        let failed_cycle = pending.as_ref().map_or(cycle, |p| p.cycle);
-        let cut = pending.as_ref().and_then(|p| p.cut.clone());
-        let fault = pending.as_ref().and_then(|p| p.fault.clone());
-        let fail = |report: &mut CrashTestReport, findings: Vec<Finding>| {
-            tally(report, &findings, excused);
-            report.failures.push(Failure {
-                seed: opts.seed,
-                cycle: failed_cycle,
-                cut: cut.clone(),
-                fault: fault.clone(),
-                recovery_cuts: recovery_cuts.clone(),
-                total_findings: findings.len(),
-                threads: opts.threads,
-                findings: findings.into_iter().take(keep).collect(),
-            });
-        };
+        let (opened, r) = c.open(cycle, &mut rng)?;
         let (db, switch) = match opened {
             Ok(x) => x,
-            Err(e) => {
-                if let (Some(inj), Some(_)) = (&devs.injector, &pending) {
-                    // Recovery refused the log group a fault rotted: restore it, open again.
-                    if ledger.log_rot_reported(&e, inj)? {
-                        continue;
-                    }
-                }
-                // After a lost write, any failure of recovery is undetectable by design.
-                let pages = match &e {
-                    pagoda_engine::Error::Corruption { all_pages, .. } => all_pages.clone(),
-                    _ => Vec::new(),
-                };
-                let lost = ledger.lost_write();
-                // Torn mode none: the pages cuts tore explain their own corruption, the damage
-                // a fault left must explain the rest.
-                let (torn_hit, rest): (Vec<u64>, Vec<u64>) =
-                    pages.iter().partition(|p| excused && torn_at(p));
-                let torn_page = e.is_corruption() && !torn_hit.is_empty();
-                let explains = (e.is_corruption() || lost)
-                    && !(torn_page && rest.is_empty())
-                    && ledger.explains(&rest, &e.to_string(), opts.page_size);
-                // Undoes what the cuts tore, as an atomic device would have kept none of it.
-                let untear = |p: &mut Pending| -> Result<u64> {
-                    let mut torn = std::mem::take(&mut p.torn);
-                    torn.extend(rec_torn.iter().cloned());
-                    devs.untear(&torn)
-                };
-                if let (true, Some(inj), Some(p)) = (explains, &devs.injector, &mut pending) {
-                    // Recovery refused the damage a fault left: undo it (a restore of those
-                    // pages) and open the same cycle again, to verify it whole.
-                    if ledger.restore(inj)? {
-                        if torn_page {
-                            untear(p)?;
-                        }
-                        continue;
-                    }
-                }
-                let torn_page = torn_page && (rest.is_empty() || explains);
-                if let (true, Some(p)) = (torn_page, &mut pending) {
-                    // Torn mode none detected a page a cut tore: it cannot repair it. Put the
-                    // torn sectors back as they were before the write and open the same cycle
-                    // again (bounded: each try's recovery may be cut and tear again).
-                    if again < 4 && untear(p)? > 0 {
-                        report.untorn += 1;
-                        report.corruption_detected += 1;
-                        continue;
-                    }
-                }
-                let explained = explains && ledger.explains_corruption();
-                if e.is_corruption() && !explained {
-                    report.corruption_detected += 1;
-                }
-                // What the workload found stands whatever recovery does.
-                let mut findings = pending
-                    .as_ref()
-                    .map(|p| p.findings_but(|w| ledger.explains_wrong(None, w)))
-                    .unwrap_or_default();
-                let reason = if explained && lost {
-                    "recovery refused after a lost write"
-                } else if explained {
-                    "recovery refused: damage it detected"
-                } else if torn_page {
-                    "recovery refused: a torn page (torn mode none)"
-                } else {
-                    let kind = if e.is_corruption() {
-                        FindingKind::Corruption
-                    } else {
-                        FindingKind::RecoveryFailed
-                    };
-                    findings.push(note(kind, format!("open failed: {e}")));
-                    "recovery failed"
-                };
-                if !findings.is_empty() {
-                    fail(&mut report, findings);
-                    if opts.stop_on_failure {
-                        break;
-                    }
-                }
-                // The database is gone: start over (the cycle runs on a fresh one).
-                if let Some(p) = &pending {
-                    report.transactions_unverified += p.ops();
-                    count_unverified(&mut report, &mut ledger, p, reason);
-                }
-                report.resets += 1;
-                devs = fresh_devices(&opts)?;
-                ledger.reset();
-                st.new_devices = true;
-                st.torn_pages.clear();
-                model.clear();
-                pending = None;
-                continue;
-            }
+            Err(e) => match c.open_failed(e, &r, again)? {
+                Flow::Stop => break,
+                Flow::Go(()) | Flow::Reopen => continue,
+            },
         };
-        let flash_findings = audit_flash(&mut report, &db, pending.is_some(), |pages, d| {
-            ledger.explains(pages, d, opts.page_size)
-        });
-        if let Some(p) = &mut pending {
-            // Recovery reads the log before it writes: a rotten group must have stopped it.
-            p.found.extend(ledger.log_rot_unreported());
-            if recovery_cuts.is_empty() && report.opens_failed_by_faults == retried_before {
-                let damage = db.stats().recovery.superblock_damage;
-                p.found
-                    .extend(ledger.superblock_reported(damage.as_deref()));
-            } else {
-                // An attempt cut (or failed by a fault) during recovery may have written the
-                // copy already.
-                ledger.superblock_unchecked();
-            }
-        }
-        if let Some(p) = pending.take() {
-            let repaired = db.stats().recovery.torn_pages_repaired;
-            report.torn_pages_repaired += repaired;
-            ledger.repaired(repaired);
-            let lazy = opts.commit == CommitMode::Lazy;
-            let mut verdict = oracle::verify(&db, &model, &p.txns, &p.ddl, lazy)?;
-            if let Some(inj) = &devs.injector {
-                let clean = verdict.findings.is_empty() && flash_findings.is_empty();
-                if clean
-                    && !verdict.corrupt_pages.is_empty()
-                    && verdict
-                        .corrupt_details
-                        .iter()
-                        .all(|(pages, d)| ledger.explains(pages, d, opts.page_size))
-                    && ledger.restorable()
-                {
-                    // Reads met the damage a fault left: undo it (a restore of those pages)
-                    // and verify the same cycle again, whole.
-                    db.abandon();
-                    if !ledger.restore(inj)? {
-                        // Recovery rewrote the damaged pages meanwhile: nothing to undo, and
-                        // what the reads met cannot be told apart any more.
-                        ledger.explains_corruption();
-                        report.transactions_checked += verdict.checked;
-                        report.transactions_unverified += verdict.unverified;
-                        count_unverified(&mut report, &mut ledger, &p, "verified in part");
-                        report.resets += 1;
-                        devs = fresh_devices(&opts)?;
-                        ledger.reset();
-                        st.new_devices = true;
-                        st.torn_pages.clear();
-                        st.torn_pages.clear();
-                        model.clear();
-                        continue;
-                    }
-                    pending = Some(p);
-                    continue;
-                }
-            }
-            report.lazy_commits_lost += verdict.suffix_lost;
-            report.transactions_checked += verdict.checked;
-            report.transactions_unverified += verdict.unverified;
-            let corrupt = !verdict.corrupt_pages.is_empty();
-            // Torn mode none: pages cuts tore explain their own corruption; the damage a fault
-            // left must explain the rest.
-            let damaged: Vec<(Vec<u64>, String)> = verdict
-                .corrupt_details
-                .iter()
-                .map(|(pages, d)| {
-                    let rest = pages.iter().copied();
-                    let rest = rest.filter(|p| !(excused && torn_at(p)));
-                    (pages.is_empty(), rest.collect::<Vec<u64>>(), d.clone())
-                })
-                .filter(|(unnamed, rest, _)| *unnamed || !rest.is_empty())
-                .map(|(_, rest, d)| (rest, d))
-                .collect();
-            let explained = corrupt
-                && !damaged.is_empty()
-                && damaged
-                    .iter()
-                    .all(|(pages, d)| ledger.explains(pages, d, opts.page_size))
-                && ledger.explains_corruption();
-            if corrupt && !explained {
-                report.corruption_detected += verdict.corrupt_pages.len() as u64;
-            }
-            // A lost write excuses only the findings whose keys lead through a page it hit.
-            let excused_by_lost = ledger.excuse_lost(&db, &mut verdict, &p.txns);
-            let mut findings = verdict.findings;
-            findings.extend(flash_findings);
-            findings.extend(p.findings_but(|w| ledger.explains_wrong(Some(&db), w)));
-            let torn_only = damaged.is_empty();
-            if corrupt && !(torn_only || explained) {
-                let pages: Vec<u64> = verdict.corrupt_pages.iter().copied().collect();
-                findings.push(note(
-                    FindingKind::Corruption,
-                    format!("corrupt pages {pages:?} on read"),
-                ));
-            }
-            if !findings.is_empty() {
-                fail(&mut report, findings);
-                if opts.stop_on_failure {
-                    db.abandon();
-                    break;
-                }
-            }
-            if corrupt || excused_by_lost {
-                // Damage stays on the medium: the cycle runs on a fresh database.
-                let how = if verdict.unverified > 0 {
-                    "verified in part: damaged pages hid some outcomes"
-                } else {
-                    "verified"
-                };
-                count_unverified(&mut report, &mut ledger, &p, how);
-                db.abandon();
-                report.resets += 1;
-                devs = fresh_devices(&opts)?;
-                ledger.reset();
-                st.new_devices = true;
-                st.torn_pages.clear();
-                model.clear();
-                continue;
-            }
-            count_unverified(&mut report, &mut ledger, &p, "verified");
-            model = verdict.state;
-        } else {
-            if !flash_findings.is_empty() {
-                fail(&mut report, flash_findings);
-                if opts.stop_on_failure {
-                    db.abandon();
-                    break;
-                }
-            }
-            for t in STATIC_TABLES {
-                if !db.list_tables().iter().any(|x| x == t) {
-                    db.create_table(t)?;
-                }
-            }
-            model = STATIC_TABLES
-                .iter()
-                .map(|t| (t.to_string(), Default::default()))
-                .collect();
-        }
+        let flash_findings = c.after_open(&db, &r);
+        let db = match c.pending.take() {
+            Some(p) => c.verify(db, p, flash_findings, &r)?,
+            None => c.first_open(db, flash_findings, &r)?,
+        };
+        let db = match db {
+            Flow::Go(db) => db,
+            Flow::Reopen => continue,
+            Flow::Stop => break,
+        };
         for t in db.list_tables() {
-            report.deepest_tree = report.deepest_tree.max(db.tree_depth(&t)? as u64);
+            c.report.deepest_tree = c.report.deepest_tree.max(db.tree_depth(&t)? as u64);
         }
         if cycle == last {
             db.abandon();
             break;
         }
-        let armed = match &devs.injector {
+        c.run_to_cut(db, &switch, cycle, &mut rng)?;
+        cycle += 1;
+        c.report.cycles = cycle;
+        if let Some(pr) = &opts.progress {
+            pr(cycle);
+        }
+    }
+    c.report.faults = c.ledger.counts;
+    Ok(c.report)
+}
+
+impl<'o> Cycles<'o> {
+    fn new(opts: &'o CrashTestOptions) -> Result<Self> {
+        let report = CrashTestReport {
+            seed: opts.seed,
+            sabotage: opts.sabotage.map(|s| s.to_string()),
+            flash: opts.flash_cache.as_ref().map(|fc| FlashCrashReport {
+                policy: fc.policy.to_string(),
+                pages: fc.pages.to_string(),
+                size_bytes: opts.flash_cache_bytes(),
+                ..FlashCrashReport::default()
+            }),
+            ..CrashTestReport::default()
+        };
+        Ok(Self {
+            opts,
+            report,
+            excused: opts.corruption_excused(),
+            keep: if opts.replay_cycle.is_some() {
+                usize::MAX
+            } else {
+                FINDINGS_KEPT
+            },
+            devs: fresh_devices(opts)?,
+            st: OpenState::new(),
+            model: Model::new(),
+            pending: None,
+            ledger: Ledger::default(),
+            uid_next: 1,
+        })
+    }
+
+    /// Opens the database of `cycle`, recovering the run cut before it (with cuts during
+    /// recovery in some cycles); settles what the faults armed for recovery did there.
+    fn open(&mut self, cycle: u64, rng: &mut SmallRng) -> Result<(Opening, Recovered)> {
+        let armed = self
+            .pending
+            .as_ref()
+            .map(|p| p.armed.clone())
+            .unwrap_or_default();
+        let tags_before: Vec<u64> = match &self.devs.injector {
+            Some(i) => armed.iter().map(|a| i.tags(a)).collect(),
+            None => Vec::new(),
+        };
+        let mut heard = vec![false; armed.len()];
+        let retried_before = self.report.opens_failed_by_faults;
+        let (opened, recovery_cuts) = open_armed(
+            self.opts,
+            &self.devs,
+            rng,
+            self.pending.is_some(),
+            &mut self.st,
+            &mut self.report,
+            (&armed, &mut heard),
+        )?;
+        if let (Some(inj), Some(p)) = (&self.devs.injector, &mut self.pending) {
+            // A fault that fired inside recovery must have been heard there, or its read
+            // served another way (a flash cache page from the data device).
+            for ((a, before), heard) in armed.iter().zip(&tags_before).zip(&heard) {
+                let fired = inj.tags(a) > *before;
+                let reread = self.st.served_in_recovery.iter().any(|t| inj.carries(a, t));
+                p.found
+                    .extend(self.ledger.at_recovery(a, fired, *heard || reread));
+            }
+            inj.disarm();
+        }
+        // Torn mode none excuses detected corruption only on the pages cuts tore.
+        let spp = (self.opts.page_size / pagoda_device::SECTOR_SIZE).max(1) as u64;
+        let rec_torn = std::mem::take(&mut self.st.torn_in_recovery);
+        self.st.tore(&rec_torn, spp);
+        if let Some(p) = &self.pending {
+            self.st.tore(&p.torn, spp);
+        }
+        let p = self.pending.as_ref();
+        let r = Recovered {
+            failed_cycle: p.map_or(cycle, |p| p.cycle),
+            cut: p.and_then(|p| p.cut.clone()),
+            fault: p.and_then(|p| p.fault.clone()),
+            recovery_cuts,
+            rec_torn,
+            torn_pages: self.st.torn_pages.clone(),
+            failed_by_fault: self.report.opens_failed_by_faults != retried_before,
+        };
+        Ok((opened, r))
+    }
+
+    /// Records a failed cycle with its findings.
+    pub(crate) fn fail(&mut self, r: &Recovered, findings: Vec<Finding>) {
+        tally(&mut self.report, &findings, self.excused);
+        self.report.failures.push(Failure {
+            seed: self.opts.seed,
+            cycle: r.failed_cycle,
+            cut: r.cut.clone(),
+            fault: r.fault.clone(),
+            recovery_cuts: r.recovery_cuts.clone(),
+            total_findings: findings.len(),
+            threads: self.opts.threads,
+            findings: findings.into_iter().take(self.keep).collect(),
+        });
+    }
+
+    /// The database is gone or damaged for good: the next cycle runs on fresh devices.
+    pub(crate) fn start_over(&mut self) -> Result<()> {
+        self.report.resets += 1;
+        self.devs = fresh_devices(self.opts)?;
+        self.ledger.reset();
+        self.st.new_devices = true;
+        self.st.torn_pages.clear();
+        self.model.clear();
+        Ok(())
+    }
+
+    /// Arms the faults of the next run, runs the workload of `cycle` until the power is cut,
+    /// settles what the faults did, and keeps the run for the next open to verify.
+    fn run_to_cut(
+        &mut self,
+        db: Db,
+        switch: &Arc<Switch>,
+        cycle: u64,
+        rng: &mut SmallRng,
+    ) -> Result<()> {
+        let armed = match &self.devs.injector {
             Some(i) => {
-                ledger.overwritten(&i.learn_pages());
-                i.arm(&mut rng, opts.max_ops_before_cut)?
+                self.ledger.overwritten(&i.learn_pages());
+                i.arm(rng, self.opts.max_ops_before_cut)?
             }
             None => Vec::new(),
         };
         let run = Run {
-            opts: &opts,
-            switch: &switch,
-            model: &model,
+            opts: self.opts,
+            switch,
+            model: &self.model,
             cycle,
         };
-        let mut p = workload(&run, db, &mut rng, &mut uid_next);
-        if let (Some(inj), false) = (&devs.injector, armed.is_empty()) {
+        let mut p = workload(&run, db, rng, &mut self.uid_next);
+        if let (Some(inj), false) = (&self.devs.injector, armed.is_empty()) {
             let cause = p.failure.as_ref().map(pagoda_engine::Failure::cause);
             let mut expected = false;
             for a in &armed {
-                let (explains, unreported) = ledger.settle(inj, a, cause, &p);
+                let (explains, unreported) = self.ledger.settle(inj, a, cause, &p);
                 expected |= explains;
                 p.found.extend(unreported);
                 // A fault that fails requests stays armed through the next recovery.
@@ -503,9 +340,10 @@ pub fn run(opts: CrashTestOptions) -> Result<CrashTestReport> {
                 .map(|a| format!("{}: {}", a.kind, a.what))
                 .collect();
             p.fault = Some(what.join("; "));
-            report.two_fault_cycles += u64::from(armed.len() > 1);
+            self.report.two_fault_cycles += u64::from(armed.len() > 1);
             p.armed = armed;
         }
+        let report = &mut self.report;
         report.ddl_operations += p.ddl.len() as u64;
         report.transactions_run += p.ops();
         report.commits_acknowledged += p
@@ -514,21 +352,15 @@ pub fn run(opts: CrashTestOptions) -> Result<CrashTestReport> {
             .filter(|t| matches!(t.status, Status::Acked(_)))
             .count() as u64;
         if let Some(c) = &p.cut {
-            count_cut(&mut report, c);
+            count_cut(report, c);
         }
         if let Some(s) = &p.flash {
-            count_flash_run(&mut report, s);
+            count_flash_run(report, s);
         }
         if switch.cut_mid_doublewrite() {
             report.cuts_mid_doublewrite += 1;
         }
-        pending = Some(p);
-        cycle += 1;
-        report.cycles = cycle;
-        if let Some(pr) = &opts.progress {
-            pr(cycle);
-        }
+        self.pending = Some(p);
+        Ok(())
     }
-    report.faults = ledger.counts;
-    Ok(report)
 }

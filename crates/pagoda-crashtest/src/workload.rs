@@ -322,6 +322,19 @@ impl Shared<'_> {
             self.set(idx, s);
             return s != Status::Unknown;
         };
+        self.commit_pipelined(tx, idx, probe, inflight)
+    }
+
+    /// Hands the commit to the flush thread (a reader must not see it yet), then settles
+    /// the commits in flight that resolved, waiting for the oldest beyond the pipeline depth.
+    /// `false`: the database failed.
+    fn commit_pipelined(
+        &self,
+        tx: WriteTxn<'_>,
+        idx: usize,
+        probe: Option<(String, Vec<u8>, Vec<u8>)>,
+        inflight: &mut VecDeque<(usize, CommitTicket)>,
+    ) -> bool {
         match tx.commit_pipelined() {
             Ok(t) => {
                 if let Some((table, key, v)) = probe {
