@@ -163,6 +163,32 @@ pub fn inspect_dir(path: &Path) -> Result<InspectReport> {
 /// Inspects a database on the given devices.
 pub fn inspect_devices(data: &DeviceRef, log: &DeviceRef) -> Result<InspectReport> {
     let mut r = InspectReport::default();
+    let sb = newest_superblock(data, &mut r)?;
+    r.page_size = sb.page_size as usize;
+    r.generation = sb.generation;
+    r.checkpoint_lsn = sb.checkpoint_lsn;
+    r.flash_dependent = sb.flash_dependent;
+    r.log_capacity = sb.log_capacity;
+    let ps = r.page_size;
+    if !ps.is_power_of_two() || !(4096..=65536).contains(&ps) {
+        return Err(Error::corrupt(
+            0,
+            format!("superblock names page size {ps}"),
+        ));
+    }
+    let pages = Pages {
+        data,
+        ps,
+        cap: data.caps().capacity_bytes() / ps as u64,
+    };
+    let dw = pages.doublewrite_copies(&sb)?;
+    pages.check(&sb, &dw, &mut r)?;
+    inspect_log(log, &sb, &dw, &mut r)?;
+    Ok(r)
+}
+
+/// The newest valid superblock copy; a damaged copy is a problem of the report.
+fn newest_superblock(data: &DeviceRef, r: &mut InspectReport) -> Result<Superblock> {
     let mut sbuf = vec![0u8; 2 * SECTOR];
     data.read(0, &mut sbuf)?;
     check_version(&sbuf)?;
@@ -180,85 +206,101 @@ pub fn inspect_devices(data: &DeviceRef, log: &DeviceRef) -> Result<InspectRepor
             Err(e) => r.superblock_problems.push(format!("copy {i}: {e}")),
         }
     }
-    let Some(sb) = best else {
-        return Err(Error::corrupt(
+    best.ok_or_else(|| {
+        Error::corrupt(
             0,
             "no valid superblock: not a pagoda database or both copies damaged",
-        ));
-    };
-    r.page_size = sb.page_size as usize;
-    r.generation = sb.generation;
-    r.checkpoint_lsn = sb.checkpoint_lsn;
-    r.flash_dependent = sb.flash_dependent;
-    r.log_capacity = sb.log_capacity;
-    let ps = r.page_size;
-    if !ps.is_power_of_two() || !(4096..=65536).contains(&ps) {
-        return Err(Error::corrupt(
-            0,
-            format!("superblock names page size {ps}"),
-        ));
-    }
-    let per_page = (ps / SECTOR) as u64;
-    let cap_pages = data.caps().capacity_bytes() / ps as u64;
-    let read_page = |pid: u64| -> Result<Vec<u8>> {
-        let mut b = vec![0u8; ps];
-        data.read(pid * per_page, &mut b)?;
+        )
+    })
+}
+
+/// The data device's pages, `ps` bytes each, `cap` of them.
+struct Pages<'a> {
+    data: &'a DeviceRef,
+    ps: usize,
+    cap: u64,
+}
+
+impl Pages<'_> {
+    fn read(&self, pid: u64) -> Result<Vec<u8>> {
+        let mut b = vec![0u8; self.ps];
+        self.data.read(pid * (self.ps / SECTOR) as u64, &mut b)?;
         Ok(b)
-    };
-    // Intact copies in the double-write area.
-    let mut dw: BTreeMap<u64, u64> = BTreeMap::new();
-    for i in 0..u64::from(sb.dw_pages) {
-        let pid = sb.dw_start + i;
-        if pid >= cap_pages {
-            break;
-        }
-        let b = read_page(pid)?;
-        if is_zero(&b) {
-            continue;
-        }
-        let id = u64::from_le_bytes(b[8..16].try_into().unwrap_or([0xff; 8]));
-        if let Ok(lsn) = check_page(&b, id) {
-            dw.insert(id, lsn);
-        }
     }
-    let mut limit = sb.meta_page + 2;
-    if sb.meta_page >= cap_pages {
-        return Err(Error::corrupt(
-            0,
-            "superblock names a meta page beyond the device",
-        ));
+
+    /// The intact copies in the double-write area: page id to LSN.
+    fn doublewrite_copies(&self, sb: &Superblock) -> Result<BTreeMap<u64, u64>> {
+        let mut dw = BTreeMap::new();
+        for i in 0..u64::from(sb.dw_pages) {
+            let pid = sb.dw_start + i;
+            if pid >= self.cap {
+                break;
+            }
+            let b = self.read(pid)?;
+            if is_zero(&b) {
+                continue;
+            }
+            let id = u64::from_le_bytes(b[8..16].try_into().unwrap_or([0xff; 8]));
+            if let Ok(lsn) = check_page(&b, id) {
+                dw.insert(id, lsn);
+            }
+        }
+        Ok(dw)
     }
-    match decode_page(&read_page(sb.meta_page)?, sb.meta_page) {
-        Ok(p) => match p.node {
-            Node::Meta(m) => limit = limit.max(m.next_page),
-            _ => r
-                .corrupt_pages
-                .push((sb.meta_page, "meta page has the wrong kind".into())),
-        },
-        Err(e) => r.corrupt_pages.push((sb.meta_page, e.to_string())),
-    }
-    r.pages_checked += 1;
-    for pid in sb.meta_page + 1..limit.min(cap_pages) {
-        let b = read_page(pid)?;
+
+    /// Checks the meta page and every allocated page after it, noting for each corrupt one
+    /// whether opening the database repairs it.
+    fn check(&self, sb: &Superblock, dw: &BTreeMap<u64, u64>, r: &mut InspectReport) -> Result<()> {
+        let mut limit = sb.meta_page + 2;
+        if sb.meta_page >= self.cap {
+            return Err(Error::corrupt(
+                0,
+                "superblock names a meta page beyond the device",
+            ));
+        }
+        match decode_page(&self.read(sb.meta_page)?, sb.meta_page) {
+            Ok(p) => match p.node {
+                Node::Meta(m) => limit = limit.max(m.next_page),
+                _ => r
+                    .corrupt_pages
+                    .push((sb.meta_page, "meta page has the wrong kind".into())),
+            },
+            Err(e) => r.corrupt_pages.push((sb.meta_page, e.to_string())),
+        }
         r.pages_checked += 1;
-        if is_zero(&b) {
-            r.pages_unwritten += 1;
-            continue;
-        }
-        if let Err(e) = decode_page(&b, pid) {
-            let mut d = match e {
-                Error::Corruption { detail, .. } => detail,
-                other => other.to_string(),
-            };
-            if dw.contains_key(&pid) {
-                d.push_str(" (the double-write area holds an intact copy: opening the database repairs it)");
+        for pid in sb.meta_page + 1..limit.min(self.cap) {
+            let b = self.read(pid)?;
+            r.pages_checked += 1;
+            if is_zero(&b) {
+                r.pages_unwritten += 1;
+                continue;
             }
-            if sb.flash_dependent {
-                d.push_str(" (the newest copy may be in the flash cache, which inspect does not read: open the database with its flash cache)");
+            if let Err(e) = decode_page(&b, pid) {
+                let mut d = match e {
+                    Error::Corruption { detail, .. } => detail,
+                    other => other.to_string(),
+                };
+                if dw.contains_key(&pid) {
+                    d.push_str(" (the double-write area holds an intact copy: opening the database repairs it)");
+                }
+                if sb.flash_dependent {
+                    d.push_str(" (the newest copy may be in the flash cache, which inspect does not read: open the database with its flash cache)");
+                }
+                r.corrupt_pages.push((pid, d));
             }
-            r.corrupt_pages.push((pid, d));
         }
+        Ok(())
     }
+}
+
+/// The log: its header, its groups from the checkpoint on, and which corrupt pages it holds
+/// an image of (opening the database repairs those).
+fn inspect_log(
+    log: &DeviceRef,
+    sb: &Superblock,
+    dw: &BTreeMap<u64, u64>,
+    r: &mut InspectReport,
+) -> Result<()> {
     let mut lh = vec![0u8; SECTOR];
     log.read(0, &mut lh)?;
     match decode_log_header(&lh) {
@@ -294,7 +336,7 @@ pub fn inspect_devices(data: &DeviceRef, log: &DeviceRef) -> Result<InspectRepor
             }
         },
     }
-    Ok(r)
+    Ok(())
 }
 
 /// The groups `headers` describe, each vouched for when a later one was written after the log

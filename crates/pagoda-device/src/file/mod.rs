@@ -159,21 +159,7 @@ impl Counters {
 impl FileDevice {
     /// Opens (creating if missing) a regular file, or opens an existing block device.
     pub fn open(path: &Path, opts: FileOptions) -> Result<FileDevice> {
-        if !(1..=64).contains(&opts.streams) {
-            return Err(DeviceError::config(format!(
-                "streams={} is out of range for {}; use 1..=64",
-                opts.streams,
-                path.display()
-            )));
-        }
-        if let Some(c) = opts.capacity_bytes {
-            if c == 0 || !c.is_multiple_of(SECTOR_SIZE as u64) {
-                return Err(DeviceError::config(format!(
-                    "capacity {c} for {} is not a positive multiple of 4 KiB",
-                    path.display()
-                )));
-            }
-        }
+        check_options(path, &opts)?;
         let existing = std::fs::metadata(path).ok();
         let block_device = existing
             .as_ref()
@@ -186,48 +172,9 @@ impl FileDevice {
                 )));
             }
         }
-        if let Some(unit) = opts.atomic {
-            if !unit.is_power_of_two() || unit < SECTOR_SIZE {
-                return Err(DeviceError::config(format!(
-                    "atomic={unit} for {}: the kernel's atomic writes are a power of two of at \
-                     least 4 KiB; give e.g. atomic=16KiB",
-                    path.display()
-                )));
-            }
-        }
         // RWF_ATOMIC is honoured on direct I/O only.
         let direct = opts.direct || opts.atomic.is_some();
-        let mut oo = OpenOptions::new();
-        oo.read(true).write(true);
-        if !block_device {
-            oo.create(true);
-        }
-        if direct {
-            oo.custom_flags(libc::O_DIRECT);
-        }
-        let mut file = match oo.open(path) {
-            Ok(f) => f,
-            Err(e) if direct && e.raw_os_error() == Some(libc::EINVAL) => {
-                let fs = sys::fs_name_at(path);
-                return Err(match opts.atomic {
-                    Some(unit) => DeviceError::NoAtomicWrites {
-                        path: path.to_path_buf(),
-                        unit,
-                        reported: format!(
-                            "the file system holding {} ({fs}) refuses O_DIRECT, which \
-                             RWF_ATOMIC needs",
-                            path.display()
-                        ),
-                    },
-                    None => DeviceError::config(format!(
-                        "the filesystem holding {} ({fs}) refuses O_DIRECT: put the file on \
-                         ext4/xfs or drop direct=1",
-                        path.display()
-                    )),
-                });
-            }
-            Err(e) => return Err(DeviceError::io(path, e)),
-        };
+        let mut file = open_file(path, &opts, block_device, direct)?;
         let checked = if direct {
             check_dio_alignment(path, &file).and_then(|()| atomic_unit(path, &file, opts.atomic))
         } else {
@@ -245,31 +192,9 @@ impl FileDevice {
             }
         };
         let capacity = if block_device {
-            let size = file
-                .seek(SeekFrom::End(0))
-                .map_err(|e| DeviceError::io(path, e))?;
-            let size = size - size % SECTOR_SIZE as u64;
-            match opts.capacity_bytes {
-                Some(c) if c > size => {
-                    return Err(DeviceError::config(format!(
-                        "capacity {c} is larger than block device {} ({size} bytes); give a \
-                         smaller capacity or none",
-                        path.display()
-                    )))
-                }
-                Some(c) => c,
-                None => size,
-            }
+            device_capacity(path, &mut file, opts.capacity_bytes)?
         } else {
-            let len = file.metadata().map_err(|e| DeviceError::io(path, e))?.len();
-            let want = opts.capacity_bytes.unwrap_or_else(|| {
-                let own = len - len % SECTOR_SIZE as u64;
-                own.max(DEFAULT_FILE_CAPACITY)
-            });
-            if len < want {
-                file.set_len(want).map_err(|e| DeviceError::io(path, e))?;
-            }
-            want
+            file_capacity(path, &file, opts.capacity_bytes)?
         };
         if capacity < SECTOR_SIZE as u64 {
             return Err(DeviceError::config(format!(
@@ -623,4 +548,101 @@ impl BlockDevice for FileDevice {
             }
         )
     }
+}
+
+/// The options a file device refuses before touching the file: streams, capacity, atomic
+/// unit.
+fn check_options(path: &Path, opts: &FileOptions) -> Result<()> {
+    if !(1..=64).contains(&opts.streams) {
+        return Err(DeviceError::config(format!(
+            "streams={} is out of range for {}; use 1..=64",
+            opts.streams,
+            path.display()
+        )));
+    }
+    if let Some(c) = opts.capacity_bytes {
+        if c == 0 || !c.is_multiple_of(SECTOR_SIZE as u64) {
+            return Err(DeviceError::config(format!(
+                "capacity {c} for {} is not a positive multiple of 4 KiB",
+                path.display()
+            )));
+        }
+    }
+    if let Some(unit) = opts.atomic {
+        if !unit.is_power_of_two() || unit < SECTOR_SIZE {
+            return Err(DeviceError::config(format!(
+                "atomic={unit} for {}: the kernel's atomic writes are a power of two of at \
+                 least 4 KiB; give e.g. atomic=16KiB",
+                path.display()
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Opens (a regular file: creates) `path` for reading and writing, with O_DIRECT when
+/// `direct`; a file system that refuses O_DIRECT is named in the error.
+fn open_file(path: &Path, opts: &FileOptions, block_device: bool, direct: bool) -> Result<File> {
+    let mut oo = OpenOptions::new();
+    oo.read(true).write(true);
+    if !block_device {
+        oo.create(true);
+    }
+    if direct {
+        oo.custom_flags(libc::O_DIRECT);
+    }
+    match oo.open(path) {
+        Ok(f) => Ok(f),
+        Err(e) if direct && e.raw_os_error() == Some(libc::EINVAL) => {
+            let fs = sys::fs_name_at(path);
+            Err(match opts.atomic {
+                Some(unit) => DeviceError::NoAtomicWrites {
+                    path: path.to_path_buf(),
+                    unit,
+                    reported: format!(
+                        "the file system holding {} ({fs}) refuses O_DIRECT, which \
+                         RWF_ATOMIC needs",
+                        path.display()
+                    ),
+                },
+                None => DeviceError::config(format!(
+                    "the filesystem holding {} ({fs}) refuses O_DIRECT: put the file on \
+                     ext4/xfs or drop direct=1",
+                    path.display()
+                )),
+            })
+        }
+        Err(e) => Err(DeviceError::io(path, e)),
+    }
+}
+
+/// A block device's capacity: its size in whole sectors, or the smaller one asked for.
+fn device_capacity(path: &Path, file: &mut File, asked: Option<u64>) -> Result<u64> {
+    let size = file
+        .seek(SeekFrom::End(0))
+        .map_err(|e| DeviceError::io(path, e))?;
+    let size = size - size % SECTOR_SIZE as u64;
+    match asked {
+        Some(c) if c > size => Err(DeviceError::config(format!(
+            "capacity {c} is larger than block device {} ({size} bytes); give a smaller \
+             capacity or none",
+            path.display()
+        ))),
+        Some(c) => Ok(c),
+        None => Ok(size),
+    }
+}
+
+/// A regular file's capacity: the one asked for, else its own size in whole sectors (at
+/// least the default); the file grows to it.
+fn file_capacity(path: &Path, file: &File, asked: Option<u64>) -> Result<u64> {
+    let len = file.metadata().map_err(|e| DeviceError::io(path, e))?.len();
+    let want = asked.unwrap_or_else(|| {
+        let own = len - len % SECTOR_SIZE as u64;
+        own.max(DEFAULT_FILE_CAPACITY)
+    });
+    if len < want {
+        file.set_len(want).map_err(|e| DeviceError::io(path, e))?;
+    }
+    Ok(want)
 }

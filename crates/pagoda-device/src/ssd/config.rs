@@ -373,6 +373,25 @@ impl SsdConfig {
 
     /// Validates and derives the geometry.
     pub fn geometry(&self) -> Result<Geometry> {
+        self.check_host_view()?;
+        self.check_flash_array()?;
+        let cfg = |m: String| Err(DeviceError::config(m));
+        let units_per_page = (self.page_size_bytes / SECTOR_SIZE) as u32;
+        let oob_needed = units_per_page as usize * OOB_BYTES_PER_UNIT;
+        if self.spare_bytes_per_page < oob_needed {
+            return cfg(format!(
+                "spare={} B per page cannot hold the {oob_needed} B of out-of-band metadata \
+                 ({units_per_page} units x {OOB_BYTES_PER_UNIT} B); raise spare",
+                self.spare_bytes_per_page
+            ));
+        }
+        self.check_timing()?;
+        super::layout::derive(self, units_per_page)
+    }
+
+    /// What the host sees: capacity, over-provisioning, streams, atomic unit, split, time
+    /// scale.
+    fn check_host_view(&self) -> Result<()> {
         let cfg = |m: String| Err(DeviceError::config(m));
         if self.capacity_bytes == 0 || !self.capacity_bytes.is_multiple_of(UNIT) {
             return cfg(format!(
@@ -418,6 +437,12 @@ impl SsdConfig {
                 self.time_scale
             ));
         }
+        Ok(())
+    }
+
+    /// The flash array: channels, dies, planes, block and page sizes.
+    fn check_flash_array(&self) -> Result<()> {
+        let cfg = |m: String| Err(DeviceError::config(m));
         for (k, v, max) in [
             ("channels", self.channels, 64),
             ("dies", self.dies_per_channel, 64),
@@ -451,15 +476,12 @@ impl SsdConfig {
                 self.page_size_bytes
             ));
         }
-        let units_per_page = (self.page_size_bytes / SECTOR_SIZE) as u32;
-        let oob_needed = units_per_page as usize * OOB_BYTES_PER_UNIT;
-        if self.spare_bytes_per_page < oob_needed {
-            return cfg(format!(
-                "spare={} B per page cannot hold the {oob_needed} B of out-of-band metadata \
-                 ({units_per_page} units x {OOB_BYTES_PER_UNIT} B); raise spare",
-                self.spare_bytes_per_page
-            ));
-        }
+        Ok(())
+    }
+
+    /// Latencies, bandwidths, the garbage-collection thresholds and the write cache.
+    fn check_timing(&self) -> Result<()> {
+        let cfg = |m: String| Err(DeviceError::config(m));
         for (k, v) in [
             ("read_us", self.read_us),
             ("program_us", self.program_us),
@@ -490,8 +512,7 @@ impl SsdConfig {
                 self.cache_bytes
             ));
         }
-
-        super::layout::derive(self, units_per_page)
+        Ok(())
     }
 }
 

@@ -17,7 +17,7 @@
 //! (3) the log is durable up to its page LSN (the WAL rule, asserted before every write).
 
 use crate::error::{Error, Failure, Result};
-use crate::format::{decode_page, is_zero, Page, SECTOR};
+use crate::format::{Page, SECTOR};
 use crate::probe::Sabotage;
 use crate::stream::Stream;
 use crate::wal::Wal;
@@ -37,6 +37,7 @@ pub(crate) mod flash_cache;
 mod held;
 mod hint;
 mod lru;
+mod miss;
 mod runs;
 mod torn;
 mod trace;
@@ -483,160 +484,6 @@ impl Pool {
             }
         }
         self.read_raw(pid)
-    }
-
-    /// Pins the frame of `pid`, loading it when missing (`load = None` installs `install`
-    /// instead of reading).
-    fn pin(&self, pid: u64, install: Option<&mut Option<Page>>) -> Result<Pin<'_>> {
-        self.trace.record(pid);
-        let mut attempts = 0;
-        let mut waiting = None;
-        loop {
-            if let Some(pin) = self.pin_resident(pid) {
-                return Ok(pin);
-            }
-            let mut inner = self.inner.lock();
-            // Mappings change only under `inner`: a miss seen here is a miss.
-            if let Some(idx) = self.lookup_pin(pid) {
-                self.promote(&mut inner, idx);
-                drop(inner);
-                return Ok(Pin { pool: self, idx });
-            }
-            let Some(idx) = self.victim(&mut inner) else {
-                drop(inner);
-                attempts += 1;
-                // Frames free up as the cleaner writes pages, which may wait for the log to
-                // become durable: give up after a while in which no frame came free and the
-                // cleaner freed none (others may take the ones it frees), not after a number
-                // of quick retries that a slow sync outlasts.
-                let since = *waiting.get_or_insert_with(std::time::Instant::now);
-                if attempts > 50 && since.elapsed() > PIN_PATIENCE {
-                    return Err(Error::BufferFull);
-                }
-                let cleaned = self.clean_batch(None)?;
-                if cleaned > 0 {
-                    waiting = None;
-                } else if attempts > 50 {
-                    std::thread::sleep(std::time::Duration::from_micros(100));
-                }
-                if attempts > 2 {
-                    std::thread::yield_now();
-                }
-                continue;
-            };
-            let frame = &self.frames[idx as usize];
-            let old = inner.ids[idx as usize];
-            if old != u64::MAX {
-                // Unmap under the shard's write lock: no pin or page-table hit can arrive after
-                // this check (a hint's hit is refused once `mapped` no longer names the page).
-                let mut t = self.shard(old).write();
-                if !self.evictable(idx) {
-                    drop(t);
-                    inner.lru.insert_mid(idx);
-                    continue;
-                }
-                t.remove(&old);
-                frame.mapped.store(u64::MAX, Ordering::Release);
-            }
-            let Some(mut guard) = frame.latch.try_write() else {
-                // Someone still holds the latch (should not happen for an unpinned frame):
-                // keep the frame, unmapped, in the list.
-                inner.ids[idx as usize] = u64::MAX;
-                inner.lru.insert_mid(idx);
-                inner.free.retain(|&f| f != idx);
-                continue;
-            };
-            if old != u64::MAX {
-                self.counters.evictions.fetch_add(1, Ordering::Relaxed);
-                self.left_dram(old);
-            }
-            // A clean page leaving DRAM goes to the flash cache too (pages `all`).
-            let evicted = match &self.flash {
-                Some(fc)
-                    if old != u64::MAX && fc.caches_clean() && !frame.state.lock().relabeled =>
-                {
-                    guard.take().map(|p| (p, fc.stage_mark()))
-                }
-                _ => None,
-            };
-            inner.ids[idx as usize] = pid;
-            self.young_at[idx as usize].store(UNSET, Ordering::Relaxed);
-            inner.lru.insert_mid(idx);
-            frame.pin.fetch_add(1, Ordering::Acquire);
-            {
-                let mut t = self.shard(pid).write();
-                t.insert(pid, idx);
-                frame.mapped.store(pid, Ordering::Release);
-                self.hints.remember(pid, idx);
-            }
-            drop(inner);
-            if let (Some(fc), Some((page, staged_at))) = (&self.flash, evicted) {
-                let mut bytes = Vec::with_capacity(self.page_size);
-                crate::format::encode_page(&page, self.page_size, &mut bytes);
-                fc.stage(flash_cache::Img {
-                    pid: page.id,
-                    lsn: page.lsn,
-                    bytes,
-                    dirty: false,
-                    staged_at,
-                });
-            }
-            {
-                let mut st = frame.state.lock();
-                self.set_dirty(&mut st, false);
-                st.relabeled = false;
-                st.in_progress = false;
-                st.rec_lsn = UNSET;
-                st.imaged = UNSET;
-                st.version += 1;
-            }
-            let pin = Pin { pool: self, idx };
-            let loaded = match install {
-                Some(p) => Ok(p.take()),
-                None => {
-                    self.counters.misses.fetch_add(1, Ordering::Relaxed);
-                    let read = self.read_page(pid).or_else(|e| {
-                        crate::probe::unreadable_as_empty(self.sabotage, e, pid, self.page_size)
-                    });
-                    read.and_then(|mut b| {
-                        crate::probe::trust_damaged_page(self.sabotage, &mut b, pid);
-                        if is_zero(&b) {
-                            Err(Error::corrupt(
-                                pid,
-                                "page was never written (reads as zeros)",
-                            ))
-                        } else {
-                            decode_page(&b, pid).map(Some)
-                        }
-                    })
-                }
-            };
-            match loaded {
-                Ok(p) => {
-                    *guard = p;
-                    return Ok(pin);
-                }
-                Err(e) => {
-                    *guard = None;
-                    drop(guard);
-                    let mut inner = self.inner.lock();
-                    let mut t = self.shard(pid).write();
-                    if t.get(&pid) == Some(&idx) {
-                        t.remove(&pid);
-                        self.frames[idx as usize]
-                            .mapped
-                            .store(u64::MAX, Ordering::Release);
-                        drop(t);
-                        inner.ids[idx as usize] = u64::MAX;
-                        inner.lru.unlink(idx);
-                        inner.free.push(idx);
-                        inner.resident -= 1;
-                        self.left_dram(pid);
-                    }
-                    return Err(e);
-                }
-            }
-        }
     }
 
     /// The hit path: pins `pid`'s frame if it is mapped, taking only its shard's read lock

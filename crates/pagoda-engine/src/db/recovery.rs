@@ -42,20 +42,8 @@ pub(super) fn recover(
     sb: Superblock,
     log_allocated: Option<u64>,
 ) -> Result<Recovered> {
-    let page_size = sb.page_size as usize;
     let lcaps = log.caps();
-    let mut lh = vec![0u8; SECTOR];
-    log.read(0, &mut lh)?;
-    let lhdr = decode_log_header(&lh).map_err(|e| Error::LogCorruption {
-        lsn: 0,
-        offset: 0,
-        detail: format!("log header: {e}"),
-    })?;
-    if lhdr.db_id != sb.db_id {
-        return Err(Error::config(
-            "the log device belongs to another database (ids differ); give the matching log",
-        ));
-    }
+    let lhdr = log_header(log, &sb)?;
     let obs = opts.observer.clone();
     probe::emit(&obs, Event::Recovery(RecoveryStep::ScanLog));
     let scan = wal::scan_log(
@@ -73,19 +61,7 @@ pub(super) fn recover(
         .checkpoint_lsn
         .map_or(sb.checkpoint_lsn, |c| c.min(sb.checkpoint_lsn));
     probe::emit(&obs, Event::Recovery(RecoveryStep::NewEpoch));
-    // Groups that were in flight at a crash may sit after the end: this open's groups
-    // carry a newer epoch, so the scan never takes one of those for their continuation
-    // (one sector written, instead of erasing the ring).
-    let id = LogHeader {
-        epoch: lhdr.epoch.wrapping_add(1),
-        ..lhdr
-    };
-    log.write(
-        0,
-        &encode_log_header(&id),
-        WriteHints::stream(Stream::Log.on(&lcaps)),
-    )?;
-    log.flush()?;
+    let id = new_epoch(log, lhdr)?;
     let wal = Arc::new(
         Wal::new(
             log.clone(),
@@ -100,20 +76,7 @@ pub(super) fn recover(
         .prepared(log_ready(opts, log_allocated, sb.log_capacity, scan.end)),
     );
     let sb = forget_flash_cache(opts, data, sb)?;
-    let flash = open_flash(opts, data, log, &sb)?;
-    let frames = opts.buffer_bytes / page_size;
-    let pool = Pool::new(
-        data.clone(),
-        page_size,
-        frames,
-        opts.torn,
-        sb.dw_start,
-        sb.dw_pages as usize,
-        wal.clone(),
-    )
-    .with_spill(opts.spill_bytes() / page_size)
-    .with_flash(flash)
-    .sabotaged(opts.sabotage);
+    let pool = open_pool(opts, data, log, &sb, &wal)?;
     pool.applied.store(scan.end, Ordering::Release);
     let mut rec = RecoveryStats {
         checkpoint_lsn: sb.checkpoint_lsn,
@@ -155,24 +118,7 @@ pub(super) fn recover(
     rec.records_replayed = scan.records.len() as u64;
     rec.last_cts = last_cts.max(sb.checkpoint_cts);
     if !corrupt.is_empty() && !opts.allow_corrupt {
-        let all: Vec<u64> = corrupt.iter().copied().collect();
-        // Say why the first page failed (checksum, identity), as a read of it would.
-        let why = pool
-            .read_page(all[0])
-            .ok()
-            .and_then(|b| crate::format::decode_page(&b, all[0]).err())
-            .map_or(String::new(), |e| match e {
-                Error::Corruption { detail, .. } => format!("; page {}: {detail}", all[0]),
-                _ => String::new(),
-            });
-        return Err(Error::Corruption {
-            page_id: all[0],
-            all_pages: all,
-            detail: format!(
-                "torn or damaged page(s) found during recovery (torn mode none cannot repair \
-                 them){why}"
-            ),
-        });
+        return Err(unrepaired(&pool, &corrupt));
     }
     rec.corrupt_pages = corrupt.iter().copied().collect();
     Ok(Recovered {
@@ -182,6 +128,88 @@ pub(super) fn recover(
         stats: rec,
         corrupt,
     })
+}
+
+/// The buffer pool over `data`, with the flash cache when the options name one (its
+/// directory rebuilt from the cache device).
+fn open_pool(
+    opts: &DbOptions,
+    data: &DeviceRef,
+    log: &DeviceRef,
+    sb: &Superblock,
+    wal: &Arc<Wal>,
+) -> Result<Pool> {
+    let page_size = sb.page_size as usize;
+    let flash = open_flash(opts, data, log, sb)?;
+    Ok(Pool::new(
+        data.clone(),
+        page_size,
+        opts.buffer_bytes / page_size,
+        opts.torn,
+        sb.dw_start,
+        sb.dw_pages as usize,
+        wal.clone(),
+    )
+    .with_spill(opts.spill_bytes() / page_size)
+    .with_flash(flash)
+    .sabotaged(opts.sabotage))
+}
+
+/// The log device's header, which must name this database.
+fn log_header(log: &DeviceRef, sb: &Superblock) -> Result<LogHeader> {
+    let mut lh = vec![0u8; SECTOR];
+    log.read(0, &mut lh)?;
+    let lhdr = decode_log_header(&lh).map_err(|e| Error::LogCorruption {
+        lsn: 0,
+        offset: 0,
+        detail: format!("log header: {e}"),
+    })?;
+    if lhdr.db_id != sb.db_id {
+        return Err(Error::config(
+            "the log device belongs to another database (ids differ); give the matching log",
+        ));
+    }
+    Ok(lhdr)
+}
+
+/// Writes the log header of this open's epoch, durable before any group of it: groups that
+/// were in flight at a crash may sit after the end, and this open's groups carry a newer
+/// epoch, so the scan never takes one of those for their continuation (one sector written,
+/// instead of erasing the ring).
+fn new_epoch(log: &DeviceRef, lhdr: LogHeader) -> Result<LogHeader> {
+    let id = LogHeader {
+        epoch: lhdr.epoch.wrapping_add(1),
+        ..lhdr
+    };
+    log.write(
+        0,
+        &encode_log_header(&id),
+        WriteHints::stream(Stream::Log.on(&log.caps())),
+    )?;
+    log.flush()?;
+    Ok(id)
+}
+
+/// The error for pages recovery found torn or damaged and could not repair (torn mode
+/// none), saying why the first failed (checksum, identity) as a read of it would.
+fn unrepaired(pool: &Pool, corrupt: &BTreeSet<u64>) -> Error {
+    let all: Vec<u64> = corrupt.iter().copied().collect();
+    let why = pool
+        .read_page(all[0])
+        .ok()
+        .and_then(|b| crate::format::decode_page(&b, all[0]).err())
+        .map_or(String::new(), |e| match e {
+            Error::Corruption { detail, .. } => format!("; page {}: {detail}", all[0]),
+            _ => String::new(),
+        });
+    Error::Corruption {
+        page_id: all[0],
+        all_pages: all,
+        detail: format!(
+            "torn or damaged page(s) found during recovery (torn mode none cannot repair \
+             them){why}"
+        ),
+    }
 }
 
 /// Checks the checksum of every allocated page (except those recovery will overwrite).
@@ -240,18 +268,51 @@ fn redo(
     rec: &mut RecoveryStats,
 ) -> Result<u64> {
     let none = opts.torn == TornMode::None;
-    let mut last_cts = 0;
+    let last_cts = records.iter().map(|(_, r)| r.cts).max().unwrap_or(0);
+    let dropped: BTreeSet<_> = records
+        .iter()
+        .flat_map(|(_, r)| &r.ops)
+        .filter_map(|op| match op {
+            RedoOp::DropTable { table } => Some(*table),
+            _ => None,
+        })
+        .collect();
+    install_images(pool, records, none, corrupt, rec)?;
+    let catalog_root = meta + 1;
+    let replay = Replay {
+        pool,
+        meta,
+        records,
+        none,
+    };
+    replay.run(&|t| (t == CATALOG).then_some(catalog_root), corrupt)?;
+    let roots = table_roots(pool, catalog_root)?;
+    replay.run(
+        &|t| {
+            if t == CATALOG || dropped.contains(&t) {
+                None
+            } else {
+                roots.get(&t).copied()
+            }
+        },
+        corrupt,
+    )?;
+    Ok(last_cts)
+}
+
+/// Installs the newest image the log holds of each page, where the page on the device is
+/// older (or torn: repaired; torn mode none cannot repair it, the page is noted corrupt).
+fn install_images(
+    pool: &Pool,
+    records: &[(u64, CommitRecord)],
+    none: bool,
+    corrupt: &mut BTreeSet<u64>,
+    rec: &mut RecoveryStats,
+) -> Result<()> {
     let mut latest: BTreeMap<u64, (u64, &Node)> = BTreeMap::new();
-    let mut dropped = BTreeSet::new();
     for (lsn, r) in records {
-        last_cts = last_cts.max(r.cts);
         for (pid, node) in &r.images {
             latest.insert(*pid, (*lsn, node));
-        }
-        for op in &r.ops {
-            if let RedoOp::DropTable { table } = op {
-                dropped.insert(*table);
-            }
         }
     }
     for (pid, (lsn, node)) in latest {
@@ -274,13 +335,48 @@ fn redo(
         })?;
         w.modified_at(lsn);
     }
-    let catalog_root = meta + 1;
-    let replay = |table_filter: &dyn Fn(u32) -> Option<u64>,
-                  corrupt: &mut BTreeSet<u64>|
-     -> Result<()> {
-        for (lsn, r) in records {
-            // Decide per operation before the record changes any leaf: a leaf whose LSN is
-            // at least the record's already holds all of the record's effects.
+    Ok(())
+}
+
+/// Every table's root, from the catalog.
+fn table_roots(pool: &Pool, catalog_root: u64) -> Result<HashMap<u32, u64>> {
+    let mut roots = HashMap::new();
+    let mut cursor = Bound::Unbounded;
+    loop {
+        let b = btree::batch(pool, catalog_root, &cursor, false)?;
+        for (_, v) in &b.entries {
+            if let Some(t) = decode_table(&btree::load_value(pool, v)?) {
+                roots.insert(t.id, t.root);
+            }
+        }
+        match b.fence {
+            Some(f) => cursor = Bound::Included(f),
+            None => break,
+        }
+    }
+    Ok(roots)
+}
+
+/// The logical redo of the log's records over the trees.
+struct Replay<'a> {
+    pool: &'a Pool,
+    meta: u64,
+    records: &'a [(u64, CommitRecord)],
+    /// Torn mode none: a damaged leaf is noted corrupt, not an error.
+    none: bool,
+}
+
+impl Replay<'_> {
+    /// Replays the operations on the tables `table_filter` gives a root for. Each record is
+    /// decided per operation before it changes any leaf: a leaf whose LSN is at least the
+    /// record's already holds all of the record's effects.
+    fn run(
+        &self,
+        table_filter: &dyn Fn(u32) -> Option<u64>,
+        corrupt: &mut BTreeSet<u64>,
+    ) -> Result<()> {
+        let (pool, meta, none) = (self.pool, self.meta, self.none);
+        for (lsn, r) in self.records {
             let mut todo = Vec::with_capacity(r.ops.len());
             for op in &r.ops {
                 let (table, key, val) = match op {
@@ -314,33 +410,7 @@ fn redo(
             pool.stamp(&touched, *lsn, &BTreeSet::new())?;
         }
         Ok(())
-    };
-    replay(&|t| (t == CATALOG).then_some(catalog_root), corrupt)?;
-    let mut roots = HashMap::new();
-    let mut cursor = Bound::Unbounded;
-    loop {
-        let b = btree::batch(pool, catalog_root, &cursor, false)?;
-        for (_, v) in &b.entries {
-            if let Some(t) = decode_table(&btree::load_value(pool, v)?) {
-                roots.insert(t.id, t.root);
-            }
-        }
-        match b.fence {
-            Some(f) => cursor = Bound::Included(f),
-            None => break,
-        }
     }
-    replay(
-        &|t| {
-            if t == CATALOG || dropped.contains(&t) {
-                None
-            } else {
-                roots.get(&t).copied()
-            }
-        },
-        corrupt,
-    )?;
-    Ok(last_cts)
 }
 
 /// Ring bytes of the log known written (`None`: all of them): what the caller says, or what

@@ -140,7 +140,14 @@ impl Scan<'_> {
             }
             self.buf.extend(out);
         }
-        match b.fence {
+        self.advance(b.fence);
+        Ok(())
+    }
+
+    /// Moves the cursor past the leaf just read (whose fence is `fence`), or ends the scan
+    /// at the last leaf or past the range's far bound.
+    fn advance(&mut self, fence: Option<Vec<u8>>) {
+        match fence {
             None => self.done = true,
             Some(f) => {
                 if self.reverse {
@@ -167,7 +174,6 @@ impl Scan<'_> {
                 }
             }
         }
-        Ok(())
     }
 }
 

@@ -192,131 +192,163 @@ pub fn run(
         RunLimit::Duration(d) => Some(measure_start + d),
         RunLimit::Ops(_) => None,
     };
-    let claimed = AtomicU64::new(0);
-    let done = AtomicU64::new(0);
-    let running = AtomicUsize::new(cfg.threads);
-    let stop = AtomicBool::new(false);
-    let first_error: Mutex<Option<String>> = Mutex::new(None);
-    let results: Mutex<Vec<(Vec<OpStats>, u64, Instant)>> = Mutex::new(Vec::new());
-
+    let run = Clients {
+        cfg,
+        names: &names,
+        measure_start,
+        end,
+        claimed: AtomicU64::new(0),
+        done: AtomicU64::new(0),
+        running: AtomicUsize::new(cfg.threads),
+        stop: AtomicBool::new(false),
+        first_error: Mutex::new(None),
+        results: Mutex::new(Vec::new()),
+    };
     std::thread::scope(|scope| {
         for thread in 0..cfg.threads {
-            let names = &names;
-            let (claimed, done, running, stop) = (&claimed, &done, &running, &stop);
-            let (first_error, results) = (&first_error, &results);
-            scope.spawn(move || {
-                let mut worker = workload.worker(thread, thread_seed(cfg.seed, thread));
-                let mut txns = TxnRunner::new(cfg.max_retries);
-                txns.window.set_depth(cfg.pipeline_depth);
-                let mut stats: Vec<OpStats> = names.iter().map(|n| OpStats::new(n)).collect();
-                let mut warmup_ops = 0u64;
-                let mut complete = |o: Outcome| {
-                    if let Err(e) = &o.status {
-                        let mut fe = first_error.lock();
-                        if fe.is_none() {
-                            *fe = Some(format!("{}: {e}", names.get(o.op).unwrap_or(&"?")));
-                        }
-                    }
-                    if o.warming {
-                        warmup_ops += 1;
-                        return;
-                    }
-                    if end.is_some_and(|e| o.at > e) {
-                        return;
-                    }
-                    if let Some(s) = stats.get_mut(o.op) {
-                        s.record(&o.status, o.nanos, o.conflicts);
-                    }
-                    done.fetch_add(1, Ordering::Relaxed);
-                };
-                loop {
-                    if stop.load(Ordering::Relaxed) {
-                        break;
-                    }
-                    let now = Instant::now();
-                    let warming = now < measure_start;
-                    if !warming {
-                        match cfg.limit {
-                            RunLimit::Ops(n) => {
-                                if claimed.fetch_add(1, Ordering::Relaxed) >= n {
-                                    break;
-                                }
-                            }
-                            RunLimit::Duration(_) => {
-                                if end.is_some_and(|e| now >= e) {
-                                    break;
-                                }
-                            }
-                        }
-                    }
-                    txns.take_conflicts();
-                    let t0 = Instant::now();
-                    let (op, status) = if cfg.pipeline_depth > 0 {
-                        match worker.step_pipelined(store, &mut txns) {
-                            (op, Ok(Submitted::Pending(status, pending))) => {
-                                let conflicts = txns.take_conflicts();
-                                txns.window.push(InFlight {
-                                    op,
-                                    status,
-                                    pending,
-                                    t0,
-                                    warming,
-                                    conflicts,
-                                });
-                                txns.window.poll();
-                                txns.window.take_done().for_each(&mut complete);
-                                continue;
-                            }
-                            (op, Ok(Submitted::Done(s))) => (op, Ok(s)),
-                            (op, Err(e)) => (op, Err(e)),
-                        }
-                    } else {
-                        worker.step(store, &mut txns)
-                    };
-                    let conflicts = txns.take_conflicts();
-                    // Commits of the window that resolved meanwhile finished first.
-                    txns.window.poll();
-                    txns.window.take_done().for_each(&mut complete);
-                    // A synchronous operation started inside the window counts (as before
-                    // pipelining existed); a pipelined one counts only if it resolved inside.
-                    // `now` is the instant the window was checked at (a later clock reading
-                    // could fall past the end and drop an operation that did run).
-                    let mut o = Outcome::new(op, status, t0, warming, conflicts, Instant::now());
-                    o.at = now;
-                    complete(o);
-                }
-                // Drain: an operation counts only if its commit resolved inside the window.
-                txns.window.drain();
-                txns.window.take_done().for_each(&mut complete);
-                results.lock().push((stats, warmup_ops, Instant::now()));
-                running.fetch_sub(1, Ordering::Release);
-            });
+            let run = &run;
+            scope.spawn(move || run.client(store, workload, thread));
         }
-        watch(&running, &done, start, cfg, progress);
+        watch(&run.running, &run.done, start, cfg, progress);
     });
+    Ok(run.measurement())
+}
 
-    let results = results.into_inner();
-    let mut ops: Vec<OpStats> = names.iter().map(|n| OpStats::new(n)).collect();
-    let mut warmup_ops = 0;
-    let mut last = measure_start;
-    for (stats, w, finished) in &results {
-        for (acc, s) in ops.iter_mut().zip(stats) {
-            acc.merge(s);
+/// One client thread's figures: per-operation stats, warm-up operations, when it finished.
+type ClientResult = (Vec<OpStats>, u64, Instant);
+
+/// What the client threads of one run share.
+struct Clients<'a> {
+    cfg: &'a DriverConfig,
+    names: &'a [&'static str],
+    measure_start: Instant,
+    /// The end of a timed run's window.
+    end: Option<Instant>,
+    /// Operations claimed (an op-count run stops at its count).
+    claimed: AtomicU64,
+    /// Operations measured, for the progress line.
+    done: AtomicU64,
+    running: AtomicUsize,
+    stop: AtomicBool,
+    first_error: Mutex<Option<String>>,
+    results: Mutex<Vec<ClientResult>>,
+}
+
+impl Clients<'_> {
+    /// Whether client threads take another operation now (`now` is past the warm-up).
+    fn go_on(&self, now: Instant) -> bool {
+        match self.cfg.limit {
+            RunLimit::Ops(n) => self.claimed.fetch_add(1, Ordering::Relaxed) < n,
+            RunLimit::Duration(_) => self.end.is_none_or(|e| now < e),
         }
-        warmup_ops += w;
-        last = last.max(*finished);
     }
-    let duration = match end {
-        // A timed run is measured over its planned window (threads finish within one op).
-        Some(e) => e.min(last).saturating_duration_since(measure_start),
-        None => last.saturating_duration_since(measure_start),
-    };
-    Ok(Measurement {
-        ops,
-        duration,
-        warmup_ops,
-        first_error: first_error.into_inner(),
-    })
+
+    /// Client `thread`: runs the workload's operations until the run's limit, each counted
+    /// when it completes (a pipelined commit when it resolves).
+    fn client(&self, store: &dyn Store, workload: &dyn Workload, thread: usize) {
+        let cfg = self.cfg;
+        let mut worker = workload.worker(thread, thread_seed(cfg.seed, thread));
+        let mut txns = TxnRunner::new(cfg.max_retries);
+        txns.window.set_depth(cfg.pipeline_depth);
+        let mut stats: Vec<OpStats> = self.names.iter().map(|n| OpStats::new(n)).collect();
+        let mut warmup_ops = 0u64;
+        let mut complete = |o: Outcome| {
+            if let Err(e) = &o.status {
+                let mut fe = self.first_error.lock();
+                if fe.is_none() {
+                    *fe = Some(format!("{}: {e}", self.names.get(o.op).unwrap_or(&"?")));
+                }
+            }
+            if o.warming {
+                warmup_ops += 1;
+                return;
+            }
+            if self.end.is_some_and(|e| o.at > e) {
+                return;
+            }
+            if let Some(s) = stats.get_mut(o.op) {
+                s.record(&o.status, o.nanos, o.conflicts);
+            }
+            self.done.fetch_add(1, Ordering::Relaxed);
+        };
+        loop {
+            if self.stop.load(Ordering::Relaxed) {
+                break;
+            }
+            let now = Instant::now();
+            let warming = now < self.measure_start;
+            if !warming && !self.go_on(now) {
+                break;
+            }
+            txns.take_conflicts();
+            let t0 = Instant::now();
+            let (op, status) = if cfg.pipeline_depth > 0 {
+                match worker.step_pipelined(store, &mut txns) {
+                    (op, Ok(Submitted::Pending(status, pending))) => {
+                        let conflicts = txns.take_conflicts();
+                        txns.window.push(InFlight {
+                            op,
+                            status,
+                            pending,
+                            t0,
+                            warming,
+                            conflicts,
+                        });
+                        txns.window.poll();
+                        txns.window.take_done().for_each(&mut complete);
+                        continue;
+                    }
+                    (op, Ok(Submitted::Done(s))) => (op, Ok(s)),
+                    (op, Err(e)) => (op, Err(e)),
+                }
+            } else {
+                worker.step(store, &mut txns)
+            };
+            let conflicts = txns.take_conflicts();
+            // Commits of the window that resolved meanwhile finished first.
+            txns.window.poll();
+            txns.window.take_done().for_each(&mut complete);
+            // A synchronous operation started inside the window counts (as before
+            // pipelining existed); a pipelined one counts only if it resolved inside.
+            // `now` is the instant the window was checked at (a later clock reading could
+            // fall past the end and drop an operation that did run).
+            let mut o = Outcome::new(op, status, t0, warming, conflicts, Instant::now());
+            o.at = now;
+            complete(o);
+        }
+        // Drain: an operation counts only if its commit resolved inside the window.
+        txns.window.drain();
+        txns.window.take_done().for_each(&mut complete);
+        self.results
+            .lock()
+            .push((stats, warmup_ops, Instant::now()));
+        self.running.fetch_sub(1, Ordering::Release);
+    }
+
+    /// The clients' figures merged, over the measured window.
+    fn measurement(self) -> Measurement {
+        let mut ops: Vec<OpStats> = self.names.iter().map(|n| OpStats::new(n)).collect();
+        let mut warmup_ops = 0;
+        let mut last = self.measure_start;
+        for (stats, w, finished) in &self.results.into_inner() {
+            for (acc, s) in ops.iter_mut().zip(stats) {
+                acc.merge(s);
+            }
+            warmup_ops += w;
+            last = last.max(*finished);
+        }
+        let duration = match self.end {
+            // A timed run is measured over its planned window (threads finish within one op).
+            Some(e) => e.min(last).saturating_duration_since(self.measure_start),
+            None => last.saturating_duration_since(self.measure_start),
+        };
+        Measurement {
+            ops,
+            duration,
+            warmup_ops,
+            first_error: self.first_error.into_inner(),
+        }
+    }
 }
 
 fn watch(

@@ -151,21 +151,17 @@ fn upsert_link(
     t.put(LINK, &lk, &link.encode())
 }
 
-impl Worker for LinkWorker<'_> {
-    fn step(
+impl LinkWorker<'_> {
+    /// Adds, deletes or updates a link (keeping the time index and the count in step).
+    fn write_link(
         &mut self,
+        op: usize,
         store: &dyn Store,
         txns: &mut TxnRunner,
-    ) -> (usize, Result<OpStatus, StoreError>) {
+        now: u64,
+    ) -> Result<OpStatus, StoreError> {
         let run = self.run;
-        let u = self.rng.gen::<f64>() * 100.0;
-        let op = run
-            .cumulative
-            .iter()
-            .position(|&c| u < c)
-            .unwrap_or(run.last_op);
-        let now = run.clock.tick();
-        let r = match op {
+        match op {
             ADD_LINK => {
                 let id1 = self.pick(&run.link_write);
                 let lt = self.link_type();
@@ -196,7 +192,7 @@ impl Worker for LinkWorker<'_> {
                     Ok(Finish::Commit(OpStatus::Ok))
                 })
             }
-            UPDATE_LINK => {
+            _ => {
                 let id1 = self.pick(&run.link_write);
                 let (lt, id2) = self.existing_link(id1);
                 let data = self.link_payload();
@@ -209,6 +205,18 @@ impl Worker for LinkWorker<'_> {
                     Ok(Finish::Commit(OpStatus::Ok))
                 })
             }
+        }
+    }
+
+    /// Counts a node's links of a type, reads a link, or lists a node's newest links.
+    fn read_link(
+        &mut self,
+        op: usize,
+        store: &dyn Store,
+        txns: &mut TxnRunner,
+    ) -> Result<OpStatus, StoreError> {
+        let run = self.run;
+        match op {
             COUNT_LINK => {
                 let id1 = self.pick(&run.link_read);
                 let lt = self.link_type();
@@ -231,7 +239,7 @@ impl Worker for LinkWorker<'_> {
                     ))
                 })
             }
-            GET_LINK_LIST => {
+            _ => {
                 let id1 = self.pick(&run.link_read);
                 let lt = self.link_type();
                 let limit = run.cfg.max_link_list;
@@ -241,6 +249,19 @@ impl Worker for LinkWorker<'_> {
                     Ok(Finish::Commit(OpStatus::Ok))
                 })
             }
+        }
+    }
+
+    /// Reads, adds, updates or deletes a node.
+    fn node_op(
+        &mut self,
+        op: usize,
+        store: &dyn Store,
+        txns: &mut TxnRunner,
+        now: u64,
+    ) -> Result<OpStatus, StoreError> {
+        let run = self.run;
+        match op {
             GET_NODE => {
                 let id = self.pick(&run.node_read);
                 txns.run(store, true, |t| {
@@ -292,6 +313,28 @@ impl Worker for LinkWorker<'_> {
                     })
                 })
             }
+        }
+    }
+}
+
+impl Worker for LinkWorker<'_> {
+    fn step(
+        &mut self,
+        store: &dyn Store,
+        txns: &mut TxnRunner,
+    ) -> (usize, Result<OpStatus, StoreError>) {
+        let run = self.run;
+        let u = self.rng.gen::<f64>() * 100.0;
+        let op = run
+            .cumulative
+            .iter()
+            .position(|&c| u < c)
+            .unwrap_or(run.last_op);
+        let now = run.clock.tick();
+        let r = match op {
+            ADD_LINK | DELETE_LINK | UPDATE_LINK => self.write_link(op, store, txns, now),
+            COUNT_LINK | GET_LINK | GET_LINK_LIST => self.read_link(op, store, txns),
+            _ => self.node_op(op, store, txns, now),
         };
         (op, r)
     }

@@ -189,9 +189,23 @@ fn load_district(
     wid: u32,
     d: u32,
 ) -> Result<(), WorkloadError> {
+    let now = now();
+    load_customers(w, rng, cfg, seed, (wid, d), now)?;
+    load_orders(w, rng, cfg, (wid, d), now)
+}
+
+/// District `d` of warehouse `wid`'s customers, each with its name index entry and one
+/// history row.
+fn load_customers(
+    w: &mut Writer<'_>,
+    rng: &mut SmallRng,
+    cfg: &TpccConfig,
+    seed: u64,
+    (wid, d): (u32, u32),
+    now: i64,
+) -> Result<(), WorkloadError> {
     let customers = cfg.scale.customers_per_district;
     let c_load = CConstants::from_seed(seed).c_last_load;
-    let now = now();
     for c in 1..=customers {
         let last = if c <= 1000 {
             last_name(c - 1)
@@ -241,7 +255,19 @@ fn load_district(
             h.encode(),
         )?;
     }
-    // Orders: one per customer, customers in a random permutation.
+    Ok(())
+}
+
+/// District `d` of warehouse `wid`'s orders: one per customer, customers in a random
+/// permutation, with their lines; the newest are new orders, not yet delivered.
+fn load_orders(
+    w: &mut Writer<'_>,
+    rng: &mut SmallRng,
+    cfg: &TpccConfig,
+    (wid, d): (u32, u32),
+    now: i64,
+) -> Result<(), WorkloadError> {
+    let customers = cfg.scale.customers_per_district;
     let mut perm: Vec<u32> = (1..=customers).collect();
     perm.shuffle(rng);
     let first_new = cfg.scale.first_new_order();

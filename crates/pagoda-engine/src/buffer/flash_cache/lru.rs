@@ -17,34 +17,7 @@ impl FlashCache {
     pub(super) fn place(&self, io: &mut Io, imgs: Vec<Img>) -> Result<()> {
         let per = u64::from(self.geo.per_segment);
         for chunk in imgs.chunks(64) {
-            let pids: HashSet<u64> = chunk.iter().map(|i| i.pid).collect();
-            // Victims: free slots first, then the least recently used slots not holding a page
-            // of this chunk (its old copy must survive until the new one is synced).
-            let victims: Vec<(u32, Slot)> = {
-                let mut st = self.state.lock();
-                let mut v = Vec::with_capacity(chunk.len());
-                while v.len() < chunk.len() {
-                    if let Some(s) = st.free.pop() {
-                        v.push((s, st.slots[s as usize]));
-                        continue;
-                    }
-                    // The ring holds two batches, so a slot outside this one always exists.
-                    let Some(pick) = st
-                        .lru
-                        .values()
-                        .copied()
-                        .find(|&s| !pids.contains(&st.slots[s as usize].pid))
-                    else {
-                        return Err(Error::Internal(
-                            "flash cache (lru): no slot left to reuse".into(),
-                        ));
-                    };
-                    let t = std::mem::take(&mut st.tick[pick as usize]);
-                    st.lru.remove(&t);
-                    v.push((pick, st.slots[pick as usize]));
-                }
-                v
-            };
+            let victims = self.victims(chunk)?;
             let dirty: Vec<(u32, Slot)> = {
                 let st = self.state.lock();
                 victims
@@ -54,43 +27,9 @@ impl FlashCache {
                     .collect()
             };
             self.write_back(&dirty)?;
-            let seq0 = {
-                let mut st = self.state.lock();
-                for (s, _) in &victims {
-                    let pid = st.slots[*s as usize].pid;
-                    if pid != NONE && st.dir.get(&pid) == Some(s) {
-                        st.dir.remove(&pid);
-                    }
-                    let m = st.slots[*s as usize];
-                    if m.pid != NONE {
-                        st.valid -= 1;
-                        st.dirty -= u64::from(m.dirty);
-                    }
-                    st.slots[*s as usize] = Slot::EMPTY;
-                }
-                let seq0 = st.next_seq;
-                st.next_seq += chunk.len() as u64;
-                seq0
-            };
+            let seq0 = self.empty_slots(&victims, chunk.len());
             self.emit(FlashStep::Append);
-            let hints = WriteHints::stream(self.stream);
-            let mut metas = Vec::with_capacity(chunk.len());
-            for (k, (img, (slot, _))) in chunk.iter().zip(&victims).enumerate() {
-                let at = self.geo.slot_sector(*slot);
-                self.dev.write(at, &img.bytes, hints)?;
-                self.count_write(io, at, self.geo.page_sectors, 1);
-                metas.push((
-                    *slot,
-                    Slot {
-                        pid: img.pid,
-                        lsn: img.lsn,
-                        seq: seq0 + k as u64,
-                        crc: img.crc(),
-                        dirty: img.dirty,
-                        referenced: false,
-                    },
-                ));
-            }
+            let metas = self.write_slots(io, chunk, &victims, seq0)?;
             // Headers after slots: each segment's entries as they will be once installed
             // (other slots as they are now, so an old copy stays findable until then).
             let segs: BTreeSet<u32> = metas
@@ -123,6 +62,85 @@ impl FlashCache {
             }
         }
         Ok(())
+    }
+
+    /// The slots `chunk` goes to: free slots first, then the least recently used slots not
+    /// holding a page of this chunk (its old copy must survive until the new one is synced).
+    fn victims(&self, chunk: &[Img]) -> Result<Vec<(u32, Slot)>> {
+        let pids: HashSet<u64> = chunk.iter().map(|i| i.pid).collect();
+        let mut st = self.state.lock();
+        let mut v = Vec::with_capacity(chunk.len());
+        while v.len() < chunk.len() {
+            if let Some(s) = st.free.pop() {
+                v.push((s, st.slots[s as usize]));
+                continue;
+            }
+            // The ring holds two batches, so a slot outside this one always exists.
+            let Some(pick) = st
+                .lru
+                .values()
+                .copied()
+                .find(|&s| !pids.contains(&st.slots[s as usize].pid))
+            else {
+                return Err(Error::Internal(
+                    "flash cache (lru): no slot left to reuse".into(),
+                ));
+            };
+            let t = std::mem::take(&mut st.tick[pick as usize]);
+            st.lru.remove(&t);
+            v.push((pick, st.slots[pick as usize]));
+        }
+        Ok(v)
+    }
+
+    /// Empties the victims' slots (their pages leave the directory) and takes `n` sequence
+    /// numbers; returns the first.
+    fn empty_slots(&self, victims: &[(u32, Slot)], n: usize) -> u64 {
+        let mut st = self.state.lock();
+        for (s, _) in victims {
+            let pid = st.slots[*s as usize].pid;
+            if pid != NONE && st.dir.get(&pid) == Some(s) {
+                st.dir.remove(&pid);
+            }
+            let m = st.slots[*s as usize];
+            if m.pid != NONE {
+                st.valid -= 1;
+                st.dirty -= u64::from(m.dirty);
+            }
+            st.slots[*s as usize] = Slot::EMPTY;
+        }
+        let seq0 = st.next_seq;
+        st.next_seq += n as u64;
+        seq0
+    }
+
+    /// Writes each page of `chunk` into its victim's slot; returns the slots' new metadata.
+    fn write_slots(
+        &self,
+        io: &mut Io,
+        chunk: &[Img],
+        victims: &[(u32, Slot)],
+        seq0: u64,
+    ) -> Result<Vec<(u32, Slot)>> {
+        let hints = WriteHints::stream(self.stream);
+        let mut metas = Vec::with_capacity(chunk.len());
+        for (k, (img, (slot, _))) in chunk.iter().zip(victims).enumerate() {
+            let at = self.geo.slot_sector(*slot);
+            self.dev.write(at, &img.bytes, hints)?;
+            self.count_write(io, at, self.geo.page_sectors, 1);
+            metas.push((
+                *slot,
+                Slot {
+                    pid: img.pid,
+                    lsn: img.lsn,
+                    seq: seq0 + k as u64,
+                    crc: img.crc(),
+                    dirty: img.dirty,
+                    referenced: false,
+                },
+            ));
+        }
+        Ok(metas)
     }
 
     /// Rewrites the headers of `segs` from the slot metadata (`overrides` first), each into the

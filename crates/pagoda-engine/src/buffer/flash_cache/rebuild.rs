@@ -88,45 +88,7 @@ impl FlashCache {
             observer,
             start: Start::default(),
         };
-        let header = fc.read_header()?;
-        let reason = match header {
-            None => Some("it holds no flash cache (new or emptied)".to_string()),
-            Some(h) if h.db_id != db_id => Some("it belongs to another database".into()),
-            Some(_) if binding.cache_id == 0 => Some("the database was last run without it".into()),
-            Some(h) if h.cache_id != binding.cache_id => Some(
-                "it is another formatting of the cache than the one the database last used".into(),
-            ),
-            Some(h) if h.page_size as usize != page_size || Geometry::of_header(&h) != geo => {
-                Some("it was formatted with another size".into())
-            }
-            Some(h) if h.layout != u32::from(opts.policy == FlashPolicy::Lru) => Some(
-                "it was written by another policy (lru places pages, face and face-gsc append)"
-                    .into(),
-            ),
-            Some(h) => {
-                fc.cache_id = h.cache_id;
-                fc.io.lock().generation = h.generation;
-                match fc.rebuild(&h, binding.seq)? {
-                    Ok(r) if r.state.next_seq >= binding.seq => {
-                        fc.start = Start {
-                            warm: true,
-                            note: None,
-                            rebuild_ms: 0.0,
-                            segments_read: r.segments_read,
-                            pages: r.state.valid,
-                        };
-                        *fc.state.lock() = r.state;
-                        None
-                    }
-                    Ok(r) => Some(format!(
-                        "it is older than the database (its ring ends at sequence {}, the \
-                         database expects at least {})",
-                        r.state.next_seq, binding.seq
-                    )),
-                    Err(why) => Some(why),
-                }
-            }
-        };
+        let reason = fc.warm_start(opts, binding)?;
         if let Some(why) = reason {
             if binding.dependent {
                 return Err(Error::config(format!(
@@ -150,6 +112,53 @@ impl FlashCache {
         }
         fc.start.rebuild_ms = t0.elapsed().as_secs_f64() * 1000.0;
         Ok(fc)
+    }
+
+    /// Starts warm from the cache device's ring when it is this database's cache as the
+    /// database last used it (its directory rebuilt from the ring); else says why not.
+    fn warm_start(&mut self, opts: &FlashCacheOptions, binding: Binding) -> Result<Option<String>> {
+        let header = self.read_header()?;
+        let page_size = self.page_size;
+        let geo = self.geo;
+        let db_id = self.db_id;
+        Ok(match header {
+            None => Some("it holds no flash cache (new or emptied)".to_string()),
+            Some(h) if h.db_id != db_id => Some("it belongs to another database".into()),
+            Some(_) if binding.cache_id == 0 => Some("the database was last run without it".into()),
+            Some(h) if h.cache_id != binding.cache_id => Some(
+                "it is another formatting of the cache than the one the database last used".into(),
+            ),
+            Some(h) if h.page_size as usize != page_size || Geometry::of_header(&h) != geo => {
+                Some("it was formatted with another size".into())
+            }
+            Some(h) if h.layout != u32::from(opts.policy == FlashPolicy::Lru) => Some(
+                "it was written by another policy (lru places pages, face and face-gsc append)"
+                    .into(),
+            ),
+            Some(h) => {
+                self.cache_id = h.cache_id;
+                self.io.lock().generation = h.generation;
+                match self.rebuild(&h, binding.seq)? {
+                    Ok(r) if r.state.next_seq >= binding.seq => {
+                        self.start = Start {
+                            warm: true,
+                            note: None,
+                            rebuild_ms: 0.0,
+                            segments_read: r.segments_read,
+                            pages: r.state.valid,
+                        };
+                        *self.state.lock() = r.state;
+                        None
+                    }
+                    Ok(r) => Some(format!(
+                        "it is older than the database (its ring ends at sequence {}, the \
+                         database expects at least {})",
+                        r.state.next_seq, binding.seq
+                    )),
+                    Err(why) => Some(why),
+                }
+            }
+        })
     }
 
     /// The valid header with the higher generation, if any.
