@@ -106,7 +106,12 @@ impl Wal {
         next_lsn: u64,
         reclaim: u64,
     ) -> Self {
-        debug_assert_eq!(next_lsn % SECTOR as u64, 0);
+        // The log resumes at a group boundary: groups start on a sector.
+        assert_eq!(
+            next_lsn % SECTOR as u64,
+            0,
+            "log end {next_lsn} is no group boundary"
+        );
         let pending = Pending::new(next_lsn, reclaim);
         Self {
             dev,
