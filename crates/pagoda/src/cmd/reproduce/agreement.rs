@@ -236,42 +236,15 @@ mod tests {
     use super::*;
 
     fn row(what: &str, verdict: &str) -> HeadlineRecord {
-        HeadlineRecord {
-            what: what.into(),
-            seed: "2x".into(),
-            band: "1.5-2.5x".into(),
-            ours: "2x (1.9x–2.1x)".into(),
-            median: Some(2.0),
-            min: Some(1.9),
-            max: Some(2.1),
-            repeats: Some(3),
-            verdict: verdict.into(),
-            verdict_text: verdict.into(),
-            ablation: None,
-            beyond_the_seed: false,
-        }
+        record::fixtures::headline(what, verdict)
     }
 
     fn run(rows: &[(&str, &str)]) -> RunRecord {
-        RunRecord {
-            title: None,
-            scale: "standard".into(),
-            seeds: vec![1, 2, 3],
-            machine: serde_json::Value::Null,
-            measured_at: vec![],
-            cells: 1,
-            jobs: Some(1),
-            most_cells_at_once: None,
-            concurrency: String::new(),
-            rounds: vec![],
-            busy_start: None,
-            failed_cells: vec![],
-            experiments: vec![record::ExperimentRecord {
-                experiment: "face".into(),
-                title: "FaCE".into(),
-                headlines: rows.iter().map(|(w, v)| row(w, v)).collect(),
-            }],
-        }
+        record::fixtures::run(
+            "standard",
+            vec![1, 2, 3],
+            rows.iter().map(|(w, v)| row(w, v)).collect(),
+        )
     }
 
     /// Within needs every run within; agreement keeps the common verdict; a disagreement is

@@ -285,7 +285,6 @@ mod tests {
 
     fn rec(seeds: Vec<u64>, rows: &[(&str, &str, &str, bool)]) -> RunRecord {
         let h = |(what, ours, verdict, beyond): &(&str, &str, &str, bool)| record::HeadlineRecord {
-            what: (*what).into(),
             seed: "2.3x".into(),
             band: "b".into(),
             ours: (*ours).into(),
@@ -293,30 +292,10 @@ mod tests {
             min: None,
             max: None,
             repeats: None,
-            verdict: (*verdict).into(),
-            verdict_text: (*verdict).into(),
-            ablation: None,
             beyond_the_seed: *beyond,
+            ..record::fixtures::headline(what, verdict)
         };
-        RunRecord {
-            title: None,
-            scale: "quick".into(),
-            seeds,
-            machine: serde_json::Value::Null,
-            measured_at: vec![],
-            cells: 3,
-            jobs: Some(1),
-            most_cells_at_once: None,
-            concurrency: String::new(),
-            rounds: vec![],
-            busy_start: None,
-            failed_cells: vec![],
-            experiments: vec![record::ExperimentRecord {
-                experiment: "face".into(),
-                title: "FaCE".into(),
-                headlines: rows.iter().map(h).collect(),
-            }],
-        }
+        record::fixtures::run("quick", seeds, rows.iter().map(h).collect())
     }
 
     #[test]

@@ -98,3 +98,50 @@ pub(crate) fn write_json<T: Serialize>(path: &Path, value: &T) -> CliResult<()> 
     let text = serde_json::to_string_pretty(value).map_err(|e| CliError::Other(e.to_string()))?;
     std::fs::write(path, text).map_err(|e| cell::io_err(path, e))
 }
+
+/// Records for the tests of the modules that read them.
+#[cfg(test)]
+pub(crate) mod fixtures {
+    use super::{ExperimentRecord, HeadlineRecord, RunRecord};
+
+    /// A row of `what` with `verdict`, held against a 1.5-2.5x band (median 2x, 1.9-2.1x).
+    pub(crate) fn headline(what: &str, verdict: &str) -> HeadlineRecord {
+        HeadlineRecord {
+            what: what.into(),
+            seed: "2x".into(),
+            band: "1.5-2.5x".into(),
+            ours: "2x (1.9x–2.1x)".into(),
+            median: Some(2.0),
+            min: Some(1.9),
+            max: Some(2.1),
+            repeats: Some(3),
+            verdict: verdict.into(),
+            verdict_text: verdict.into(),
+            ablation: None,
+            beyond_the_seed: false,
+        }
+    }
+
+    /// A run at `scale` over `seeds` whose one experiment (`face`) has `headlines`.
+    pub(crate) fn run(scale: &str, seeds: Vec<u64>, headlines: Vec<HeadlineRecord>) -> RunRecord {
+        RunRecord {
+            title: None,
+            scale: scale.into(),
+            seeds,
+            machine: serde_json::Value::Null,
+            measured_at: vec![],
+            cells: 3,
+            jobs: Some(1),
+            most_cells_at_once: None,
+            concurrency: String::new(),
+            rounds: vec![],
+            busy_start: None,
+            failed_cells: vec![],
+            experiments: vec![ExperimentRecord {
+                experiment: "face".into(),
+                title: "FaCE".into(),
+                headlines,
+            }],
+        }
+    }
+}
