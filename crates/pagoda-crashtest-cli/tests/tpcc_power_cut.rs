@@ -3,11 +3,11 @@
 //! New-Order and Payment the driver saw commit is there, and the database keeps working.
 #![allow(clippy::unwrap_used)] // test: a failure should panic with the cause
 
-use pagoda::store::PagodaStore;
 use pagoda_device::fault::{FaultDevice, Rail};
 use pagoda_device::spec::DeviceSpec;
 use pagoda_device::DeviceRef;
 use pagoda_engine::{Db, DbOptions};
+use pagoda_peers::PagodaStore;
 use pagoda_workload::report::RunReport;
 use pagoda_workload::tpcc::schema::{HISTORY, ORDERS};
 use pagoda_workload::tpcc::{self, TpccConfig, TpccScale};
@@ -150,31 +150,35 @@ fn store_adapter_maps_conflicts_and_scans() {
     store.create_table("t").unwrap();
     store.create_table("t").unwrap(); // idempotent
     let mut t = store.begin().unwrap();
+    let t_t = t.open("t").unwrap();
     for i in 0..50u8 {
-        t.put("t", &[i], &[i]).unwrap();
+        t.put(t_t, &[i], &[i]).unwrap();
     }
     t.commit().unwrap();
     let mut r = store.begin_read().unwrap();
-    let fwd = r.scan("t", &[10], Some(&[20]), 5, false).unwrap();
+    let t_t = r.open("t").unwrap();
+    let fwd = r.scan(t_t, &[10], Some(&[20]), 5, false).unwrap();
     assert_eq!(
         fwd.iter().map(|(k, _)| k[0]).collect::<Vec<_>>(),
         [10, 11, 12, 13, 14]
     );
-    let rev = r.scan("t", &[10], Some(&[20]), 3, true).unwrap();
+    let rev = r.scan(t_t, &[10], Some(&[20]), 3, true).unwrap();
     assert_eq!(
         rev.iter().map(|(k, _)| k[0]).collect::<Vec<_>>(),
         [19, 18, 17]
     );
     assert!(r
-        .scan("t", &[20], Some(&[10]), 3, false)
+        .scan(t_t, &[20], Some(&[10]), 3, false)
         .unwrap()
         .is_empty());
     drop(r);
 
     let mut a = store.begin().unwrap();
+    let ta = a.open("t").unwrap();
     let mut b = store.begin().unwrap();
-    a.put("t", &[1], b"a").unwrap();
-    b.put("t", &[1], b"b").unwrap();
+    let tb = b.open("t").unwrap();
+    a.put(ta, &[1], b"a").unwrap();
+    b.put(tb, &[1], b"b").unwrap();
     a.commit().unwrap();
     let lost = b.commit().err();
     assert!(
@@ -182,7 +186,18 @@ fn store_adapter_maps_conflicts_and_scans() {
         "the later writer must get a retryable conflict, got {lost:?}"
     );
     let mut d = store.begin().unwrap();
-    assert!(d.delete("t", &[2]).unwrap());
-    assert!(!d.delete("t", &[200]).unwrap());
+    assert!(d.open("missing").is_err(), "a missing table fails at open");
+    let t_t = d.open("t").unwrap();
+    assert_eq!(
+        d.open("t").unwrap(),
+        t_t,
+        "a table opens once per transaction"
+    );
+    assert!(
+        d.get(pagoda_workload::TableId::new(7), &[1]).is_err(),
+        "a handle this transaction did not give out is refused"
+    );
+    assert!(d.delete(t_t, &[2]).unwrap());
+    assert!(!d.delete(t_t, &[200]).unwrap());
     d.commit().unwrap();
 }

@@ -1,7 +1,9 @@
-//! Peer engines behind [`pagoda_workload::Store`], so that `pagoda bench` runs the same
+//! Engines behind [`pagoda_workload::Store`], so that `pagoda bench` runs the same
 //! workloads, through the same driver, on pagoda and on the engines it is compared with.
 //!
 //! One module per engine:
+//! - `pagoda`: [`PagodaStore`], the pagoda engine itself: each transaction opens a table
+//!   once and keeps the engine's handle, as an embedder does.
 //! - `sqlite`: SQLite (rusqlite, bundled), WAL, one `WITHOUT ROWID` table per store table
 //!   (engine `sqlite`) or one rowid table with a unique key (engine `sqlite-rowid`), a pool of
 //!   connections (one per client thread), `BEGIN IMMEDIATE` for writers.
@@ -18,12 +20,14 @@
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
 mod lmdb;
+mod pagoda;
 mod redb;
 #[cfg(feature = "rocksdb")]
 mod rocksdb;
 mod sqlite;
 
-use pagoda_workload::Store;
+pub use pagoda::PagodaStore;
+use pagoda_workload::{Store, TableId};
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
@@ -321,6 +325,36 @@ impl<T> TableMap<T> {
         let _ = slot.set((name.to_string(), v));
         self.len.store(len + 1, Ordering::Release);
         Ok(&slot.get().expect("set just above").1)
+    }
+
+    /// The handle a transaction gets for `name` ([`pagoda_workload::StoreTxn::open`]): the
+    /// table's position, dense and stable, so it stays valid for the store's life.
+    pub(crate) fn open(&self, name: &str) -> Result<TableId, pagoda_workload::StoreError> {
+        let len = self.len.load(Ordering::Acquire);
+        self.slots[..len]
+            .iter()
+            .position(|s| s.get().is_some_and(|(n, _)| n == name))
+            .map(TableId::new)
+            .ok_or_else(|| {
+                pagoda_workload::StoreError::Other(format!(
+                    "table `{name}` does not exist; create it with create_table first"
+                ))
+            })
+    }
+
+    /// The table handle `t` names: its name and this store's handle.
+    pub(crate) fn at(&self, t: TableId) -> Result<(&str, &T), pagoda_workload::StoreError> {
+        let len = self.len.load(Ordering::Acquire);
+        self.slots[..len]
+            .get(t.index())
+            .and_then(OnceLock::get)
+            .map(|(n, v)| (n.as_str(), v))
+            .ok_or_else(|| {
+                pagoda_workload::StoreError::Other(format!(
+                    "table handle {} was not opened on this store; open the table first",
+                    t.index()
+                ))
+            })
     }
 
     /// The table names, in creation order.

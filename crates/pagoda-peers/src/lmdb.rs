@@ -16,7 +16,7 @@ use crate::{
 use heed::types::{Bytes, DecodeIgnore, Str};
 use heed::{CommitOrAbort, Env, EnvFlags, EnvOpenOptions, PutFlags, RoTxn, RwTxn, WithTls};
 use pagoda_workload::store::Rows;
-use pagoda_workload::{Store, StoreError, StoreTxn};
+use pagoda_workload::{Store, StoreError, StoreTxn, TableId};
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
 
@@ -121,6 +121,10 @@ impl LmdbStore {
 
     fn db(&self, table: &str) -> Result<Db, StoreError> {
         self.tables.require(table).copied()
+    }
+
+    fn db_at(&self, table: TableId) -> Result<Db, StoreError> {
+        self.tables.at(table).map(|(_, db)| *db)
     }
 
     /// Writes up to [`BULK_TXN_ROWS`] rows in one transaction, appended when `append`;
@@ -293,25 +297,29 @@ impl<'a> LmdbTxn<'a> {
 }
 
 impl StoreTxn for LmdbTxn<'_> {
-    fn get(&mut self, table: &str, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
-        let db = self.store.db(table)?;
+    fn open(&mut self, table: &str) -> Result<TableId, StoreError> {
+        self.store.tables.open(table)
+    }
+
+    fn get(&mut self, table: TableId, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
+        let db = self.store.db_at(table)?;
         let v = db.get(self.read()?, key).map_err(err)?;
         Ok(v.map(<[u8]>::to_vec))
     }
 
-    fn put(&mut self, table: &str, key: &[u8], value: &[u8]) -> Result<(), StoreError> {
-        let db = self.store.db(table)?;
+    fn put(&mut self, table: TableId, key: &[u8], value: &[u8]) -> Result<(), StoreError> {
+        let db = self.store.db_at(table)?;
         db.put(self.write()?, key, value).map_err(err)
     }
 
-    fn delete(&mut self, table: &str, key: &[u8]) -> Result<bool, StoreError> {
-        let db = self.store.db(table)?;
+    fn delete(&mut self, table: TableId, key: &[u8]) -> Result<bool, StoreError> {
+        let db = self.store.db_at(table)?;
         db.delete(self.write()?, key).map_err(err)
     }
 
     fn scan(
         &mut self,
-        table: &str,
+        table: TableId,
         start: &[u8],
         end: Option<&[u8]>,
         limit: usize,
@@ -320,7 +328,7 @@ impl StoreTxn for LmdbTxn<'_> {
         if end.is_some_and(|e| e <= start) || limit == 0 {
             return Ok(Vec::new());
         }
-        let db = self.store.db(table)?;
+        let db = self.store.db_at(table)?;
         let txn = self.read()?;
         // LMDB refuses an empty key, even as a bound; every key is >= the empty one.
         let lower = if start.is_empty() {

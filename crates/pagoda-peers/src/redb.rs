@@ -6,7 +6,7 @@
 
 use crate::{other, read_only, take_rows, Counters, PeerDurability, PeerOptions, TableMap};
 use pagoda_workload::store::Rows;
-use pagoda_workload::{Store, StoreError, StoreTxn};
+use pagoda_workload::{Store, StoreError, StoreTxn, TableId};
 use redb::{
     Database, Durability, ReadTransaction, ReadableDatabase, ReadableTable, TableDefinition,
     TableHandle, WriteTransaction,
@@ -67,6 +67,13 @@ impl RedbStore {
     fn def<'a>(&self, table: &'a str) -> Result<Def<'a>, StoreError> {
         self.tables.require(table)?;
         Ok(TableDefinition::new(table))
+    }
+
+    /// The definition of the table a transaction's handle names. redb's table handles borrow
+    /// the transaction, so each operation opens its table from this definition.
+    fn def_at(&self, table: TableId) -> Result<Def<'_>, StoreError> {
+        let (name, _) = self.tables.at(table)?;
+        Ok(TableDefinition::new(name))
     }
 
     fn durability(&self) -> Durability {
@@ -223,8 +230,12 @@ impl RedbTxn<'_> {
 }
 
 impl StoreTxn for RedbTxn<'_> {
-    fn get(&mut self, table: &str, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
-        let def = self.store.def(table)?;
+    fn open(&mut self, table: &str) -> Result<TableId, StoreError> {
+        self.store.tables.open(table)
+    }
+
+    fn get(&mut self, table: TableId, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
+        let def = self.store.def_at(table)?;
         let v = match self.txn.as_ref().ok_or_else(finished)? {
             Txn::Read(r) => {
                 let t = r.open_table(def).map_err(err)?;
@@ -239,15 +250,15 @@ impl StoreTxn for RedbTxn<'_> {
         Ok(v)
     }
 
-    fn put(&mut self, table: &str, key: &[u8], value: &[u8]) -> Result<(), StoreError> {
-        let def = self.store.def(table)?;
+    fn put(&mut self, table: TableId, key: &[u8], value: &[u8]) -> Result<(), StoreError> {
+        let def = self.store.def_at(table)?;
         let mut t = self.write()?.open_table(def).map_err(err)?;
         t.insert(key, value).map_err(err)?;
         Ok(())
     }
 
-    fn delete(&mut self, table: &str, key: &[u8]) -> Result<bool, StoreError> {
-        let def = self.store.def(table)?;
+    fn delete(&mut self, table: TableId, key: &[u8]) -> Result<bool, StoreError> {
+        let def = self.store.def_at(table)?;
         let mut t = self.write()?.open_table(def).map_err(err)?;
         let old = t.remove(key).map_err(err)?;
         Ok(old.is_some())
@@ -255,7 +266,7 @@ impl StoreTxn for RedbTxn<'_> {
 
     fn scan(
         &mut self,
-        table: &str,
+        table: TableId,
         start: &[u8],
         end: Option<&[u8]>,
         limit: usize,
@@ -264,7 +275,7 @@ impl StoreTxn for RedbTxn<'_> {
         if end.is_some_and(|e| e <= start) || limit == 0 {
             return Ok(Vec::new());
         }
-        let def = self.store.def(table)?;
+        let def = self.store.def_at(table)?;
         let range = (
             Bound::Included(start),
             end.map_or(Bound::Unbounded, Bound::Excluded),

@@ -23,7 +23,7 @@
 
 use crate::{other, read_only, Counters, PeerDurability, PeerOptions, TableMap};
 use pagoda_workload::store::Rows;
-use pagoda_workload::{Store, StoreError, StoreTxn};
+use pagoda_workload::{Store, StoreError, StoreTxn, TableId};
 use rocksdb::{
     AsColumnFamilyRef, BlockBasedOptions, Cache, ColumnFamilyDescriptor, DBCompressionType,
     DBWithThreadMode, Direction, ErrorKind, IngestExternalFileOptions, IteratorMode, MultiThreaded,
@@ -249,6 +249,10 @@ impl RocksStore {
         self.tables.require(table).copied()
     }
 
+    fn cf_at(&self, table: TableId) -> Result<Cf, StoreError> {
+        self.tables.at(table).map(|(_, cf)| *cf)
+    }
+
     /// Writes `rows` (ascending) to SST files of about [`BULK_FILE_BYTES`] in `dir`.
     fn write_ssts(
         &self,
@@ -416,12 +420,12 @@ impl<'a> RocksTxn<'a> {
         Ok(())
     }
 
-    fn writable(&mut self, table: &str, key: &[u8]) -> Result<Cf, StoreError> {
+    fn writable(&mut self, table: TableId, key: &[u8]) -> Result<Cf, StoreError> {
         self.live()?;
         if self.read_only {
             return Err(read_only());
         }
-        let cf = self.store.cf(table)?;
+        let cf = self.store.cf_at(table)?;
         self.lock(cf, key)?;
         Ok(cf)
     }
@@ -461,9 +465,13 @@ impl<'a> RocksTxn<'a> {
 }
 
 impl StoreTxn for RocksTxn<'_> {
-    fn get(&mut self, table: &str, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
+    fn open(&mut self, table: &str) -> Result<TableId, StoreError> {
+        self.store.tables.open(table)
+    }
+
+    fn get(&mut self, table: TableId, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
         self.live()?;
-        let cf = self.store.cf(table)?;
+        let cf = self.store.cf_at(table)?;
         if !self.read_only {
             self.lock(cf, key)?;
             if let Some((_, v)) = self.writes.get(&(cf.id, key.to_vec())) {
@@ -474,14 +482,14 @@ impl StoreTxn for RocksTxn<'_> {
         Ok(v.map(|v| v.to_vec()))
     }
 
-    fn put(&mut self, table: &str, key: &[u8], value: &[u8]) -> Result<(), StoreError> {
+    fn put(&mut self, table: TableId, key: &[u8], value: &[u8]) -> Result<(), StoreError> {
         let cf = self.writable(table, key)?;
         self.writes
             .insert((cf.id, key.to_vec()), (cf, Some(value.to_vec())));
         Ok(())
     }
 
-    fn delete(&mut self, table: &str, key: &[u8]) -> Result<bool, StoreError> {
+    fn delete(&mut self, table: TableId, key: &[u8]) -> Result<bool, StoreError> {
         let cf = self.writable(table, key)?;
         let existed = self.get(table, key)?.is_some();
         self.writes.insert((cf.id, key.to_vec()), (cf, None));
@@ -490,7 +498,7 @@ impl StoreTxn for RocksTxn<'_> {
 
     fn scan(
         &mut self,
-        table: &str,
+        table: TableId,
         start: &[u8],
         end: Option<&[u8]>,
         limit: usize,
@@ -500,7 +508,7 @@ impl StoreTxn for RocksTxn<'_> {
         if end.is_some_and(|e| e <= start) || limit == 0 {
             return Ok(Vec::new());
         }
-        let cf = self.store.cf(table)?;
+        let cf = self.store.cf_at(table)?;
         // This transaction's own writes in the range overlay the database's rows. Each can
         // hide at most one database row, so `limit` plus their number is enough to read.
         let lo = (cf.id, start.to_vec());

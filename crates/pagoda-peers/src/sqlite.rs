@@ -19,7 +19,7 @@
 
 use crate::{other, read_only, take_rows, Counters, PeerDurability, PeerOptions, TableMap};
 use pagoda_workload::store::Rows;
-use pagoda_workload::{Store, StoreError, StoreTxn};
+use pagoda_workload::{Store, StoreError, StoreTxn, TableId};
 use parking_lot::Mutex;
 use rusqlite::{params, Connection, ErrorCode, OpenFlags};
 use std::path::{Path, PathBuf};
@@ -372,8 +372,12 @@ impl Drop for SqliteTxn<'_> {
 }
 
 impl StoreTxn for SqliteTxn<'_> {
-    fn get(&mut self, table: &str, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
-        let sql = self.store.tables.require(table)?;
+    fn open(&mut self, table: &str) -> Result<TableId, StoreError> {
+        self.store.tables.open(table)
+    }
+
+    fn get(&mut self, table: TableId, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
+        let (_, sql) = self.store.tables.at(table)?;
         let mut st = self.conn()?.prepare_cached(&sql.get).map_err(err)?;
         let mut rows = st.query(params![key]).map_err(err)?;
         match rows.next().map_err(err)? {
@@ -382,22 +386,22 @@ impl StoreTxn for SqliteTxn<'_> {
         }
     }
 
-    fn put(&mut self, table: &str, key: &[u8], value: &[u8]) -> Result<(), StoreError> {
-        let sql = self.store.tables.require(table)?;
+    fn put(&mut self, table: TableId, key: &[u8], value: &[u8]) -> Result<(), StoreError> {
+        let (_, sql) = self.store.tables.at(table)?;
         let mut st = self.writable()?.prepare_cached(&sql.upsert).map_err(err)?;
         st.execute(params![key, value]).map_err(err)?;
         Ok(())
     }
 
-    fn delete(&mut self, table: &str, key: &[u8]) -> Result<bool, StoreError> {
-        let sql = self.store.tables.require(table)?;
+    fn delete(&mut self, table: TableId, key: &[u8]) -> Result<bool, StoreError> {
+        let (_, sql) = self.store.tables.at(table)?;
         let mut st = self.writable()?.prepare_cached(&sql.delete).map_err(err)?;
         Ok(st.execute(params![key]).map_err(err)? > 0)
     }
 
     fn scan(
         &mut self,
-        table: &str,
+        table: TableId,
         start: &[u8],
         end: Option<&[u8]>,
         limit: usize,
@@ -406,7 +410,7 @@ impl StoreTxn for SqliteTxn<'_> {
         if end.is_some_and(|e| e <= start) || limit == 0 {
             return Ok(Vec::new());
         }
-        let sql = self.store.tables.require(table)?;
+        let (_, sql) = self.store.tables.at(table)?;
         let text = &sql.scan[usize::from(end.is_some())][usize::from(reverse)];
         let mut st = self.conn()?.prepare_cached(text).map_err(err)?;
         // SQLite's LIMIT is a signed 64-bit integer.
@@ -477,8 +481,9 @@ mod tests {
             let idx = q("SELECT count(*) FROM sqlite_master WHERE type = 'index'");
             assert_eq!(idx, u64::from(layout == Layout::Rowid), "{layout:?}");
             let mut t = s.begin_read().unwrap();
+            let t_t = t.open("t").unwrap();
             assert_eq!(
-                t.get("t", b"user000000001234").unwrap(),
+                t.get(t_t, b"user000000001234").unwrap(),
                 Some(vec![7; value])
             );
         }

@@ -45,8 +45,9 @@ fn bulk_load_and_make_durable_survive_reopening() {
             assert_eq!(n, first.len() as u64, "{kind}");
             // Visible before make_durable, as the contract says.
             let mut r = s.begin_read().unwrap();
+            let t_t = r.open("t").unwrap();
             assert_eq!(
-                r.get("t", &first[777].0).unwrap().as_ref(),
+                r.get(t_t, &first[777].0).unwrap().as_ref(),
                 Some(&first[777].1)
             );
             drop(r);
@@ -56,16 +57,16 @@ fn bulk_load_and_make_durable_survive_reopening() {
             s.make_durable().unwrap();
         }
         let s = store(kind, dir.path());
-        let got = s
-            .begin_read()
-            .unwrap()
-            .scan("t", b"", None, usize::MAX, false)
-            .unwrap();
+        let mut r = s.begin_read().unwrap();
+        let t = r.open("t").unwrap();
+        let got = r.scan(t, b"", None, usize::MAX, false).unwrap();
+        drop(r);
         let want: Vec<_> = second.iter().chain(&first).cloned().collect();
         assert_eq!(got.len(), want.len(), "{kind}: rows after reopening");
         assert!(got == want, "{kind}: the rows read back differ");
         let mut r = s.begin_read().unwrap();
-        assert!(r.scan("other", b"", None, 10, false).unwrap().is_empty());
+        let other_t = r.open("other").unwrap();
+        assert!(r.scan(other_t, b"", None, 10, false).unwrap().is_empty());
         // An unknown table is refused by name.
         let e = s.bulk_load("missing", &mut rows(1, "x").into_iter());
         assert!(
@@ -84,7 +85,8 @@ fn read_modify_write_transactions_lose_no_update() {
         let s = store(kind, dir.path());
         s.create_table("t").unwrap();
         let mut t = s.begin().unwrap();
-        t.put("t", b"n", &0u64.to_le_bytes()).unwrap();
+        let t_t = t.open("t").unwrap();
+        t.put(t_t, b"n", &0u64.to_le_bytes()).unwrap();
         t.commit().unwrap();
         std::thread::scope(|sc| {
             for _ in 0..4 {
@@ -94,11 +96,12 @@ fn read_modify_write_transactions_lose_no_update() {
                         loop {
                             let r = (|| {
                                 let mut t = s.begin()?;
-                                let v = t.get("t", b"n")?.unwrap();
+                                let table = t.open("t")?;
+                                let v = t.get(table, b"n")?.unwrap();
                                 let n = u64::from_le_bytes(v.try_into().unwrap());
                                 // Widen the window between read and write.
                                 std::thread::yield_now();
-                                t.put("t", b"n", &(n + 1).to_le_bytes())?;
+                                t.put(table, b"n", &(n + 1).to_le_bytes())?;
                                 t.commit()
                             })();
                             match r {
@@ -110,7 +113,9 @@ fn read_modify_write_transactions_lose_no_update() {
                 });
             }
         });
-        let v = s.begin_read().unwrap().get("t", b"n").unwrap().unwrap();
+        let mut r = s.begin_read().unwrap();
+        let t = r.open("t").unwrap();
+        let v = r.get(t, b"n").unwrap().unwrap();
         assert_eq!(u64::from_le_bytes(v.try_into().unwrap()), 200, "{kind}");
     }
 }

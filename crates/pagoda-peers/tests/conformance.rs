@@ -30,8 +30,9 @@ fn keys(rows: Vec<(Vec<u8>, Vec<u8>)>) -> Vec<Vec<u8>> {
 
 fn put_all(s: &dyn Store, table: &str, ks: &[&[u8]]) {
     let mut t = s.begin().unwrap();
+    let table_t = t.open(table).unwrap();
     for k in ks {
-        t.put(table, k, &[k[0], b'!']).unwrap();
+        t.put(table_t, k, &[k[0], b'!']).unwrap();
     }
     t.commit().unwrap();
 }
@@ -44,32 +45,34 @@ fn put_get_delete_and_commit_visibility() {
         s.create_table("t").unwrap();
         s.create_table("t").unwrap(); // creating twice is not an error
         let mut t = s.begin().unwrap();
-        t.put("t", b"a", b"1").unwrap();
-        t.put("t", b"b", b"2").unwrap();
-        t.put("t", b"a", b"3").unwrap(); // replaces
+        let t_t = t.open("t").unwrap();
+        t.put(t_t, b"a", b"1").unwrap();
+        t.put(t_t, b"b", b"2").unwrap();
+        t.put(t_t, b"a", b"3").unwrap(); // replaces
         assert_eq!(
-            t.get("t", b"a").unwrap(),
+            t.get(t_t, b"a").unwrap(),
             Some(b"3".to_vec()),
             "{kind}: own write"
         );
-        assert!(t.delete("t", b"b").unwrap(), "{kind}: delete existing");
-        assert!(!t.delete("t", b"b").unwrap(), "{kind}: delete missing");
-        assert_eq!(t.get("t", b"b").unwrap(), None, "{kind}");
+        assert!(t.delete(t_t, b"b").unwrap(), "{kind}: delete existing");
+        assert!(!t.delete(t_t, b"b").unwrap(), "{kind}: delete missing");
+        assert_eq!(t.get(t_t, b"b").unwrap(), None, "{kind}");
         t.commit().unwrap();
         let mut r = s.begin_read().unwrap();
+        let t_t = r.open("t").unwrap();
         assert_eq!(
-            r.get("t", b"a").unwrap(),
+            r.get(t_t, b"a").unwrap(),
             Some(b"3".to_vec()),
             "{kind}: committed"
         );
-        assert_eq!(r.get("t", b"b").unwrap(), None, "{kind}");
-        assert_eq!(r.get("t", b"zz").unwrap(), None, "{kind}");
+        assert_eq!(r.get(t_t, b"b").unwrap(), None, "{kind}");
+        assert_eq!(r.get(t_t, b"zz").unwrap(), None, "{kind}");
         assert!(
-            matches!(r.put("t", b"x", b"1"), Err(StoreError::Other(_))),
+            matches!(r.put(t_t, b"x", b"1"), Err(StoreError::Other(_))),
             "{kind}: a read transaction refuses writes"
         );
         assert!(
-            matches!(r.get("missing", b"a"), Err(StoreError::Other(_))),
+            matches!(r.open("missing"), Err(StoreError::Other(_))),
             "{kind}: a missing table is an error"
         );
         r.commit().unwrap();
@@ -88,18 +91,21 @@ fn rollback_and_drop_discard_writes() {
         s.create_table("t").unwrap();
         put_all(&*s, "t", &[b"a"]);
         let mut t = s.begin().unwrap();
-        t.put("t", b"a", b"changed").unwrap();
-        t.put("t", b"new", b"1").unwrap();
+        let t_t = t.open("t").unwrap();
+        t.put(t_t, b"a", b"changed").unwrap();
+        t.put(t_t, b"new", b"1").unwrap();
         t.rollback().unwrap();
         {
             let mut t = s.begin().unwrap();
-            assert!(t.delete("t", b"a").unwrap());
-            t.put("t", b"dropped", b"1").unwrap();
+            let t_t = t.open("t").unwrap();
+            assert!(t.delete(t_t, b"a").unwrap());
+            t.put(t_t, b"dropped", b"1").unwrap();
         } // dropped without commit
         let mut r = s.begin_read().unwrap();
-        assert_eq!(r.get("t", b"a").unwrap(), Some(b"a!".to_vec()), "{kind}");
-        assert_eq!(r.get("t", b"new").unwrap(), None, "{kind}: rolled back");
-        assert_eq!(r.get("t", b"dropped").unwrap(), None, "{kind}: dropped");
+        let t_t = r.open("t").unwrap();
+        assert_eq!(r.get(t_t, b"a").unwrap(), Some(b"a!".to_vec()), "{kind}");
+        assert_eq!(r.get(t_t, b"new").unwrap(), None, "{kind}: rolled back");
+        assert_eq!(r.get(t_t, b"dropped").unwrap(), None, "{kind}: dropped");
         drop(r);
         // The store is usable after a dropped writer (the lock / connection was given back).
         put_all(&*s, "t", &[b"z"]);
@@ -117,12 +123,13 @@ fn scans_honour_bounds_limit_and_direction() {
         put_all(&*s, "t", &[b"a", b"b", b"c", b"d", b"e"]);
         put_all(&*s, "u", &[b"c"]); // another table's keys never show
         let mut t = s.begin_read().unwrap();
+        let t_t = t.open("t").unwrap();
         let k = |v: &[&[u8]]| v.iter().map(|k| k.to_vec()).collect::<Vec<_>>();
         let scan = |t: &mut Box<dyn pagoda_workload::StoreTxn + '_>,
                     a: &[u8],
                     b: Option<&[u8]>,
                     l: usize,
-                    rev: bool| keys(t.scan("t", a, b, l, rev).unwrap());
+                    rev: bool| keys(t.scan(t_t, a, b, l, rev).unwrap());
         assert_eq!(
             scan(&mut t, b"b", Some(b"d"), 10, false),
             k(&[b"b", b"c"]),
@@ -149,7 +156,7 @@ fn scans_honour_bounds_limit_and_direction() {
             "{kind}"
         );
         assert!(scan(&mut t, b"a", None, 0, false).is_empty(), "{kind}");
-        let rows = t.scan("t", b"c", Some(b"d"), 1, false).unwrap();
+        let rows = t.scan(t_t, b"c", Some(b"d"), 1, false).unwrap();
         assert_eq!(
             rows,
             vec![(b"c".to_vec(), b"c!".to_vec())],
@@ -158,9 +165,10 @@ fn scans_honour_bounds_limit_and_direction() {
         drop(t);
         // A writer's scan sees its own writes.
         let mut w = s.begin().unwrap();
-        w.put("t", b"bz", b"1").unwrap();
-        w.delete("t", b"c").unwrap();
-        let got = keys(w.scan("t", b"b", Some(b"d"), 10, false).unwrap());
+        let t_t = w.open("t").unwrap();
+        w.put(t_t, b"bz", b"1").unwrap();
+        w.delete(t_t, b"c").unwrap();
+        let got = keys(w.scan(t_t, b"b", Some(b"d"), 10, false).unwrap());
         assert_eq!(got, k(&[b"b", b"bz"]), "{kind}: own writes in a scan");
     }
 }
@@ -175,16 +183,19 @@ fn committed_data_survives_reopening() {
             s.create_table("other").unwrap();
             put_all(&*s, "t", &[b"k1", b"k2"]);
             let mut t = s.begin().unwrap();
-            t.put("t", b"uncommitted", b"1").unwrap();
+            let t_t = t.open("t").unwrap();
+            t.put(t_t, b"uncommitted", b"1").unwrap();
             drop(t);
         }
         assert!(kind.path(dir.path()).exists(), "{kind}");
         let s = store(kind, dir.path());
         let mut r = s.begin_read().unwrap();
-        let all = keys(r.scan("t", b"", None, 100, false).unwrap());
+        let t_t = r.open("t").unwrap();
+        let other_t = r.open("other").unwrap();
+        let all = keys(r.scan(t_t, b"", None, 100, false).unwrap());
         assert_eq!(all, vec![b"k1".to_vec(), b"k2".to_vec()], "{kind}");
         assert!(
-            r.scan("other", b"", None, 10, false).unwrap().is_empty(),
+            r.scan(other_t, b"", None, 10, false).unwrap().is_empty(),
             "{kind}"
         );
     }
@@ -216,16 +227,17 @@ fn diverges_from_reference(s: &dyn Store, seed: u64) -> Option<String> {
         let mut outs: Vec<Vec<String>> = Vec::new();
         for st in [s, &m as &dyn Store] {
             let mut t = st.begin().unwrap();
+            let t_t = t.open("t").unwrap();
             let mut out = Vec::new();
             for &(op, k, v, limit, rev) in &ops {
                 let key = [b'k', k];
                 out.push(match op {
-                    0 => format!("{:?}", t.put("t", &key, &[v]).unwrap()),
-                    1 => format!("{:?}", t.delete("t", &key).unwrap()),
-                    2 => format!("{:?}", t.get("t", &key).unwrap()),
+                    0 => format!("{:?}", t.put(t_t, &key, &[v]).unwrap()),
+                    1 => format!("{:?}", t.delete(t_t, &key).unwrap()),
+                    2 => format!("{:?}", t.get(t_t, &key).unwrap()),
                     _ => {
                         let end = [b'k', k.saturating_add(v % 8)];
-                        format!("{:?}", t.scan("t", &key, Some(&end), limit, rev).unwrap())
+                        format!("{:?}", t.scan(t_t, &key, Some(&end), limit, rev).unwrap())
                     }
                 });
             }
@@ -244,7 +256,11 @@ fn diverges_from_reference(s: &dyn Store, seed: u64) -> Option<String> {
         }
         rolled_back = !commit;
     }
-    let all = |st: &dyn Store| st.begin_read().unwrap().scan("t", b"", None, 1000, false);
+    let all = |st: &dyn Store| {
+        let mut r = st.begin_read().unwrap();
+        let t = r.open("t").unwrap();
+        r.scan(t, b"", None, 1000, false)
+    };
     let (got, want) = (all(s).unwrap(), all(&m).unwrap());
     (got != want).then(|| format!("final contents {got:?} against the reference's {want:?}"))
 }
@@ -257,6 +273,22 @@ fn random_operations_match_the_reference() {
         let s = store(kind, dir.path());
         assert_eq!(diverges_from_reference(&*s, 7), None, "{kind}");
     }
+}
+
+/// pagoda's own adapter (its table handles kept for the transaction's life) gives what
+/// `MemStore` gives too, on in-memory devices.
+#[test]
+fn pagoda_matches_the_reference() {
+    let dev = || {
+        pagoda_device::spec::DeviceSpec::parse("mem")
+            .unwrap()
+            .open()
+            .unwrap()
+    };
+    let opts = pagoda_engine::DbOptions::with_devices(dev(), dev()).buffer_bytes(8 << 20);
+    let db = pagoda_engine::Db::open(opts).unwrap();
+    let s = pagoda_peers::PagodaStore::new(db, "pagoda on mem".into());
+    assert_eq!(diverges_from_reference(&s, 7), None);
 }
 
 /// The reference check is trusted because it catches a planted bug, a store whose rollback
@@ -274,7 +306,7 @@ fn the_reference_check_catches_a_rollback_that_commits() {
 /// A store over `MemStore` that forwards everything, and with `rollback_commits` commits
 /// instead of rolling back.
 mod planted {
-    use pagoda_workload::{MemStore, StoreError, StoreTxn};
+    use pagoda_workload::{MemStore, StoreError, StoreTxn, TableId};
 
     type Rows = Vec<(Vec<u8>, Vec<u8>)>;
 
@@ -316,18 +348,21 @@ mod planted {
     }
 
     impl StoreTxn for Txn<'_> {
-        fn get(&mut self, table: &str, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
+        fn open(&mut self, table: &str) -> Result<TableId, StoreError> {
+            self.inner.open(table)
+        }
+        fn get(&mut self, table: TableId, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
             self.inner.get(table, key)
         }
-        fn put(&mut self, table: &str, key: &[u8], value: &[u8]) -> Result<(), StoreError> {
+        fn put(&mut self, table: TableId, key: &[u8], value: &[u8]) -> Result<(), StoreError> {
             self.inner.put(table, key, value)
         }
-        fn delete(&mut self, table: &str, key: &[u8]) -> Result<bool, StoreError> {
+        fn delete(&mut self, table: TableId, key: &[u8]) -> Result<bool, StoreError> {
             self.inner.delete(table, key)
         }
         fn scan(
             &mut self,
-            table: &str,
+            table: TableId,
             start: &[u8],
             end: Option<&[u8]>,
             limit: usize,
@@ -362,7 +397,8 @@ fn concurrent_writers_all_commit() {
                         // A conflict is retryable by contract; retry as the driver does.
                         loop {
                             let mut t = s.begin().unwrap();
-                            t.put("t", &[th, i], b"v").unwrap();
+                            let t_t = t.open("t").unwrap();
+                            t.put(t_t, &[th, i], b"v").unwrap();
                             match t.commit() {
                                 Ok(()) => break,
                                 Err(e) => assert!(e.is_retryable(), "{kind}: {e}"),
@@ -373,8 +409,9 @@ fn concurrent_writers_all_commit() {
             }
         });
         let mut r = s.begin_read().unwrap();
+        let t_t = r.open("t").unwrap();
         assert_eq!(
-            r.scan("t", b"", None, 1000, false).unwrap().len(),
+            r.scan(t_t, b"", None, 1000, false).unwrap().len(),
             100,
             "{kind}"
         );
@@ -410,10 +447,11 @@ fn creating_a_table_beside_an_open_writer_does_not_deadlock() {
             let (s, done) = (Arc::clone(&s), done.clone());
             std::thread::spawn(move || {
                 let mut t = s.begin().unwrap();
+                let t_t = t.open("t").unwrap();
                 began.send(()).unwrap();
                 // Give the creator time to start waiting for the writer lock.
                 std::thread::sleep(Duration::from_millis(200));
-                t.put("t", b"k", b"v").unwrap();
+                t.put(t_t, b"k", b"v").unwrap();
                 t.commit().unwrap();
                 done.send("writer").unwrap();
             })
@@ -434,9 +472,11 @@ fn creating_a_table_beside_an_open_writer_does_not_deadlock() {
         writer.join().unwrap();
         creator.join().unwrap();
         let mut r = s.begin_read().unwrap();
-        assert_eq!(r.get("t", b"k").unwrap(), Some(b"v".to_vec()), "{kind}");
+        let t_t = r.open("t").unwrap();
+        let u_t = r.open("u").unwrap();
+        assert_eq!(r.get(t_t, b"k").unwrap(), Some(b"v".to_vec()), "{kind}");
         assert!(
-            r.scan("u", b"", None, 1, false).unwrap().is_empty(),
+            r.scan(u_t, b"", None, 1, false).unwrap().is_empty(),
             "{kind}"
         );
     }

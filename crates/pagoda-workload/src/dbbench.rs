@@ -160,8 +160,9 @@ pub fn fill_sequential(
             .map(|k| (key(k), value(&mut rng, cfg.value_size)))
             .collect();
         txns.run(store, false, |t| {
+            let table_t = t.open(TABLE)?;
             for (k, v) in &rows {
-                t.put(TABLE, k, v)?;
+                t.put(table_t, k, v)?;
             }
             Ok(Finish::Commit(()))
         })
@@ -233,7 +234,8 @@ impl Worker for DbWorker<'_> {
         let k = key(self.rng.gen_range(0..self.cfg.num));
         let read = |txns: &mut TxnRunner| {
             txns.run(store, true, |t| {
-                Ok(Finish::Commit(match t.get(TABLE, &k)? {
+                let table_t = t.open(TABLE)?;
+                Ok(Finish::Commit(match t.get(table_t, &k)? {
                     Some(_) => OpStatus::Ok,
                     None => OpStatus::NotFound,
                 }))
@@ -245,7 +247,8 @@ impl Worker for DbWorker<'_> {
             DbBench::FillRandom | DbBench::ReadWhileWriting => {
                 let v = value(&mut self.rng, self.cfg.value_size);
                 let r = txns.run(store, false, |t| {
-                    t.put(TABLE, &k, &v)?;
+                    let table_t = t.open(TABLE)?;
+                    t.put(table_t, &k, &v)?;
                     Ok(Finish::Commit(OpStatus::Ok))
                 });
                 (1, r)
@@ -253,8 +256,9 @@ impl Worker for DbWorker<'_> {
             DbBench::UpdateRandom => {
                 let v = value(&mut self.rng, self.cfg.value_size);
                 let r = txns.run(store, false, |t| {
-                    let found = t.get(TABLE, &k)?.is_some();
-                    t.put(TABLE, &k, &v)?;
+                    let table_t = t.open(TABLE)?;
+                    let found = t.get(table_t, &k)?.is_some();
+                    t.put(table_t, &k, &v)?;
                     Ok(Finish::Commit(if found {
                         OpStatus::Ok
                     } else {

@@ -89,4 +89,6 @@ pub use report::{
     render_linkbench, render_load, render_text, render_tpcc, render_ycsb, LatencySummary, OpReport,
     RunReport,
 };
-pub use store::{MemStore, PendingCommit, Resolved, Store, StoreError, StoreTxn, BULK_BATCH};
+pub use store::{
+    MemStore, OpenTables, PendingCommit, Resolved, Store, StoreError, StoreTxn, TableId, BULK_BATCH,
+};

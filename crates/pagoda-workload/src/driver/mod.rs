@@ -400,7 +400,8 @@ mod tests {
             self.n += 1;
             let key = self.n.to_be_bytes();
             let r = txns.run(store, false, |t| {
-                t.put("t", &key, b"v")?;
+                let t_t = t.open("t")?;
+                t.put(t_t, &key, b"v")?;
                 Ok(Finish::Commit(OpStatus::Ok))
             });
             ((self.n % 2) as usize, r)

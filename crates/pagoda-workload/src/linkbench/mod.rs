@@ -218,7 +218,9 @@ pub fn load(
          -> Result<(), WorkloadError> {
             txns.run(store, false, |t| {
                 for (table, k, v) in rows.iter() {
-                    t.put(table, k, v)?;
+                    // Rows of three tables: each opens once (open returns the same handle).
+                    let table_t = t.open(table)?;
+                    t.put(table_t, k, v)?;
                 }
                 Ok(Finish::Commit(()))
             })
@@ -296,7 +298,8 @@ pub fn run(
     let next_node = {
         let err = |e| WorkloadError::store("finding the highest node id", e);
         let mut t = store.begin_read().map_err(err)?;
-        let last = t.scan(NODE, &[], None, 1, true).map_err(err)?;
+        let node_t = t.open(NODE).map_err(err)?;
+        let last = t.scan(node_t, &[], None, 1, true).map_err(err)?;
         let _ = t.commit();
         let max = match last.first() {
             Some((k, _)) => k
@@ -352,8 +355,9 @@ pub fn get_link_list(
     limit: usize,
 ) -> Result<Vec<(u64, u64, Vec<u8>)>, StoreError> {
     let mut t = store.begin_read()?;
+    let link_time_t = t.open(LINK_TIME)?;
     let p = count_key(id1, link_type);
-    let rows = t.scan(LINK_TIME, &p, prefix_end(&p).as_deref(), limit, true)?;
+    let rows = t.scan(link_time_t, &p, prefix_end(&p).as_deref(), limit, true)?;
     t.commit()?;
     rows.into_iter()
         .map(|(k, v)| {
@@ -373,7 +377,8 @@ pub fn get_link_list(
 /// The stored count of `(id1, link_type)` (0 when absent).
 pub fn link_count(store: &dyn Store, id1: u64, link_type: u32) -> Result<u64, StoreError> {
     let mut t = store.begin_read()?;
-    let v = t.get(COUNT, &count_key(id1, link_type))?;
+    let count_t = t.open(COUNT)?;
+    let v = t.get(count_t, &count_key(id1, link_type))?;
     t.commit()?;
     v.map_or(Ok(0), |v| decode_count(&v).map(|c| c.0))
 }

@@ -103,13 +103,14 @@ fn add_to_count(
     delta: i64,
     time: u64,
 ) -> Result<(), StoreError> {
+    let count_t = t.open(COUNT)?;
     let k = count_key(id1, lt);
-    let (count, version, _) = match t.get(COUNT, &k)? {
+    let (count, version, _) = match t.get(count_t, &k)? {
         Some(v) => decode_count(&v)?,
         None => (0, 0, 0),
     };
     let count = count.saturating_add_signed(delta);
-    t.put(COUNT, &k, &encode_count(count, version + 1, time))
+    t.put(count_t, &k, &encode_count(count, version + 1, time))
 }
 
 /// Writes a link visible at `time`, keeping the time index and the count in step.
@@ -121,11 +122,13 @@ fn upsert_link(
     data: &[u8],
     time: u64,
 ) -> Result<(), StoreError> {
+    let link_t = t.open(LINK)?;
+    let link_time_t = t.open(LINK_TIME)?;
     let lk = link_key(id1, lt, id2);
-    let old = t.get(LINK, &lk)?.map(|v| Link::decode(&v)).transpose()?;
+    let old = t.get(link_t, &lk)?.map(|v| Link::decode(&v)).transpose()?;
     let version = match &old {
         Some(l) if l.visibility == 1 => {
-            t.delete(LINK_TIME, &link_time_key(id1, lt, l.time, id2))?;
+            t.delete(link_time_t, &link_time_key(id1, lt, l.time, id2))?;
             l.version + 1
         }
         Some(l) => {
@@ -144,11 +147,11 @@ fn upsert_link(
         data: data.to_vec(),
     };
     t.put(
-        LINK_TIME,
+        link_time_t,
         &link_time_key(id1, lt, time, id2),
         &link.index_value(),
     )?;
-    t.put(LINK, &lk, &link.encode())
+    t.put(link_t, &lk, &link.encode())
 }
 
 impl LinkWorker<'_> {
@@ -176,18 +179,20 @@ impl LinkWorker<'_> {
                 let id1 = self.pick(&run.link_write);
                 let (lt, id2) = self.existing_link(id1);
                 txns.run(store, false, |t| {
+                    let link_t = t.open(LINK)?;
+                    let link_time_t = t.open(LINK_TIME)?;
                     let lk = link_key(id1, lt, id2);
-                    let Some(v) = t.get(LINK, &lk)? else {
+                    let Some(v) = t.get(link_t, &lk)? else {
                         return Ok(Finish::Rollback(OpStatus::NotFound));
                     };
                     let mut link = Link::decode(&v)?;
                     if link.visibility == 0 {
                         return Ok(Finish::Rollback(OpStatus::NotFound));
                     }
-                    t.delete(LINK_TIME, &link_time_key(id1, lt, link.time, id2))?;
+                    t.delete(link_time_t, &link_time_key(id1, lt, link.time, id2))?;
                     link.visibility = 0;
                     link.version += 1;
-                    t.put(LINK, &lk, &link.encode())?;
+                    t.put(link_t, &lk, &link.encode())?;
                     add_to_count(t, id1, lt, -1, now)?;
                     Ok(Finish::Commit(OpStatus::Ok))
                 })
@@ -197,7 +202,8 @@ impl LinkWorker<'_> {
                 let (lt, id2) = self.existing_link(id1);
                 let data = self.link_payload();
                 txns.run(store, false, |t| {
-                    match t.get(LINK, &link_key(id1, lt, id2))? {
+                    let link_t = t.open(LINK)?;
+                    match t.get(link_t, &link_key(id1, lt, id2))? {
                         Some(v) if Link::decode(&v)?.visibility == 1 => {}
                         _ => return Ok(Finish::Rollback(OpStatus::NotFound)),
                     }
@@ -221,7 +227,8 @@ impl LinkWorker<'_> {
                 let id1 = self.pick(&run.link_read);
                 let lt = self.link_type();
                 txns.run(store, true, |t| {
-                    if let Some(v) = t.get(COUNT, &count_key(id1, lt))? {
+                    let count_t = t.open(COUNT)?;
+                    if let Some(v) = t.get(count_t, &count_key(id1, lt))? {
                         decode_count(&v)?;
                     }
                     Ok(Finish::Commit(OpStatus::Ok))
@@ -231,8 +238,9 @@ impl LinkWorker<'_> {
                 let id1 = self.pick(&run.link_read);
                 let (lt, id2) = self.existing_link(id1);
                 txns.run(store, true, |t| {
+                    let link_t = t.open(LINK)?;
                     Ok(Finish::Commit(
-                        match t.get(LINK, &link_key(id1, lt, id2))? {
+                        match t.get(link_t, &link_key(id1, lt, id2))? {
                             Some(v) if Link::decode(&v)?.visibility == 1 => OpStatus::Ok,
                             _ => OpStatus::NotFound,
                         },
@@ -244,8 +252,9 @@ impl LinkWorker<'_> {
                 let lt = self.link_type();
                 let limit = run.cfg.max_link_list;
                 txns.run(store, true, |t| {
+                    let link_time_t = t.open(LINK_TIME)?;
                     let p = count_key(id1, lt);
-                    t.scan(LINK_TIME, &p, prefix_end(&p).as_deref(), limit, true)?;
+                    t.scan(link_time_t, &p, prefix_end(&p).as_deref(), limit, true)?;
                     Ok(Finish::Commit(OpStatus::Ok))
                 })
             }
@@ -265,7 +274,8 @@ impl LinkWorker<'_> {
             GET_NODE => {
                 let id = self.pick(&run.node_read);
                 txns.run(store, true, |t| {
-                    Ok(Finish::Commit(match t.get(NODE, &node_key(id))? {
+                    let node_t = t.open(NODE)?;
+                    Ok(Finish::Commit(match t.get(node_t, &node_key(id))? {
                         Some(v) => {
                             Node::decode(&v)?;
                             OpStatus::Ok
@@ -283,7 +293,8 @@ impl LinkWorker<'_> {
                     data: self.node_payload(),
                 };
                 txns.run(store, false, |t| {
-                    t.put(NODE, &node_key(id), &node.encode())?;
+                    let node_t = t.open(NODE)?;
+                    t.put(node_t, &node_key(id), &node.encode())?;
                     Ok(Finish::Commit(OpStatus::Ok))
                 })
             }
@@ -291,22 +302,24 @@ impl LinkWorker<'_> {
                 let id = self.pick(&run.node_update);
                 let data = self.node_payload();
                 txns.run(store, false, |t| {
+                    let node_t = t.open(NODE)?;
                     let k = node_key(id);
-                    let Some(v) = t.get(NODE, &k)? else {
+                    let Some(v) = t.get(node_t, &k)? else {
                         return Ok(Finish::Rollback(OpStatus::NotFound));
                     };
                     let mut node = Node::decode(&v)?;
                     node.version += 1;
                     node.time = now;
                     node.data.clone_from(&data);
-                    t.put(NODE, &k, &node.encode())?;
+                    t.put(node_t, &k, &node.encode())?;
                     Ok(Finish::Commit(OpStatus::Ok))
                 })
             }
             _ => {
                 let id = self.rng.gen_range(1..=run.graph.nodes());
                 txns.run(store, false, |t| {
-                    Ok(if t.delete(NODE, &node_key(id))? {
+                    let node_t = t.open(NODE)?;
+                    Ok(if t.delete(node_t, &node_key(id))? {
                         Finish::Commit(OpStatus::Ok)
                     } else {
                         Finish::Rollback(OpStatus::NotFound)

@@ -29,7 +29,8 @@ fn run_requests(store: &MemStore, cfg: &LinkbenchConfig, n: u64) -> RunReport {
 
 fn all(store: &MemStore, table: &str) -> Vec<(Vec<u8>, Vec<u8>)> {
     let mut t = store.begin_read().unwrap();
-    t.scan(table, &[], None, usize::MAX, false).unwrap()
+    let table_t = t.open(table).unwrap();
+    t.scan(table_t, &[], None, usize::MAX, false).unwrap()
 }
 
 /// Counts, the time index and the visible links agree for every (id1, type).
@@ -48,8 +49,9 @@ fn assert_invariants(store: &MemStore) -> (u64, u64) {
                 id2,
             );
             let mut t = store.begin_read().unwrap();
+            let link_time_t = t.open(LINK_TIME).unwrap();
             assert!(
-                t.get(LINK_TIME, &tk).unwrap().is_some(),
+                t.get(link_time_t, &tk).unwrap().is_some(),
                 "visible link not indexed"
             );
         } else {

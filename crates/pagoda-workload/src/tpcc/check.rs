@@ -69,7 +69,11 @@ pub fn check(store: &dyn Store, warehouses: u32) -> Result<CheckReport, Workload
     for w in 1..=warehouses {
         report.warehouses += 1;
         let mut t = store.begin_read().map_err(err)?;
-        let Some(wv) = t.get(WAREHOUSE, &warehouse_key(w)).map_err(err)? else {
+        let (warehouse_t, district_t) = (
+            t.open(WAREHOUSE).map_err(err)?,
+            t.open(DISTRICT).map_err(err)?,
+        );
+        let Some(wv) = t.get(warehouse_t, &warehouse_key(w)).map_err(err)? else {
             report.violations.push(Violation {
                 condition: 1,
                 detail: format!("warehouse {w} does not exist"),
@@ -80,7 +84,7 @@ pub fn check(store: &dyn Store, warehouses: u32) -> Result<CheckReport, Workload
         let mut sum_d_ytd = 0;
         for d in 1..=DISTRICTS {
             report.districts += 1;
-            let Some(dv) = t.get(DISTRICT, &district_key(w, d)).map_err(err)? else {
+            let Some(dv) = t.get(district_t, &district_key(w, d)).map_err(err)? else {
                 report.violations.push(Violation {
                     condition: 1,
                     detail: format!("district {w}/{d} does not exist"),
@@ -109,12 +113,15 @@ fn check_district(
     dist: &District,
     report: &mut CheckReport,
 ) -> Result<(), StoreError> {
+    let order_line_t = t.open(ORDER_LINE)?;
+    let orders_t = t.open(ORDERS)?;
+    let new_orders_t = t.open(NEW_ORDERS)?;
     let p = district_key(w, d);
     let end = prefix_end(&p);
-    let orders = t.scan(ORDERS, &p, end.as_deref(), usize::MAX, false)?;
-    let new_orders = t.scan(NEW_ORDERS, &p, end.as_deref(), usize::MAX, false)?;
+    let orders = t.scan(orders_t, &p, end.as_deref(), usize::MAX, false)?;
+    let new_orders = t.scan(new_orders_t, &p, end.as_deref(), usize::MAX, false)?;
     let lines = t
-        .scan(ORDER_LINE, &p, end.as_deref(), usize::MAX, false)?
+        .scan(order_line_t, &p, end.as_deref(), usize::MAX, false)?
         .len() as u64;
     let max_o = match orders.last() {
         Some((k, _)) => key_part(k, 2)?,

@@ -86,7 +86,9 @@ impl Writer<'_> {
         self.txns
             .run(self.store, false, |t| {
                 for (table, k, v) in rows {
-                    t.put(table, k, v)?;
+                    // Rows of several tables: each opens once (open returns the same handle).
+                    let table_t = t.open(table)?;
+                    t.put(table_t, k, v)?;
                 }
                 Ok(Finish::Commit(()))
             })

@@ -210,10 +210,11 @@ pub fn run(
 fn preflight(store: &dyn Store, cfg: &TpccConfig) -> Result<(), WorkloadError> {
     let err = |e| WorkloadError::store("checking the TPC-C tables", e);
     let mut t = store.begin_read().map_err(err)?;
+    let (warehouse_t, item_t) = (t.open(WAREHOUSE).map_err(err)?, t.open(ITEM).map_err(err)?);
     let w = t
-        .get(WAREHOUSE, &warehouse_key(cfg.warehouses))
+        .get(warehouse_t, &warehouse_key(cfg.warehouses))
         .map_err(err)?;
-    let i = t.get(ITEM, &item_key(cfg.scale.items)).map_err(err)?;
+    let i = t.get(item_t, &item_key(cfg.scale.items)).map_err(err)?;
     let _ = t.commit();
     if w.is_none() || i.is_none() {
         return Err(WorkloadError::NotLoaded {
@@ -233,10 +234,13 @@ fn next_history_seq(store: &dyn Store, warehouses: u32) -> Result<u64, WorkloadE
     let mut t = store
         .begin_read()
         .map_err(|e| WorkloadError::store("reading history", e))?;
+    let history_t = t
+        .open(HISTORY)
+        .map_err(|e| WorkloadError::store("reading history", e))?;
     for w in 1..=warehouses {
         let p = warehouse_key(w);
         let last = t
-            .scan(HISTORY, &p, prefix_end(&p).as_deref(), 1, true)
+            .scan(history_t, &p, prefix_end(&p).as_deref(), 1, true)
             .map_err(|e| WorkloadError::store("reading history", e))?;
         if let Some((k, _)) = last.first() {
             if let Some(b) = k.get(4..12).and_then(|b| <[u8; 8]>::try_from(b).ok()) {

@@ -42,22 +42,30 @@ fn full_scale_load_has_the_specified_rows_and_values() {
     assert_eq!(r.rows, total);
 
     let mut t = store.begin_read().unwrap();
-    let w = Warehouse::from_bytes(&t.get(WAREHOUSE, &warehouse_key(1)).unwrap().unwrap()).unwrap();
+    let warehouse_t = t.open(WAREHOUSE).unwrap();
+    let district_t = t.open(DISTRICT).unwrap();
+    let new_orders_t = t.open(NEW_ORDERS).unwrap();
+    let orders_t = t.open(ORDERS).unwrap();
+    let customer_t = t.open(CUSTOMER).unwrap();
+    let stock_t = t.open(STOCK).unwrap();
+    let w =
+        Warehouse::from_bytes(&t.get(warehouse_t, &warehouse_key(1)).unwrap().unwrap()).unwrap();
     assert_eq!(w.ytd, 300_000 * 100);
-    let d = District::from_bytes(&t.get(DISTRICT, &district_key(1, 3)).unwrap().unwrap()).unwrap();
+    let d =
+        District::from_bytes(&t.get(district_t, &district_key(1, 3)).unwrap().unwrap()).unwrap();
     assert_eq!((d.ytd, d.next_o_id), (30_000 * 100, 3001));
     let nos = t
-        .scan(NEW_ORDERS, &district_key(1, 3), None, 900, false)
+        .scan(new_orders_t, &district_key(1, 3), None, 900, false)
         .unwrap();
     assert_eq!(key_part(&nos[0].0, 2).unwrap(), 2101);
     assert_eq!(key_part(&nos[899].0, 2).unwrap(), 3000);
     let mut o =
-        |id| Order::from_bytes(&t.get(ORDERS, &order_key(1, 3, id)).unwrap().unwrap()).unwrap();
+        |id| Order::from_bytes(&t.get(orders_t, &order_key(1, 3, id)).unwrap().unwrap()).unwrap();
     assert!(o(2100).carrier_id.is_some());
     assert!(o(2101).carrier_id.is_none());
     let customers = t
         .scan(
-            CUSTOMER,
+            customer_t,
             &district_key(1, 1),
             Some(&district_key(1, 2)),
             usize::MAX,
@@ -75,7 +83,7 @@ fn full_scale_load_has_the_specified_rows_and_values() {
     let mut original = 0;
     let mut qty_ok = true;
     for (_, v) in t
-        .scan(STOCK, &warehouse_key(1), None, 10000, false)
+        .scan(stock_t, &warehouse_key(1), None, 10000, false)
         .unwrap()
     {
         let s = Stock::from_bytes(&v).unwrap();
@@ -131,11 +139,12 @@ fn a_run_keeps_the_database_consistent() {
     // The run really changed the database: committed New-Orders advanced D_NEXT_O_ID.
     let committed = no.ok;
     let mut t = store.begin_read().unwrap();
+    let district_t = t.open(DISTRICT).unwrap();
     let mut advanced = 0;
     for w in 1..=2 {
         for dd in 1..=DISTRICTS {
             let dist =
-                District::from_bytes(&t.get(DISTRICT, &district_key(w, dd)).unwrap().unwrap())
+                District::from_bytes(&t.get(district_t, &district_key(w, dd)).unwrap().unwrap())
                     .unwrap();
             advanced += u64::from(dist.next_o_id - 301);
         }
@@ -152,20 +161,24 @@ fn check_finds_each_violated_condition() {
     };
     load(&store, &cfg, 1, 9, None).unwrap();
     let mut t = store.begin().unwrap();
+    let warehouse_t = t.open(WAREHOUSE).unwrap();
+    let district_t = t.open(DISTRICT).unwrap();
+    let new_orders_t = t.open(NEW_ORDERS).unwrap();
+    let order_line_t = t.open(ORDER_LINE).unwrap();
     // 1: W_YTD off by one cent.
     let wk = warehouse_key(1);
-    let mut w = Warehouse::from_bytes(&t.get(WAREHOUSE, &wk).unwrap().unwrap()).unwrap();
+    let mut w = Warehouse::from_bytes(&t.get(warehouse_t, &wk).unwrap().unwrap()).unwrap();
     w.ytd += 1;
-    t.put(WAREHOUSE, &wk, &w.encode()).unwrap();
+    t.put(warehouse_t, &wk, &w.encode()).unwrap();
     // 2: D_NEXT_O_ID of district 2 too high.
     let dk = district_key(1, 2);
-    let mut d = District::from_bytes(&t.get(DISTRICT, &dk).unwrap().unwrap()).unwrap();
+    let mut d = District::from_bytes(&t.get(district_t, &dk).unwrap().unwrap()).unwrap();
     d.next_o_id += 1;
-    t.put(DISTRICT, &dk, &d.encode()).unwrap();
+    t.put(district_t, &dk, &d.encode()).unwrap();
     // 3: a hole in district 3's new-orders.
-    assert!(t.delete(NEW_ORDERS, &order_key(1, 3, 250)).unwrap());
+    assert!(t.delete(new_orders_t, &order_key(1, 3, 250)).unwrap());
     // 4: a missing order line in district 4.
-    assert!(t.delete(ORDER_LINE, &order_line_key(1, 4, 7, 1)).unwrap());
+    assert!(t.delete(order_line_t, &order_line_key(1, 4, 7, 1)).unwrap());
     t.commit().unwrap();
     let c = check(&store, 1).unwrap();
     assert!(!c.is_consistent());
@@ -180,6 +193,10 @@ fn payment_by_last_name_takes_the_middle_customer() {
     let store = MemStore::new();
     create_tables(&store).unwrap();
     let mut t = store.begin().unwrap();
+    let customer_t = t.open(CUSTOMER).unwrap();
+    let customer_by_name_t = t.open(CUSTOMER_BY_NAME).unwrap();
+    let warehouse_t = t.open(WAREHOUSE).unwrap();
+    let district_t = t.open(DISTRICT).unwrap();
     let firsts = ["AAA", "BBB", "CCC"];
     for (c, first) in (1..=3).zip(firsts) {
         let cust = Customer {
@@ -206,10 +223,10 @@ fn payment_by_last_name_takes_the_middle_customer() {
         };
         // Inserted out of first-name order: ids 1..3 get CCC, BBB, AAA reversed below.
         let id = 4 - c;
-        t.put(CUSTOMER, &customer_key(1, 1, id), &cust.encode())
+        t.put(customer_t, &customer_key(1, 1, id), &cust.encode())
             .unwrap();
         t.put(
-            CUSTOMER_BY_NAME,
+            customer_by_name_t,
             &customer_name_key(1, 1, &cust.last, first, id),
             &[],
         )
@@ -227,7 +244,7 @@ fn payment_by_last_name_takes_the_middle_customer() {
         tax: 0,
         ytd: 0,
     };
-    t.put(WAREHOUSE, &warehouse_key(1), &wh.encode()).unwrap();
+    t.put(warehouse_t, &warehouse_key(1), &wh.encode()).unwrap();
     let dist = District {
         name: "D".into(),
         address: wh.address.clone(),
@@ -235,7 +252,7 @@ fn payment_by_last_name_takes_the_middle_customer() {
         ytd: 0,
         next_o_id: 1,
     };
-    t.put(DISTRICT, &district_key(1, 1), &dist.encode())
+    t.put(district_t, &district_key(1, 1), &dist.encode())
         .unwrap();
     t.commit().unwrap();
     let mut txns = TxnRunner::new(0);
@@ -249,12 +266,13 @@ fn payment_by_last_name_takes_the_middle_customer() {
     };
     assert_eq!(txn::payment(&store, &mut txns, &p, 1, 0), Ok(OpStatus::Ok));
     let mut t = store.begin_read().unwrap();
+    let customer_t = t.open(CUSTOMER).unwrap();
     // Sorted by first name: AAA (id 3), BBB (id 2), CCC (id 1); the middle one is id 2.
     let paid =
-        Customer::from_bytes(&t.get(CUSTOMER, &customer_key(1, 1, 2)).unwrap().unwrap()).unwrap();
+        Customer::from_bytes(&t.get(customer_t, &customer_key(1, 1, 2)).unwrap().unwrap()).unwrap();
     assert_eq!((paid.balance, paid.payment_cnt), (-500, 1));
     let other =
-        Customer::from_bytes(&t.get(CUSTOMER, &customer_key(1, 1, 1)).unwrap().unwrap()).unwrap();
+        Customer::from_bytes(&t.get(customer_t, &customer_key(1, 1, 1)).unwrap().unwrap()).unwrap();
     assert_eq!(other.payment_cnt, 0);
     drop(t);
     let missing = txn::PaymentIn {

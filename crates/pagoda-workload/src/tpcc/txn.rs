@@ -160,7 +160,8 @@ fn get_row<R: Row>(
     key: &[u8],
     what: impl Fn() -> String,
 ) -> Result<R, StoreError> {
-    match t.get(R::TABLE, key)? {
+    let table_t = t.open(R::TABLE)?;
+    match t.get(table_t, key)? {
         Some(v) => R::from_bytes(&v),
         None => Err(missing(what())),
     }
@@ -173,7 +174,14 @@ fn prefix_scan(
     limit: usize,
     reverse: bool,
 ) -> Result<Rows, StoreError> {
-    t.scan(table, prefix, prefix_end(prefix).as_deref(), limit, reverse)
+    let table_t = t.open(table)?;
+    t.scan(
+        table_t,
+        prefix,
+        prefix_end(prefix).as_deref(),
+        limit,
+        reverse,
+    )
 }
 
 /// Resolves a customer selection to (id, row); `None` when no customer has that last name.
@@ -215,12 +223,19 @@ pub fn new_order(
 ) -> Result<OpStatus, StoreError> {
     let all_local = u32::from(i.lines.iter().all(|l| l.1 == i.w));
     txns.run(store, false, |t| {
+        let district_t = t.open(DISTRICT)?;
+        let orders_t = t.open(ORDERS)?;
+        let new_orders_t = t.open(NEW_ORDERS)?;
+        let orders_by_customer_t = t.open(ORDERS_BY_CUSTOMER)?;
+        let item_t = t.open(ITEM)?;
+        let stock_t = t.open(STOCK)?;
+        let order_line_t = t.open(ORDER_LINE)?;
         let wh = get_row::<Warehouse>(t, &warehouse_key(i.w), || format!("warehouse {}", i.w))?;
         let dk = district_key(i.w, i.d);
         let mut dist = get_row::<District>(t, &dk, || format!("district {}/{}", i.w, i.d))?;
         let o = dist.next_o_id;
         dist.next_o_id += 1;
-        t.put(DISTRICT, &dk, &dist.encode())?;
+        t.put(district_t, &dk, &dist.encode())?;
         let cust = get_row::<Customer>(t, &customer_key(i.w, i.d, i.c), || {
             format!("customer {}/{}/{}", i.w, i.d, i.c)
         })?;
@@ -231,16 +246,16 @@ pub fn new_order(
             ol_cnt: i.lines.len() as u32,
             all_local,
         };
-        t.put(ORDERS, &order_key(i.w, i.d, o), &order.encode())?;
-        t.put(NEW_ORDERS, &order_key(i.w, i.d, o), &[])?;
+        t.put(orders_t, &order_key(i.w, i.d, o), &order.encode())?;
+        t.put(new_orders_t, &order_key(i.w, i.d, o), &[])?;
         t.put(
-            ORDERS_BY_CUSTOMER,
+            orders_by_customer_t,
             &order_by_customer_key(i.w, i.d, i.c, o),
             &[],
         )?;
         let mut total = 0i64;
         for (n, &(item_id, supply_w, qty)) in i.lines.iter().enumerate() {
-            let Some(iv) = t.get(ITEM, &item_key(item_id))? else {
+            let Some(iv) = t.get(item_t, &item_key(item_id))? else {
                 // The 1 % "unused item" case: the whole order rolls back.
                 return Ok(Finish::Rollback(OpStatus::RolledBack));
             };
@@ -257,7 +272,7 @@ pub fn new_order(
             if supply_w != i.w {
                 s.remote_cnt += 1;
             }
-            t.put(STOCK, &sk, &s.encode())?;
+            t.put(stock_t, &sk, &s.encode())?;
             let amount = i64::from(qty) * item.price;
             total += amount;
             let line = OrderLine {
@@ -269,7 +284,7 @@ pub fn new_order(
                 dist_info: s.dist[(i.d - 1) as usize % 10].clone(),
             };
             t.put(
-                ORDER_LINE,
+                order_line_t,
                 &order_line_key(i.w, i.d, o, n as u32 + 1),
                 &line.encode(),
             )?;
@@ -291,14 +306,18 @@ pub fn payment(
     now: i64,
 ) -> Result<OpStatus, StoreError> {
     txns.run(store, false, |t| {
+        let warehouse_t = t.open(WAREHOUSE)?;
+        let district_t = t.open(DISTRICT)?;
+        let customer_t = t.open(CUSTOMER)?;
+        let history_t = t.open(HISTORY)?;
         let wk = warehouse_key(i.w);
         let mut wh = get_row::<Warehouse>(t, &wk, || format!("warehouse {}", i.w))?;
         wh.ytd += i.amount;
-        t.put(WAREHOUSE, &wk, &wh.encode())?;
+        t.put(warehouse_t, &wk, &wh.encode())?;
         let dk = district_key(i.w, i.d);
         let mut dist = get_row::<District>(t, &dk, || format!("district {}/{}", i.w, i.d))?;
         dist.ytd += i.amount;
-        t.put(DISTRICT, &dk, &dist.encode())?;
+        t.put(district_t, &dk, &dist.encode())?;
         let Some((c, mut cust)) = find_customer(t, i.c_w, i.c_d, &i.customer)? else {
             return Ok(Finish::Rollback(OpStatus::NotFound));
         };
@@ -319,7 +338,7 @@ pub fn payment(
             data.truncate(500);
             cust.data = data;
         }
-        t.put(CUSTOMER, &customer_key(i.c_w, i.c_d, c), &cust.encode())?;
+        t.put(customer_t, &customer_key(i.c_w, i.c_d, c), &cust.encode())?;
         let h = History {
             c_id: c,
             c_d_id: i.c_d,
@@ -330,7 +349,7 @@ pub fn payment(
             amount: i.amount,
             data: format!("{}    {}", wh.name, dist.name),
         };
-        t.put(HISTORY, &history_key(i.w, history_seq), &h.encode())?;
+        t.put(history_t, &history_key(i.w, history_seq), &h.encode())?;
         Ok(Finish::Commit(OpStatus::Ok))
     })
 }
@@ -372,29 +391,33 @@ pub fn delivery(
     let mut delivered = 0;
     for d in 1..=DISTRICTS {
         let done = txns.run(store, false, |t| {
+            let new_orders_t = t.open(NEW_ORDERS)?;
+            let orders_t = t.open(ORDERS)?;
+            let order_line_t = t.open(ORDER_LINE)?;
+            let customer_t = t.open(CUSTOMER)?;
             let oldest = prefix_scan(t, NEW_ORDERS, &district_key(w, d), 1, false)?;
             let Some((nk, _)) = oldest.first() else {
                 return Ok(Finish::Commit(false));
             };
             let o = key_part(nk, 2)?;
-            t.delete(NEW_ORDERS, nk)?;
+            t.delete(new_orders_t, nk)?;
             let ok = order_key(w, d, o);
             let mut order = get_row::<Order>(t, &ok, || format!("order {w}/{d}/{o}"))?;
             order.carrier_id = Some(carrier);
-            t.put(ORDERS, &ok, &order.encode())?;
+            t.put(orders_t, &ok, &order.encode())?;
             let mut sum = 0;
             for (lk, lv) in prefix_scan(t, ORDER_LINE, &ok, usize::MAX, false)? {
                 let mut line = OrderLine::from_bytes(&lv)?;
                 line.delivery_d = Some(now);
                 sum += line.amount;
-                t.put(ORDER_LINE, &lk, &line.encode())?;
+                t.put(order_line_t, &lk, &line.encode())?;
             }
             let ck = customer_key(w, d, order.c_id);
             let mut cust =
                 get_row::<Customer>(t, &ck, || format!("customer {w}/{d}/{}", order.c_id))?;
             cust.balance += sum;
             cust.delivery_cnt += 1;
-            t.put(CUSTOMER, &ck, &cust.encode())?;
+            t.put(customer_t, &ck, &cust.encode())?;
             Ok(Finish::Commit(true))
         })?;
         delivered += u32::from(done);
@@ -416,12 +439,13 @@ pub fn stock_level(
     threshold: u32,
 ) -> Result<OpStatus, StoreError> {
     txns.run(store, true, |t| {
+        let order_line_t = t.open(ORDER_LINE)?;
         let dist = get_row::<District>(t, &district_key(w, d), || format!("district {w}/{d}"))?;
         let next = dist.next_o_id;
         let from = order_key(w, d, next.saturating_sub(20));
         let to = order_key(w, d, next);
         let mut items = BTreeSet::new();
-        for (_, v) in t.scan(ORDER_LINE, &from, Some(&to), usize::MAX, false)? {
+        for (_, v) in t.scan(order_line_t, &from, Some(&to), usize::MAX, false)? {
             items.insert(OrderLine::from_bytes(&v)?.i_id);
         }
         // The count is the terminal's output; the driver only needs the reads done.

@@ -62,8 +62,9 @@ pub fn load(
             })
             .collect();
         txns.run(store, false, |t| {
+            let table_t = t.open(&cfg.table)?;
             for (k, v) in &rows {
-                t.put(&cfg.table, k, v)?;
+                t.put(table_t, k, v)?;
             }
             Ok(Finish::Commit(()))
         })
@@ -94,8 +95,9 @@ pub fn run(
 fn preflight(store: &dyn Store, cfg: &YcsbConfig) -> Result<(), WorkloadError> {
     let err = |e| WorkloadError::store("checking the YCSB table", e);
     let mut t = store.begin_read().map_err(err)?;
+    let table_t = t.open(&cfg.table).map_err(err)?;
     for k in [0, cfg.record_count - 1] {
-        if t.get(&cfg.table, &cfg.key(k)).map_err(err)?.is_none() {
+        if t.get(table_t, &cfg.key(k)).map_err(err)?.is_none() {
             return Err(WorkloadError::NotLoaded {
                 what: format!(
                     "table {} has no record {k} of --records {}",

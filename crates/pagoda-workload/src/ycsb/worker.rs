@@ -130,7 +130,8 @@ impl YcsbWorker<'_> {
         let cfg = self.run.cfg;
         let key = cfg.key(self.next_keynum());
         txns.run(store, true, |t| {
-            Ok(Finish::Commit(match t.get(&cfg.table, &key)? {
+            let table_t = t.open(&cfg.table)?;
+            Ok(Finish::Commit(match t.get(table_t, &key)? {
                 Some(v) => {
                     decode_record(&v, cfg.field_count)?;
                     OpStatus::Ok
@@ -151,17 +152,18 @@ impl YcsbWorker<'_> {
         let field = self.rng.gen_range(0..cfg.field_count);
         let new_value = self.run.lengths.field(&mut self.rng);
         txns.run(store, false, |t| {
+            let table_t = t.open(&cfg.table)?;
             if cfg.field_count == 1 && !read_first {
                 // The field is the whole value: a blind write, as a KV binding does.
-                t.put(&cfg.table, &key, &new_value)?;
+                t.put(table_t, &key, &new_value)?;
                 return Ok(Finish::Commit(OpStatus::Ok));
             }
-            let Some(old) = t.get(&cfg.table, &key)? else {
+            let Some(old) = t.get(table_t, &key)? else {
                 return Ok(Finish::Rollback(OpStatus::NotFound));
             };
             let mut fields = decode_record(&old, cfg.field_count)?;
             fields[field].clone_from(&new_value);
-            t.put(&cfg.table, &key, &encode_record(&fields))?;
+            t.put(table_t, &key, &encode_record(&fields))?;
             Ok(Finish::Commit(OpStatus::Ok))
         })
     }
@@ -172,7 +174,8 @@ impl YcsbWorker<'_> {
         let key = cfg.key(keynum);
         let value = encode_record(&self.run.lengths.record(&mut self.rng, cfg.field_count));
         let r = txns.run(store, false, |t| {
-            t.put(&cfg.table, &key, &value)?;
+            let table_t = t.open(&cfg.table)?;
+            t.put(table_t, &key, &value)?;
             Ok(Finish::Commit(OpStatus::Ok))
         });
         // Acknowledged even when it failed, as YCSB does, so the limit keeps moving.
@@ -185,7 +188,8 @@ impl YcsbWorker<'_> {
         let key = cfg.key(self.next_keynum());
         let len = self.rng.gen_range(1..=cfg.max_scan_length);
         txns.run(store, true, |t| {
-            let rows = t.scan(&cfg.table, &key, None, len, false)?;
+            let table_t = t.open(&cfg.table)?;
+            let rows = t.scan(table_t, &key, None, len, false)?;
             for (_, v) in &rows {
                 decode_record(v, cfg.field_count)?;
             }
@@ -242,7 +246,8 @@ impl Worker for YcsbWorker<'_> {
             let _field = self.rng.gen_range(0..cfg.field_count);
             let new_value = self.run.lengths.field(&mut self.rng);
             let r = txns.run_pipelined(store, |t| {
-                t.put(&cfg.table, &key, &new_value)?;
+                let table_t = t.open(&cfg.table)?;
+                t.put(table_t, &key, &new_value)?;
                 Ok(Finish::Commit(OpStatus::Ok))
             });
             return (op, r);
@@ -296,7 +301,8 @@ mod tests {
         let store = loaded(&cfg);
         {
             let mut t = store.begin_read().unwrap();
-            let v = t.get("usertable", &cfg.key(5)).unwrap().unwrap();
+            let usertable_t = t.open("usertable").unwrap();
+            let v = t.get(usertable_t, &cfg.key(5)).unwrap().unwrap();
             let f = decode_record(&v, 10).unwrap();
             assert_eq!(f.len(), 10);
             assert!(f
@@ -361,18 +367,25 @@ mod tests {
     }
 
     impl StoreTxn for SlowTxn<'_> {
-        fn get(&mut self, t: &str, k: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
+        fn open(&mut self, t: &str) -> Result<crate::store::TableId, StoreError> {
+            self.0.open(t)
+        }
+        fn get(
+            &mut self,
+            t: crate::store::TableId,
+            k: &[u8],
+        ) -> Result<Option<Vec<u8>>, StoreError> {
             self.0.get(t, k)
         }
-        fn put(&mut self, t: &str, k: &[u8], v: &[u8]) -> Result<(), StoreError> {
+        fn put(&mut self, t: crate::store::TableId, k: &[u8], v: &[u8]) -> Result<(), StoreError> {
             self.0.put(t, k, v)
         }
-        fn delete(&mut self, t: &str, k: &[u8]) -> Result<bool, StoreError> {
+        fn delete(&mut self, t: crate::store::TableId, k: &[u8]) -> Result<bool, StoreError> {
             self.0.delete(t, k)
         }
         fn scan(
             &mut self,
-            t: &str,
+            t: crate::store::TableId,
             s: &[u8],
             e: Option<&[u8]>,
             l: usize,
@@ -469,7 +482,8 @@ mod tests {
         let r = run_ops(&store, &cfg, 1000);
         assert_eq!(r.op("UPDATE").unwrap().count, 1000);
         let mut t = store.begin_read().unwrap();
-        let rows = t.scan("usertable", b"", None, usize::MAX, false).unwrap();
+        let usertable_t = t.open("usertable").unwrap();
+        let rows = t.scan(usertable_t, b"", None, usize::MAX, false).unwrap();
         assert_eq!(rows.len(), 200);
         assert!(rows.iter().all(|(k, v)| k.len() == 20 && v.len() == 1024));
     }

@@ -179,7 +179,8 @@ impl PeerBench {
         let fail = |err| CliError::Workload(WorkloadError::store("reading the load record", err));
         self.store.create_table(META_TABLE).map_err(fail)?;
         let mut tx = self.store.begin_read().map_err(fail)?;
-        let v = tx.get(META_TABLE, META_KEY).map_err(fail)?;
+        let meta = tx.open(META_TABLE).map_err(fail)?;
+        let v = tx.get(meta, META_KEY).map_err(fail)?;
         tx.commit().map_err(fail)?;
         Ok(v.and_then(|b| serde_json::from_slice(&b).ok()))
     }
@@ -206,7 +207,8 @@ impl PeerBench {
     fn mark_loaded(&self) -> CliResult<()> {
         let fail = |err| CliError::Workload(WorkloadError::store("recording the load", err));
         let mut tx = self.store.begin().map_err(fail)?;
-        tx.put(META_TABLE, META_KEY, self.ident.to_string().as_bytes())
+        let meta = tx.open(META_TABLE).map_err(fail)?;
+        tx.put(meta, META_KEY, self.ident.to_string().as_bytes())
             .map_err(fail)?;
         tx.commit().map_err(fail)
     }

@@ -9,8 +9,8 @@
 
 use super::session::Bench;
 use crate::error::{CliError, CliResult};
-use pagoda::store::PagodaStore;
 use pagoda_engine::{Db, DbOptions};
+use pagoda_peers::PagodaStore;
 use pagoda_workload::RunReport;
 use serde_json::{json, Value};
 use std::time::Instant;

@@ -6,8 +6,8 @@ use super::{config, targets, tpcc_config, Cell, CompareArgs, PhaseSpec, Work, LO
 use crate::cmd::bench::peer::{self, EngineChoice};
 use crate::error::{CliError, CliResult};
 use crate::progress::Progress as Bar;
-use pagoda::store::PagodaStore;
 use pagoda_engine::{CommitMode, Db, DbOptions, TornMode};
+use pagoda_peers::PagodaStore;
 use pagoda_workload::driver::Progress;
 use pagoda_workload::ycsb::{self, YcsbWorkload};
 use pagoda_workload::{tpcc, DriverConfig, RunLimit, Store, WorkloadError};
@@ -223,9 +223,10 @@ fn warm(store: &dyn Store, a: &CompareArgs) -> Result<u64, pagoda_workload::Stor
     const CHUNK: usize = 10_000;
     let table = config(YcsbWorkload::C, a.records).table;
     let mut txn = store.begin_read()?;
+    let t = txn.open(&table)?;
     let (mut start, mut seen) = (Vec::new(), 0u64);
     loop {
-        let rows = txn.scan(&table, &start, None, CHUNK, false)?;
+        let rows = txn.scan(t, &start, None, CHUNK, false)?;
         seen += rows.len() as u64;
         match rows.last() {
             Some((k, _)) if rows.len() == CHUNK => {

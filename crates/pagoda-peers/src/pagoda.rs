@@ -1,8 +1,11 @@
-//! The pagoda engine behind the workload crate's `Store` trait.
+//! The pagoda engine behind the workload crate's `Store` trait, beside the peers it is
+//! compared with. A transaction opens each table once ([`StoreTxn::open`]) and keeps the
+//! engine's table handle for the rest of it, as an embedder of the engine does: the
+//! benchmarks run the engine's typed API, with no catalog lookup per operation.
 
-use pagoda_engine::{CommitTicket, Db, Error, ReadOnlyTable, ReadTxn, WriteTxn};
-use pagoda_workload::store::Rows;
-use pagoda_workload::{PendingCommit, Store, StoreError, StoreTxn};
+use pagoda_engine::{CommitTicket, Db, Error, ReadOnlyTable, ReadTxn, Table, WriteTxn};
+use pagoda_workload::store::{OpenTables, Rows};
+use pagoda_workload::{PendingCommit, Store, StoreError, StoreTxn, TableId};
 use std::ops::Bound;
 
 /// A pagoda database as a workload store.
@@ -60,12 +63,14 @@ impl Store for PagodaStore {
 
     fn begin(&self) -> Result<Box<dyn StoreTxn + '_>, StoreError> {
         let tx = self.db.begin_write().map_err(store_err)?;
-        Ok(Box::new(PagodaTxn::Write(tx)))
+        let cell = WriteCell::new(tx, |_| Vec::new());
+        Ok(Box::new(PagodaTxn::Write(cell, OpenTables::default())))
     }
 
     fn begin_read(&self) -> Result<Box<dyn StoreTxn + '_>, StoreError> {
         let tx = self.db.begin_read().map_err(store_err)?;
-        Ok(Box::new(PagodaTxn::Read(tx)))
+        let cell = ReadCell::new(tx, |_| Vec::new());
+        Ok(Box::new(PagodaTxn::Read(cell, OpenTables::default())))
     }
 
     /// The engine's bottom-up build (`Db::bulk_load`): into an empty table, all or nothing.
@@ -116,11 +121,33 @@ impl Store for PagodaStore {
     }
 }
 
-/// One engine transaction. The `StoreTxn` seam names a table per operation, so each operation
-/// opens its table handle (one catalog lookup, as the engine's string API cost before).
-enum PagodaTxn<'a> {
-    Read(ReadTxn<'a>),
-    Write(WriteTxn<'a>),
+/// The tables a read transaction opened, borrowing it.
+type ReadTables<'t> = Vec<ReadOnlyTable<'t>>;
+/// The tables a write transaction opened, borrowing it.
+type WriteTables<'t> = Vec<Table<'t>>;
+
+// The engine's table handles borrow their transaction: each cell keeps the transaction and
+// the handles opened in it together, for as long as the store transaction lives.
+self_cell::self_cell!(
+    struct ReadCell<'db> {
+        owner: ReadTxn<'db>,
+        #[not_covariant]
+        dependent: ReadTables,
+    }
+);
+
+self_cell::self_cell!(
+    struct WriteCell<'db> {
+        owner: WriteTxn<'db>,
+        #[not_covariant]
+        dependent: WriteTables,
+    }
+);
+
+/// One engine transaction with the tables it opened (same index as `names`).
+enum PagodaTxn<'db> {
+    Read(ReadCell<'db>, OpenTables),
+    Write(WriteCell<'db>, OpenTables),
 }
 
 /// A store transaction the driver began read-only and then wrote in: the driver's mistake.
@@ -128,41 +155,98 @@ fn read_only() -> StoreError {
     StoreError::Other("write in a read-only transaction: begin it with Store::begin".into())
 }
 
+/// A handle this transaction did not give out.
+fn unknown(t: TableId) -> StoreError {
+    StoreError::Other(format!(
+        "table handle {} was not opened in this transaction; open the table first",
+        t.index()
+    ))
+}
+
 impl PagodaTxn<'_> {
-    fn write(&mut self) -> Result<&WriteTxn<'_>, StoreError> {
+    /// Runs `f` on the write transaction's table `t`.
+    fn with_table<R>(
+        &mut self,
+        t: TableId,
+        f: impl FnOnce(&mut Table<'_>) -> Result<R, Error>,
+    ) -> Result<R, StoreError> {
         match self {
-            PagodaTxn::Write(tx) => Ok(tx),
-            PagodaTxn::Read(_) => Err(read_only()),
+            PagodaTxn::Write(cell, _) => cell
+                .with_dependent_mut(|_, tables| tables.get_mut(t.index()).map(f))
+                .ok_or_else(|| unknown(t))?
+                .map_err(store_err),
+            PagodaTxn::Read(..) => Err(read_only()),
+        }
+    }
+
+    /// Runs `f` on table `t` for reading (a write transaction's table reads its own writes).
+    fn with_read<R>(
+        &mut self,
+        t: TableId,
+        f: impl FnOnce(&ReadOnlyTable<'_>) -> Result<R, Error>,
+    ) -> Result<R, StoreError> {
+        match self {
+            PagodaTxn::Read(cell, _) => cell
+                .with_dependent(|_, tables| tables.get(t.index()).map(f))
+                .ok_or_else(|| unknown(t))?
+                .map_err(store_err),
+            PagodaTxn::Write(cell, _) => cell
+                .with_dependent(|_, tables| tables.get(t.index()).map(|t| f(t.as_read_only())))
+                .ok_or_else(|| unknown(t))?
+                .map_err(store_err),
         }
     }
 }
 
 impl StoreTxn for PagodaTxn<'_> {
-    fn get(&mut self, table: &str, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
+    fn open(&mut self, table: &str) -> Result<TableId, StoreError> {
         match self {
-            PagodaTxn::Read(tx) => tx.open_table(table).and_then(|t| t.get(key)),
-            PagodaTxn::Write(tx) => tx.open_table(table).and_then(|t| t.get(key)),
+            PagodaTxn::Read(cell, names) => {
+                if let Some(t) = names.find(table) {
+                    return Ok(t);
+                }
+                cell.with_dependent_mut(|tx, tables| {
+                    tables.push(tx.open_table(table)?);
+                    Ok::<(), Error>(())
+                })
+                .map_err(store_err)?;
+                Ok(names.open(table).0)
+            }
+            PagodaTxn::Write(cell, names) => {
+                if let Some(t) = names.find(table) {
+                    return Ok(t);
+                }
+                cell.with_dependent_mut(|tx, tables| {
+                    tables.push(tx.open_table(table)?);
+                    Ok::<(), Error>(())
+                })
+                .map_err(store_err)?;
+                Ok(names.open(table).0)
+            }
         }
-        .map_err(store_err)
     }
 
-    fn put(&mut self, table: &str, key: &[u8], value: &[u8]) -> Result<(), StoreError> {
-        let mut t = self.write()?.open_table(table).map_err(store_err)?;
-        t.put(key, value).map_err(store_err)
+    fn get(&mut self, table: TableId, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
+        self.with_read(table, |t| t.get(key))
     }
 
-    fn delete(&mut self, table: &str, key: &[u8]) -> Result<bool, StoreError> {
-        let mut t = self.write()?.open_table(table).map_err(store_err)?;
-        let existed = t.get(key).map_err(store_err)?.is_some();
-        if existed {
-            t.delete(key).map_err(store_err)?;
-        }
-        Ok(existed)
+    fn put(&mut self, table: TableId, key: &[u8], value: &[u8]) -> Result<(), StoreError> {
+        self.with_table(table, |t| t.put(key, value))
+    }
+
+    fn delete(&mut self, table: TableId, key: &[u8]) -> Result<bool, StoreError> {
+        self.with_table(table, |t| {
+            let existed = t.get(key)?.is_some();
+            if existed {
+                t.delete(key)?;
+            }
+            Ok(existed)
+        })
     }
 
     fn scan(
         &mut self,
-        table: &str,
+        table: TableId,
         start: &[u8],
         end: Option<&[u8]>,
         limit: usize,
@@ -175,39 +259,30 @@ impl StoreTxn for PagodaTxn<'_> {
             Bound::Included(start),
             end.map_or(Bound::Unbounded, Bound::Excluded),
         );
-        match self {
-            PagodaTxn::Read(tx) => {
-                let t = tx.open_table(table).map_err(store_err)?;
-                scan_rows(&t, range, limit, reverse)
-            }
-            PagodaTxn::Write(tx) => {
-                let t = tx.open_table(table).map_err(store_err)?;
-                scan_rows(t.as_read_only(), range, limit, reverse)
-            }
-        }
+        self.with_read(table, |t| scan_rows(t, range, limit, reverse))
     }
 
     fn commit(self: Box<Self>) -> Result<(), StoreError> {
         match *self {
             // A reader has nothing to commit: ending it releases its snapshot.
-            PagodaTxn::Read(_) => Ok(()),
-            PagodaTxn::Write(tx) => tx.commit().map(|_| ()).map_err(store_err),
+            PagodaTxn::Read(..) => Ok(()),
+            PagodaTxn::Write(cell, _) => cell.into_owner().commit().map(|_| ()).map_err(store_err),
         }
     }
 
     fn commit_pipelined(self: Box<Self>) -> Result<Box<dyn PendingCommit>, StoreError> {
         match *self {
-            PagodaTxn::Read(_) => Ok(Box::new(pagoda_workload::store::Resolved)),
-            PagodaTxn::Write(tx) => {
-                let t = tx.commit_pipelined().map_err(store_err)?;
+            PagodaTxn::Read(..) => Ok(Box::new(pagoda_workload::store::Resolved)),
+            PagodaTxn::Write(cell, _) => {
+                let t = cell.into_owner().commit_pipelined().map_err(store_err)?;
                 Ok(Box::new(PagodaPending(t)))
             }
         }
     }
 
     fn rollback(self: Box<Self>) -> Result<(), StoreError> {
-        if let PagodaTxn::Write(tx) = *self {
-            tx.rollback();
+        if let PagodaTxn::Write(cell, _) = *self {
+            cell.into_owner().rollback();
         }
         Ok(())
     }
@@ -219,15 +294,13 @@ fn scan_rows(
     range: (Bound<&[u8]>, Bound<&[u8]>),
     limit: usize,
     reverse: bool,
-) -> Result<Rows, StoreError> {
+) -> Result<Rows, Error> {
     let scan = if reverse {
         t.range_rev(range)
     } else {
         t.range(range)
     };
-    scan.take(limit)
-        .collect::<Result<Rows, Error>>()
-        .map_err(store_err)
+    scan.take(limit).collect()
 }
 
 /// A pipelined commit of the engine.

@@ -1,10 +1,7 @@
-//! The seam between the workload driver and a storage engine.
-//!
-//! A [`Store`] is a transactional, multi-table map from byte-string keys to byte-string values,
-//! ordered by key bytes. Engines (pagoda, later peers) implement it in their own crates; this
-//! crate ships [`MemStore`], the in-memory reference implementation used by the tests and as the
-//! `mem` engine.
+//! [`MemStore`], the reference in-memory engine: simple and obviously correct, which is what
+//! the tests and the `mem` engine need.
 
+use super::{OpenTables, Rows, Store, StoreError, StoreTxn, TableId};
 use std::collections::{BTreeMap, HashMap};
 use std::ops::Bound;
 
@@ -12,147 +9,7 @@ use parking_lot::{Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
-/// Why a store operation failed.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum StoreError {
-    /// The transaction lost a conflict with a concurrent one; retrying it may succeed.
-    #[error("transaction conflict (retryable)")]
-    Conflict,
-    /// Any other failure (I/O, corruption, a missing table, ...); not retried.
-    #[error("{0}")]
-    Other(String),
-}
-
-impl StoreError {
-    /// Whether the driver should retry the transaction.
-    pub fn is_retryable(&self) -> bool {
-        matches!(self, StoreError::Conflict)
-    }
-}
-
-/// A transactional, multi-table, ordered key-value store.
-pub trait Store: Send + Sync {
-    /// Creates `name` if it does not exist yet; creating an existing table is not an error.
-    fn create_table(&self, name: &str) -> Result<(), StoreError>;
-    /// Starts a read-write transaction.
-    fn begin(&self) -> Result<Box<dyn StoreTxn + '_>, StoreError>;
-    /// Starts a transaction that will only read; engines may make it cheaper.
-    fn begin_read(&self) -> Result<Box<dyn StoreTxn + '_>, StoreError> {
-        self.begin()
-    }
-    /// Engine-specific statistics (buffer hit ratio, commits, log syncs, device stats, ...),
-    /// copied verbatim into the report's `engine` key.
-    fn stats_json(&self) -> serde_json::Value;
-    /// One line naming the engine and its configuration.
-    fn describe(&self) -> String;
-    /// Loads `rows` into `table` through the engine's fastest crash-safe path for sorted input
-    /// (bottom-up leaf building, append mode, file ingestion, ...). `rows` arrive in strictly
-    /// ascending key order. Returns the rows written. The rows must be visible and committed
-    /// when it returns; [`Store::make_durable`] then makes them durable on disk. The default
-    /// writes them through ordinary transactions of [`BULK_BATCH`] rows.
-    fn bulk_load(
-        &self,
-        table: &str,
-        rows: &mut dyn Iterator<Item = (Vec<u8>, Vec<u8>)>,
-    ) -> Result<u64, StoreError> {
-        let mut written = 0u64;
-        loop {
-            let mut txn = self.begin()?;
-            let mut in_txn = 0usize;
-            for (k, v) in &mut *rows {
-                txn.put(table, &k, &v)?;
-                in_txn += 1;
-                if in_txn == BULK_BATCH {
-                    break;
-                }
-            }
-            if in_txn == 0 {
-                return txn.rollback().map(|()| written);
-            }
-            txn.commit()?;
-            written += in_txn as u64;
-        }
-    }
-    /// Makes everything committed so far durable on the data files (checkpoint, flush, sync),
-    /// so that a load can be timed to data on disk, not only to the last acknowledged commit.
-    /// The default does nothing: a store whose commits already leave data on disk.
-    fn make_durable(&self) -> Result<(), StoreError> {
-        Ok(())
-    }
-}
-
-/// Rows per transaction in the default [`Store::bulk_load`].
-pub const BULK_BATCH: usize = 1000;
-
-/// One transaction. Dropping it without `commit` must roll it back.
-pub trait StoreTxn {
-    /// Reads one key.
-    fn get(&mut self, table: &str, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError>;
-    /// Inserts or replaces one key.
-    fn put(&mut self, table: &str, key: &[u8], value: &[u8]) -> Result<(), StoreError>;
-    /// Deletes one key; returns whether it existed.
-    fn delete(&mut self, table: &str, key: &[u8]) -> Result<bool, StoreError>;
-    /// Up to `limit` pairs with `start <= key < end` (no upper bound when `end` is `None`),
-    /// in ascending key order, or descending from the top of the range when `reverse`.
-    fn scan(
-        &mut self,
-        table: &str,
-        start: &[u8],
-        end: Option<&[u8]>,
-        limit: usize,
-        reverse: bool,
-    ) -> Result<Rows, StoreError>;
-    /// Makes the transaction's writes durable and visible.
-    fn commit(self: Box<Self>) -> Result<(), StoreError>;
-    /// Starts an asynchronous (pipelined) commit: returns once the commit is queued, with a
-    /// [`PendingCommit`] that resolves when it is durable; only then is the transaction
-    /// committed. Conflicts are reported here. The default commits synchronously.
-    fn commit_pipelined(self: Box<Self>) -> Result<Box<dyn PendingCommit>, StoreError> {
-        self.commit()?;
-        Ok(Box::new(Resolved))
-    }
-    /// Discards the transaction's writes.
-    fn rollback(self: Box<Self>) -> Result<(), StoreError>;
-}
-
-/// A commit in flight ([`StoreTxn::commit_pipelined`]).
-pub trait PendingCommit: Send {
-    /// The outcome once resolved (`Ok` = durable), `None` while pending. Never blocks.
-    fn poll(&mut self) -> Option<Result<(), StoreError>>;
-    /// Blocks until resolved.
-    fn wait(self: Box<Self>) -> Result<(), StoreError>;
-}
-
-/// A commit that was durable when it was handed out.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Resolved;
-
-impl PendingCommit for Resolved {
-    fn poll(&mut self) -> Option<Result<(), StoreError>> {
-        Some(Ok(()))
-    }
-    fn wait(self: Box<Self>) -> Result<(), StoreError> {
-        Ok(())
-    }
-}
-
-/// The smallest key strictly greater than every key starting with `prefix`, or `None` when no
-/// such key exists (the prefix is all `0xff`). Used as the exclusive end of a prefix scan.
-pub fn prefix_end(prefix: &[u8]) -> Option<Vec<u8>> {
-    let mut end = prefix.to_vec();
-    while let Some(last) = end.pop() {
-        if last < 0xff {
-            end.push(last + 1);
-            return Some(end);
-        }
-    }
-    None
-}
-
 type Table = BTreeMap<Vec<u8>, Vec<u8>>;
-
-/// Key-value pairs returned by a scan, in scan order.
-pub type Rows = Vec<(Vec<u8>, Vec<u8>)>;
 
 /// The reference in-memory store.
 ///
@@ -247,6 +104,7 @@ impl Store for MemStore {
             store: self,
             guard: Some(self.tables.write()),
             undo: Vec::new(),
+            open: OpenTables::default(),
         }))
     }
 
@@ -254,6 +112,7 @@ impl Store for MemStore {
         Ok(Box::new(MemReadTxn {
             store: self,
             guard: self.tables.read(),
+            open: OpenTables::default(),
         }))
     }
 
@@ -286,6 +145,7 @@ struct MemTxn<'a> {
     store: &'a MemStore,
     guard: Option<RwLockWriteGuard<'a, HashMap<String, Table>>>,
     undo: Vec<Undo>,
+    open: OpenTables,
 }
 
 impl MemTxn<'_> {
@@ -324,43 +184,54 @@ impl Drop for MemTxn<'_> {
 }
 
 impl StoreTxn for MemTxn<'_> {
-    fn get(&mut self, table: &str, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
-        let t = self.tables()?.get(table).ok_or_else(|| missing(table))?;
+    fn open(&mut self, table: &str) -> Result<TableId, StoreError> {
+        if !self.tables()?.contains_key(table) {
+            return Err(missing(table));
+        }
+        Ok(self.open.open(table).0)
+    }
+
+    fn get(&mut self, table: TableId, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
+        let name = self.open.name(table)?.to_string();
+        let t = self.tables()?.get(&name).ok_or_else(|| missing(&name))?;
         Ok(t.get(key).cloned())
     }
 
-    fn put(&mut self, table: &str, key: &[u8], value: &[u8]) -> Result<(), StoreError> {
+    fn put(&mut self, table: TableId, key: &[u8], value: &[u8]) -> Result<(), StoreError> {
+        let name = self.open.name(table)?.to_string();
         let t = self
             .tables()?
-            .get_mut(table)
-            .ok_or_else(|| missing(table))?;
+            .get_mut(&name)
+            .ok_or_else(|| missing(&name))?;
         let old = t.insert(key.to_vec(), value.to_vec());
-        self.undo.push((table.to_string(), key.to_vec(), old));
+        self.undo.push((name, key.to_vec(), old));
         Ok(())
     }
 
-    fn delete(&mut self, table: &str, key: &[u8]) -> Result<bool, StoreError> {
+    fn delete(&mut self, table: TableId, key: &[u8]) -> Result<bool, StoreError> {
+        let name = self.open.name(table)?.to_string();
         let t = self
             .tables()?
-            .get_mut(table)
-            .ok_or_else(|| missing(table))?;
+            .get_mut(&name)
+            .ok_or_else(|| missing(&name))?;
         let old = t.remove(key);
         let existed = old.is_some();
         if existed {
-            self.undo.push((table.to_string(), key.to_vec(), old));
+            self.undo.push((name, key.to_vec(), old));
         }
         Ok(existed)
     }
 
     fn scan(
         &mut self,
-        table: &str,
+        table: TableId,
         start: &[u8],
         end: Option<&[u8]>,
         limit: usize,
         reverse: bool,
     ) -> Result<Rows, StoreError> {
-        let t = self.tables()?.get(table).ok_or_else(|| missing(table))?;
+        let name = self.open.name(table)?.to_string();
+        let t = self.tables()?.get(&name).ok_or_else(|| missing(&name))?;
         Ok(scan_table(t, start, end, limit, reverse))
     }
 
@@ -390,6 +261,14 @@ impl StoreTxn for MemTxn<'_> {
 struct MemReadTxn<'a> {
     store: &'a MemStore,
     guard: RwLockReadGuard<'a, HashMap<String, Table>>,
+    open: OpenTables,
+}
+
+impl MemReadTxn<'_> {
+    fn table(&self, t: TableId) -> Result<&Table, StoreError> {
+        let name = self.open.name(t)?;
+        self.guard.get(name).ok_or_else(|| missing(name))
+    }
 }
 
 fn read_only() -> StoreError {
@@ -397,29 +276,34 @@ fn read_only() -> StoreError {
 }
 
 impl StoreTxn for MemReadTxn<'_> {
-    fn get(&mut self, table: &str, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
-        let t = self.guard.get(table).ok_or_else(|| missing(table))?;
-        Ok(t.get(key).cloned())
+    fn open(&mut self, table: &str) -> Result<TableId, StoreError> {
+        if !self.guard.contains_key(table) {
+            return Err(missing(table));
+        }
+        Ok(self.open.open(table).0)
     }
 
-    fn put(&mut self, _table: &str, _key: &[u8], _value: &[u8]) -> Result<(), StoreError> {
+    fn get(&mut self, table: TableId, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
+        Ok(self.table(table)?.get(key).cloned())
+    }
+
+    fn put(&mut self, _table: TableId, _key: &[u8], _value: &[u8]) -> Result<(), StoreError> {
         Err(read_only())
     }
 
-    fn delete(&mut self, _table: &str, _key: &[u8]) -> Result<bool, StoreError> {
+    fn delete(&mut self, _table: TableId, _key: &[u8]) -> Result<bool, StoreError> {
         Err(read_only())
     }
 
     fn scan(
         &mut self,
-        table: &str,
+        table: TableId,
         start: &[u8],
         end: Option<&[u8]>,
         limit: usize,
         reverse: bool,
     ) -> Result<Rows, StoreError> {
-        let t = self.guard.get(table).ok_or_else(|| missing(table))?;
-        Ok(scan_table(t, start, end, limit, reverse))
+        Ok(scan_table(self.table(table)?, start, end, limit, reverse))
     }
 
     fn commit(self: Box<Self>) -> Result<(), StoreError> {
@@ -434,6 +318,7 @@ impl StoreTxn for MemReadTxn<'_> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::BULK_BATCH;
     use super::*;
 
     fn store() -> MemStore {
@@ -446,16 +331,19 @@ mod tests {
     fn commit_keeps_rollback_discards() {
         let s = store();
         let mut t = s.begin().unwrap();
-        t.put("t", b"a", b"1").unwrap();
+        let t_t = t.open("t").unwrap();
+        t.put(t_t, b"a", b"1").unwrap();
         t.commit().unwrap();
         let mut t = s.begin().unwrap();
-        t.put("t", b"a", b"2").unwrap();
-        t.put("t", b"b", b"3").unwrap();
-        assert!(t.delete("t", b"a").unwrap());
+        let t_t = t.open("t").unwrap();
+        t.put(t_t, b"a", b"2").unwrap();
+        t.put(t_t, b"b", b"3").unwrap();
+        assert!(t.delete(t_t, b"a").unwrap());
         t.rollback().unwrap();
         let mut t = s.begin_read().unwrap();
-        assert_eq!(t.get("t", b"a").unwrap(), Some(b"1".to_vec()));
-        assert_eq!(t.get("t", b"b").unwrap(), None);
+        let t_t = t.open("t").unwrap();
+        assert_eq!(t.get(t_t, b"a").unwrap(), Some(b"1".to_vec()));
+        assert_eq!(t.get(t_t, b"b").unwrap(), None);
     }
 
     #[test]
@@ -466,8 +354,9 @@ mod tests {
         assert_eq!(s.bulk_load("t", &mut rows).unwrap(), n as u64);
         assert_eq!(s.table_len("t"), n);
         let mut t = s.begin_read().unwrap();
+        let t_t = t.open("t").unwrap();
         assert_eq!(
-            t.get("t", b"00002006").unwrap(),
+            t.get(t_t, b"00002006").unwrap(),
             Some(vec![2006u32 as u8; 3])
         );
         drop(t);
@@ -480,7 +369,8 @@ mod tests {
         let s = store();
         {
             let mut t = s.begin().unwrap();
-            t.put("t", b"a", b"1").unwrap();
+            let t_t = t.open("t").unwrap();
+            t.put(t_t, b"a", b"1").unwrap();
         }
         assert_eq!(s.table_len("t"), 0);
     }
@@ -489,19 +379,20 @@ mod tests {
     fn scan_bounds_limit_and_reverse() {
         let s = store();
         let mut t = s.begin().unwrap();
+        let t_t = t.open("t").unwrap();
         for k in [b"a", b"b", b"c", b"d"] {
-            t.put("t", k, b"").unwrap();
+            t.put(t_t, k, b"").unwrap();
         }
         let keys = |v: Vec<(Vec<u8>, Vec<u8>)>| v.into_iter().map(|(k, _)| k).collect::<Vec<_>>();
         assert_eq!(
-            keys(t.scan("t", b"b", Some(b"d"), 10, false).unwrap()),
+            keys(t.scan(t_t, b"b", Some(b"d"), 10, false).unwrap()),
             vec![b"b".to_vec(), b"c".to_vec()]
         );
         assert_eq!(
-            keys(t.scan("t", b"a", None, 2, true).unwrap()),
+            keys(t.scan(t_t, b"a", None, 2, true).unwrap()),
             vec![b"d".to_vec(), b"c".to_vec()]
         );
-        assert!(t.scan("t", b"c", Some(b"b"), 10, false).unwrap().is_empty());
+        assert!(t.scan(t_t, b"c", Some(b"b"), 10, false).unwrap().is_empty());
         t.commit().unwrap();
     }
 
@@ -509,10 +400,22 @@ mod tests {
     fn missing_table_and_read_only_are_errors() {
         let s = store();
         let mut t = s.begin().unwrap();
-        assert!(matches!(t.get("nope", b"a"), Err(StoreError::Other(_))));
+        let t_t = t.open("t").unwrap();
+        assert_eq!(
+            t.open("t").unwrap(),
+            t_t,
+            "one handle per table and transaction"
+        );
+        assert!(matches!(t.open("nope"), Err(StoreError::Other(_))));
+        // A handle of another transaction is refused, not taken for a table of this one.
+        assert!(matches!(
+            t.get(TableId::new(3), b"a"),
+            Err(StoreError::Other(_))
+        ));
         drop(t);
         let mut r = s.begin_read().unwrap();
-        assert!(matches!(r.put("t", b"a", b"1"), Err(StoreError::Other(_))));
+        let rt = r.open("t").unwrap();
+        assert!(matches!(r.put(rt, b"a", b"1"), Err(StoreError::Other(_))));
     }
 
     #[test]
@@ -520,7 +423,8 @@ mod tests {
         let s = MemStore::with_conflict_rate(1.0, 7);
         s.create_table("t").unwrap();
         let mut t = s.begin().unwrap();
-        t.put("t", b"a", b"1").unwrap();
+        let t_t = t.open("t").unwrap();
+        t.put(t_t, b"a", b"1").unwrap();
         assert_eq!(t.commit(), Err(StoreError::Conflict));
         assert_eq!(s.table_len("t"), 0);
     }
@@ -561,25 +465,26 @@ mod tests {
             let mut committed: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
             let mut working = committed.clone();
             let mut txn = s.begin().unwrap();
+            let mut txn_t = txn.open("t").unwrap();
             for op in ops {
                 match op {
                     Op::Put(k, v) => {
-                        txn.put("t", &[k], &[v]).unwrap();
+                        txn.put(txn_t, &[k], &[v]).unwrap();
                         working.insert(vec![k], vec![v]);
                     }
                     Op::Delete(k) => {
-                        let existed = txn.delete("t", &[k]).unwrap();
+                        let existed = txn.delete(txn_t, &[k]).unwrap();
                         proptest::prop_assert_eq!(existed, working.remove(&vec![k]).is_some());
                     }
                     Op::Get(k) => {
                         proptest::prop_assert_eq!(
-                            txn.get("t", &[k]).unwrap(),
+                            txn.get(txn_t, &[k]).unwrap(),
                             working.get(&vec![k]).cloned()
                         );
                     }
                     Op::Scan(a, b, limit, rev) => {
                         let end = b.map(|b| vec![b]);
-                        let got = txn.scan("t", &[a], end.as_deref(), limit, rev).unwrap();
+                        let got = txn.scan(txn_t, &[a], end.as_deref(), limit, rev).unwrap();
                         let range = working
                             .iter()
                             .filter(|(k, _)| k[0] >= a && !matches!(b, Some(b) if k[0] >= b))
@@ -595,25 +500,21 @@ mod tests {
                         txn.commit().unwrap();
                         committed = working.clone();
                         txn = s.begin().unwrap();
+                        txn_t = txn.open("t").unwrap();
                     }
                     Op::Rollback => {
                         txn.rollback().unwrap();
                         working = committed.clone();
                         txn = s.begin().unwrap();
+                        txn_t = txn.open("t").unwrap();
                     }
                 }
             }
             drop(txn);
             let mut r = s.begin_read().unwrap();
-            let all = r.scan("t", b"", None, usize::MAX, false).unwrap();
+            let r_t = r.open("t").unwrap();
+            let all = r.scan(r_t, b"", None, usize::MAX, false).unwrap();
             proptest::prop_assert_eq!(all, committed.into_iter().collect::<Vec<_>>());
         }
-    }
-
-    #[test]
-    fn prefix_end_increments() {
-        assert_eq!(prefix_end(b"ab"), Some(b"ac".to_vec()));
-        assert_eq!(prefix_end(&[1, 0xff]), Some(vec![2]));
-        assert_eq!(prefix_end(&[0xff, 0xff]), None);
     }
 }
