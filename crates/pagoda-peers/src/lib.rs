@@ -9,8 +9,12 @@
 //!   connections (one per client thread), `BEGIN IMMEDIATE` for writers.
 //! - `lmdb`: LMDB (heed), one named database per table, one writer at a time.
 //! - `redb`: redb, one table per store table, one writer at a time.
+//! - `fjall`: fjall, a keyspace per table in its optimistic transactional database, the
+//!   journal synced at each commit.
 //! - `rocksdb` (cargo feature `rocksdb`): a plain RocksDB `DB`, a column family per table,
 //!   one `WriteBatch` per commit with the WAL synced, key locks for read-modify-writes.
+//! - `wiredtiger` (cargo feature `wiredtiger`): WiredTiger through its C API, a table per
+//!   store table, the log synced at each commit, a session and cursors per client thread.
 //!
 //! Every peer runs on real files under a directory ([`PeerKind::path`]), commits durably by
 //! default ([`PeerDurability::Sync`]), reports its settings in `stats_json()` and has no
@@ -19,12 +23,15 @@
 #![warn(missing_docs)]
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
+mod fjall;
 mod lmdb;
 mod pagoda;
 mod redb;
 #[cfg(feature = "rocksdb")]
 mod rocksdb;
 mod sqlite;
+#[cfg(feature = "wiredtiger")]
+mod wiredtiger;
 
 pub use pagoda::PagodaStore;
 use pagoda_workload::{Store, TableId};
@@ -46,18 +53,24 @@ pub enum PeerKind {
     Lmdb,
     /// redb.
     Redb,
+    /// fjall.
+    Fjall,
     /// RocksDB (needs the `rocksdb` cargo feature).
     Rocksdb,
+    /// WiredTiger (needs the `wiredtiger` cargo feature and the system's libwiredtiger).
+    Wiredtiger,
 }
 
 impl PeerKind {
     /// Every peer, in the order reports list them.
-    pub const ALL: [PeerKind; 5] = [
+    pub const ALL: [PeerKind; 7] = [
         PeerKind::Sqlite,
         PeerKind::SqliteRowid,
         PeerKind::Lmdb,
         PeerKind::Redb,
+        PeerKind::Fjall,
         PeerKind::Rocksdb,
+        PeerKind::Wiredtiger,
     ];
 
     /// The name `--engine` takes.
@@ -67,25 +80,44 @@ impl PeerKind {
             PeerKind::SqliteRowid => "sqlite-rowid",
             PeerKind::Lmdb => "lmdb",
             PeerKind::Redb => "redb",
+            PeerKind::Fjall => "fjall",
             PeerKind::Rocksdb => "rocksdb",
+            PeerKind::Wiredtiger => "wiredtiger",
         }
     }
 
     /// Where this peer keeps its database under `dir` (a file for SQLite and redb, a
-    /// directory for LMDB and RocksDB). Its existence tells whether anything was created.
+    /// directory for LMDB, fjall, RocksDB and WiredTiger). Its existence tells whether anything was created.
     pub fn path(self, dir: &Path) -> PathBuf {
         dir.join(match self {
             PeerKind::Sqlite => "sqlite.db",
             PeerKind::SqliteRowid => "sqlite-rowid.db",
             PeerKind::Lmdb => "lmdb",
             PeerKind::Redb => "redb.redb",
+            PeerKind::Fjall => "fjall",
             PeerKind::Rocksdb => "rocksdb",
+            PeerKind::Wiredtiger => "wiredtiger",
         })
     }
 
-    /// Whether this binary was built with the engine (RocksDB is a cargo feature).
+    /// The cargo feature that builds this engine in, for the engines that need one.
+    pub fn feature(self) -> Option<&'static str> {
+        match self {
+            PeerKind::Rocksdb => Some("rocksdb"),
+            PeerKind::Wiredtiger => Some("wiredtiger"),
+            _ => None,
+        }
+    }
+
+    /// Whether this binary was built with the engine (RocksDB and WiredTiger are cargo
+    /// features).
     pub fn is_built(self) -> bool {
-        self != PeerKind::Rocksdb || cfg!(feature = "rocksdb")
+        const BUILT: [(&str, bool); 2] = [
+            ("rocksdb", cfg!(feature = "rocksdb")),
+            ("wiredtiger", cfg!(feature = "wiredtiger")),
+        ];
+        self.feature()
+            .is_none_or(|f| BUILT.iter().any(|&(name, on)| name == f && on))
     }
 }
 
@@ -110,12 +142,14 @@ impl FromStr for PeerKind {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum PeerDurability {
     /// A commit returns once it is on stable storage: SQLite `synchronous=FULL`, LMDB's
-    /// default sync, redb `Durability::Immediate`, RocksDB `WriteOptions::sync`.
+    /// default sync, redb `Durability::Immediate`, fjall `PersistMode::SyncAll`, RocksDB
+    /// `WriteOptions::sync`, WiredTiger `transaction_sync=(enabled=true,method=fsync)`.
     #[default]
     Sync,
     /// A commit returns once it is in the OS's hands: SQLite `synchronous=NORMAL` (WAL: synced
-    /// at checkpoints), LMDB `NO_SYNC`, redb `Durability::None`, RocksDB WAL without sync. A
-    /// crash of the machine may lose recent commits.
+    /// at checkpoints), LMDB `NO_SYNC`, redb `Durability::None`, fjall `PersistMode::Buffer`,
+    /// RocksDB WAL without sync, WiredTiger `transaction_sync=(enabled=false)`. A crash of the
+    /// machine may lose recent commits.
     Lazy,
 }
 
@@ -157,14 +191,22 @@ impl Default for PeerOptions {
 #[derive(Debug, thiserror::Error)]
 pub enum PeerError {
     /// `--engine` named no engine.
-    #[error("unknown engine `{0}`; choose pagoda, sqlite, sqlite-rowid, lmdb, redb or rocksdb")]
-    UnknownEngine(String),
-    /// RocksDB was asked for in a binary built without it.
     #[error(
-        "this pagoda was built without RocksDB; rebuild with the `rocksdb` feature: \
-         `cargo run --release -p pagoda --features rocksdb -- ...`"
+        "unknown engine `{0}`; choose pagoda, sqlite, sqlite-rowid, lmdb, redb, fjall, \
+         rocksdb or wiredtiger"
     )]
-    NotBuilt,
+    UnknownEngine(String),
+    /// An engine behind a cargo feature was asked for in a binary built without it.
+    #[error(
+        "this pagoda was built without {engine}; rebuild with the `{feature}` feature: \
+         `cargo run --release -p pagoda --features {feature} -- ...`"
+    )]
+    NotBuilt {
+        /// The engine.
+        engine: PeerKind,
+        /// The feature that builds it in.
+        feature: &'static str,
+    },
     /// The engine refused to open or set up its database.
     #[error("{engine}: cannot open {path}: {detail}; check the directory is writable, or use an empty --dir")]
     Open {
@@ -175,6 +217,16 @@ pub enum PeerError {
         /// The engine's message.
         detail: String,
     },
+}
+
+impl PeerError {
+    /// The error for `engine` asked for in a binary built without its feature.
+    pub fn not_built(engine: PeerKind) -> Self {
+        PeerError::NotBuilt {
+            engine,
+            feature: engine.feature().unwrap_or("default"),
+        }
+    }
 }
 
 /// Opens (creating when absent) the peer's database under `dir`.
@@ -195,10 +247,15 @@ pub fn open(kind: PeerKind, dir: &Path, opts: &PeerOptions) -> Result<Box<dyn St
         }
         PeerKind::Lmdb => Box::new(lmdb::LmdbStore::open(&path, opts).map_err(fail)?),
         PeerKind::Redb => Box::new(redb::RedbStore::open(&path, opts).map_err(fail)?),
+        PeerKind::Fjall => Box::new(fjall::FjallStore::open(&path, opts).map_err(fail)?),
         #[cfg(feature = "rocksdb")]
         PeerKind::Rocksdb => Box::new(rocksdb::RocksStore::open(&path, opts).map_err(fail)?),
-        #[cfg(not(feature = "rocksdb"))]
-        PeerKind::Rocksdb => return Err(PeerError::NotBuilt),
+        #[cfg(feature = "wiredtiger")]
+        PeerKind::Wiredtiger => {
+            Box::new(wiredtiger::WiredTigerStore::open(&path, opts).map_err(fail)?)
+        }
+        #[allow(unreachable_patterns)] // every engine built in
+        k => return Err(PeerError::not_built(k)),
     })
 }
 

@@ -39,8 +39,9 @@ pub enum BenchCommand {
     Tpcc(Box<TpccArgs>),
     /// LinkBench (default mix, the DWB-FTL paper's write-only mix, or a mix file).
     Linkbench(Box<LinkbenchArgs>),
-    /// pagoda against its peers (SQLite, LMDB, redb, RocksDB): the same YCSB cells on each,
-    /// one after another; a table, compare.json, compare.csv and compare.svg.
+    /// pagoda against its peers (SQLite, LMDB, redb, fjall, RocksDB, WiredTiger): the same
+    /// YCSB cells on each, one after another; a table, compare.json, compare.csv and
+    /// compare.svg.
     Compare(Box<compare::CompareArgs>),
 }
 
@@ -60,8 +61,8 @@ fn since_start() -> f64 {
 /// Engine and device options shared by every workload.
 #[derive(Debug, Args)]
 pub struct EngineArgs {
-    /// Engine: pagoda | sqlite | sqlite-rowid | lmdb | redb | rocksdb (rocksdb needs the
-    /// `rocksdb` cargo feature). A peer runs on real files in --dir; --buffer is its cache.
+    /// Engine: pagoda | sqlite | sqlite-rowid | lmdb | redb | fjall | rocksdb | wiredtiger
+    /// (rocksdb and wiredtiger need their cargo features). A peer runs on real files in --dir; --buffer is its cache.
     #[arg(long, default_value = "pagoda", value_parser = peer::parse_engine)]
     pub(crate) engine: EngineChoice,
     /// LMDB's map size: the most its database may grow to (a sparse file; --engine lmdb).

@@ -1,5 +1,6 @@
-//! `pagoda bench ... --engine sqlite|sqlite-rowid|lmdb|redb|rocksdb`: the same workloads, driver and reports
-//! on a peer engine (crate `pagoda-peers`), on real files in `--dir` (or a temporary one).
+//! `pagoda bench ... --engine PEER` (sqlite, sqlite-rowid, lmdb, redb, fjall, rocksdb,
+//! wiredtiger): the same workloads, driver and reports on a peer engine (crate
+//! `pagoda-peers`), on real files in `--dir` (or a temporary one).
 //!
 //! Pagoda-only flags (devices, torn-write protection, flash cache, page size, background,
 //! pipelined commits) are refused with a peer, naming the flag; `--buffer` is the peer's cache.
@@ -120,7 +121,7 @@ impl PeerBench {
         opts.durability = durability(e, kind)?;
         if !kind.is_built() {
             return Err(CliError::Other(
-                pagoda_peers::PeerError::NotBuilt.to_string(),
+                pagoda_peers::PeerError::not_built(kind).to_string(),
             ));
         }
         if (p.load_only || p.run_only) && e.dir.is_none() {

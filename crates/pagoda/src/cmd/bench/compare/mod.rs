@@ -35,8 +35,8 @@ use std::time::Duration;
 /// Flags of `bench compare`.
 #[derive(Debug, Args)]
 pub struct CompareArgs {
-    /// Engines, comma-separated: pagoda, sqlite, sqlite-rowid, lmdb, redb, rocksdb (rocksdb
-    /// needs the `rocksdb` cargo feature).
+    /// Engines, comma-separated: pagoda, sqlite, sqlite-rowid, lmdb, redb, fjall, rocksdb,
+    /// wiredtiger (rocksdb and wiredtiger need their cargo features).
     #[arg(long, default_value = "pagoda,sqlite,lmdb,redb", value_delimiter = ',',
           value_parser = peer::parse_engine)]
     engines: Vec<EngineChoice>,
@@ -307,7 +307,7 @@ fn check(a: &CompareArgs) -> CliResult<()> {
         if let EngineChoice::Peer(k) = e {
             if !k.is_built() {
                 return Err(CliError::Other(
-                    pagoda_peers::PeerError::NotBuilt.to_string(),
+                    pagoda_peers::PeerError::not_built(*k).to_string(),
                 ));
             }
         }
