@@ -414,7 +414,7 @@ impl Store for WiredTigerStore {
             let syncs = stats.get("log_syncs").and_then(serde_json::Value::as_f64);
             if let (Some(c), Some(s)) = (commits, syncs) {
                 if s > 0.0 {
-                    o.insert("commits_per_log_sync".into(), (c / s).into());
+                    o.insert("commits_per_sync".into(), (c / s).into());
                 }
             }
             o.insert("wiredtiger".into(), stats.into());

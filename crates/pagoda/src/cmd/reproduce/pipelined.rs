@@ -90,6 +90,7 @@ pub(super) fn section(ctx: &Ctx, results: &[&CellResult]) -> CliResult<Section> 
          Seed: WiredTiger on a Samsung NVMe, 4 threads 15.9x, 16 threads ~5x; no gain on HDD.\n\n",
     );
     gains_table(&mut body, results, &threads);
+    against_wiredtiger(&mut body, results, &threads);
     settings(&mut body);
     let all: Vec<&CellResult> = results.to_vec();
     body.push_str(&super::regime::cells(&all));
@@ -155,6 +156,74 @@ fn gains_table(body: &mut String, results: &[&CellResult], threads: &[u32]) {
             "\nSame total in flight (16 commits): pipelined 4 threads × 4 against sync with 16 \
              threads on nvme-ssd: {}.",
             x(same_total)
+        );
+    }
+}
+
+/// Commits per log sync (median) of `mode` at `t` threads on `dev`.
+fn cps(results: &[&CellResult], dev: &str, mode: &str, t: u32) -> String {
+    group(results, dev, mode, t)
+        .and_then(|g| g.num(fig::commits_per_sync))
+        .map_or("–".to_string(), |v| format!("{v:.1}"))
+}
+
+/// The seed's own system beside pagoda: WiredTiger's sync commit and pagoda's sync and
+/// pipelined commits on files of the same file system, through the same driver.
+fn against_wiredtiger(body: &mut String, results: &[&CellResult], threads: &[u32]) {
+    let mut table = Table::new(&[
+        "threads",
+        "WiredTiger sync tx/s",
+        "its commits per log sync",
+        "pagoda sync tx/s",
+        "its commits per sync",
+        "pagoda pipelined (32 in flight) tx/s",
+        "its commits per sync",
+        "pagoda sync / WiredTiger",
+        "pipelined / WiredTiger",
+    ]);
+    let mut rows = 0;
+    for &t in threads {
+        let (wt, s, d) = (
+            tps(results, "file", "wt-sync", t),
+            tps(results, "file", "sync", t),
+            tps(results, "file", "d32", t),
+        );
+        if wt.is_none() && s.is_none() && d.is_none() {
+            continue;
+        }
+        rows += 1;
+        table.row(&[
+            t.to_string(),
+            fmt_num(wt),
+            cps(results, "file", "wt-sync", t),
+            fmt_num(s),
+            cps(results, "file", "sync", t),
+            fmt_num(d),
+            cps(results, "file", "d32", t),
+            x(ratio(s, wt)),
+            x(ratio(d, wt)),
+        ]);
+    }
+    if rows == 0 {
+        return;
+    }
+    body.push_str(
+        "
+Against the seed's own system: WiredTiger (its C API; log on, \
+         `transaction_sync=(enabled=true,method=fsync)`, a session per thread) and pagoda, each \
+         on files in a temporary directory of this machine's disk, through the same driver and \
+         workload (medians of the repeats; commits per sync from each engine's own counters, \
+         WiredTiger's over the cell's whole run):\n\n",
+    );
+    body.push_str(&table.markdown());
+    if !results
+        .iter()
+        .any(|r| r.param("mode").and_then(serde_json::Value::as_str) == Some("wt-sync"))
+    {
+        body.push_str(
+            "
+No WiredTiger cells ran: this pagoda was built without the `wiredtiger` feature \
+             (`scripts/build-wiredtiger.sh` builds it).\n",
         );
     }
 }
@@ -395,6 +464,27 @@ fn headlines(results: &[&CellResult]) -> Vec<Headline> {
         depth_row(results),
         plp_row(results),
         cpu_row(results),
+        Headline::of_row(
+            &seed_row(EXP, "wt.t04"),
+            repeats::ratio(
+                group(results, "file", "d32", 4).as_ref(),
+                group(results, "file", "wt-sync", 4).as_ref(),
+                fig::throughput,
+            ),
+            &format!(
+                "a smaller gain over WiredTiger's sync commit than the seed's: WiredTiger \
+                 groups {} commits per log sync, pagoda's pipelined commit {}",
+                cps(results, "file", "wt-sync", 4),
+                cps(results, "file", "d32", 4)
+            ),
+            &format!(
+                "a larger gain over WiredTiger's sync commit than the seed's: WiredTiger \
+                 groups {} commits per log sync, pagoda's pipelined commit {}",
+                cps(results, "file", "wt-sync", 4),
+                cps(results, "file", "d32", 4)
+            ),
+            Spread::times,
+        ),
     ]
 }
 

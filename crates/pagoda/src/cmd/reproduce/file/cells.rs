@@ -189,6 +189,9 @@ pub(crate) struct CellSpec {
     /// The command fails by design (a crash test of an unsafe mode): its JSON is the result.
     #[serde(default)]
     pub may_fail: bool,
+    /// The cargo feature the cell's engine needs (`rocksdb`, `wiredtiger`): a binary built
+    /// without it leaves the cell out of the grid, and the report says so.
+    pub needs: Option<String>,
     /// What the report needs to place the result, and labels for its table
     /// (e.g. `{ cache_mib = 64 }`); strings may use `{NAME}`.
     #[serde(default)]
@@ -207,10 +210,10 @@ impl CellSpec {
         scale: Scale,
         vars: Option<&BTreeMap<String, Value>>,
     ) -> Result<Option<Cell>, String> {
+        let at = |e: String| format!("[[cell]] '{}' at scale {}: {e}", self.name, scale.name());
         if self.scales.as_ref().is_some_and(|s| !s.contains(&scale)) {
             return Ok(None);
         }
-        let at = |e: String| format!("[[cell]] '{}' at scale {}: {e}", self.name, scale.name());
         let Some(raw) = self.args.at(scale) else {
             return Err(at("args has no list for this scale".to_string()));
         };
@@ -256,8 +259,32 @@ impl CellSpec {
         cell.may_fail = self.may_fail;
         cell.light = self.light;
         cell.together = self.together;
+        // Checked after the rest, so a cell is validated even where it does not run.
+        if let Some(feature) = &self.needs {
+            if !feature_built(feature).map_err(at)? {
+                return Ok(None);
+            }
+        }
         Ok(Some(cell))
     }
+}
+
+/// Whether this binary was built with the peer engine behind cargo feature `feature`.
+pub(crate) fn feature_built(feature: &str) -> Result<bool, String> {
+    pagoda_peers::PeerKind::ALL
+        .into_iter()
+        .find(|k| k.feature() == Some(feature))
+        .map(pagoda_peers::PeerKind::is_built)
+        .ok_or_else(|| {
+            let known: Vec<&str> = pagoda_peers::PeerKind::ALL
+                .into_iter()
+                .filter_map(pagoda_peers::PeerKind::feature)
+                .collect();
+            format!(
+                "needs = \"{feature}\" is no feature of this pagoda; use one of: {}",
+                known.join(", ")
+            )
+        })
 }
 
 /// `arg` with every `{NAME}` replaced by the scale's value.

@@ -299,6 +299,25 @@ band = { around = 2.0, tolerance = 0.1 }
         );
     }
 
+    /// A cell that names a peer's feature is in the grid only where that feature is built;
+    /// a feature pagoda does not have is refused by name.
+    #[test]
+    fn a_cell_that_needs_a_feature_runs_only_where_it_is_built() {
+        let text = GOOD.replace(
+            "estimate_s = 3\n",
+            "estimate_s = 3\nneeds = \"wiredtiger\"\n",
+        );
+        let cells = parse(&text).unwrap().cells_at(Scale::Quick, None).unwrap();
+        let built = cfg!(feature = "wiredtiger");
+        assert_eq!(cells.iter().any(|c| c.id == "t.a"), built);
+        assert!(cells.iter().any(|c| c.id == "t.b"));
+        let e = err(&GOOD.replace("estimate_s = 3\n", "estimate_s = 3\nneeds = \"pg\"\n"));
+        assert!(
+            e.contains("needs = \"pg\"") && e.contains("wiredtiger"),
+            "{e}"
+        );
+    }
+
     /// A parse error names the line and the key; a check names the cell or comparison.
     #[test]
     fn a_bad_file_is_refused_with_its_line_and_key() {
