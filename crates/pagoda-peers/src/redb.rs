@@ -8,13 +8,15 @@ use crate::{other, read_only, take_rows, Counters, PeerDurability, PeerOptions, 
 use pagoda_workload::store::Rows;
 use pagoda_workload::{Store, StoreError, StoreTxn, TableId};
 use redb::{
-    Database, Durability, ReadTransaction, ReadableDatabase, ReadableTable, TableDefinition,
-    TableHandle, WriteTransaction,
+    Database, Durability, ReadOnlyTable, ReadTransaction, ReadableDatabase, ReadableTable,
+    TableDefinition, TableHandle, WriteTransaction,
 };
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
 
 type Def<'a> = TableDefinition<'a, &'static [u8], &'static [u8]>;
+/// A table of a read transaction (it owns what it needs: no borrow of the transaction).
+type ReadTable = ReadOnlyTable<&'static [u8], &'static [u8]>;
 
 /// A redb database file.
 #[derive(Debug)]
@@ -69,8 +71,9 @@ impl RedbStore {
         Ok(TableDefinition::new(table))
     }
 
-    /// The definition of the table a transaction's handle names. redb's table handles borrow
-    /// the transaction, so each operation opens its table from this definition.
+    /// The definition of the table a transaction's handle names. A write transaction's table
+    /// handles borrow it, so a writer opens its table per operation from this definition; a
+    /// reader keeps its tables (`RedbTxn::read_tables`).
     fn def_at(&self, table: TableId) -> Result<Def<'_>, StoreError> {
         let (name, _) = self.tables.at(table)?;
         Ok(TableDefinition::new(name))
@@ -139,6 +142,7 @@ impl Store for RedbStore {
         Ok(Box::new(RedbTxn {
             store: self,
             txn: Some(Txn::Write(Box::new(self.begin_write()?))),
+            read_tables: Vec::new(),
         }))
     }
 
@@ -147,6 +151,7 @@ impl Store for RedbStore {
         Ok(Box::new(RedbTxn {
             store: self,
             txn: Some(Txn::Read(r)),
+            read_tables: Vec::new(),
         }))
     }
 
@@ -183,6 +188,26 @@ enum Txn {
 struct RedbTxn<'a> {
     store: &'a RedbStore,
     txn: Option<Txn>,
+    /// A read transaction's tables, by handle, opened on first use and kept: redb's
+    /// `open_table` looks the table up in the catalog each time.
+    read_tables: Vec<Option<ReadTable>>,
+}
+
+/// Table `t` of read transaction `r`, opened on first use.
+fn read_table<'c>(
+    cache: &'c mut Vec<Option<ReadTable>>,
+    r: &ReadTransaction,
+    def: Def<'_>,
+    t: TableId,
+) -> Result<&'c ReadTable, StoreError> {
+    if cache.len() <= t.index() {
+        cache.resize_with(t.index() + 1, || None);
+    }
+    let slot = &mut cache[t.index()];
+    if slot.is_none() {
+        *slot = Some(r.open_table(def).map_err(err)?);
+    }
+    Ok(slot.as_ref().expect("opened just above"))
 }
 
 impl Drop for RedbTxn<'_> {
@@ -238,7 +263,7 @@ impl StoreTxn for RedbTxn<'_> {
         let def = self.store.def_at(table)?;
         let v = match self.txn.as_ref().ok_or_else(finished)? {
             Txn::Read(r) => {
-                let t = r.open_table(def).map_err(err)?;
+                let t = read_table(&mut self.read_tables, r, def, table)?;
                 t.get(key).map_err(err)?.map(|g| g.value().to_vec())
             }
             Txn::Write(w) => {
@@ -282,8 +307,8 @@ impl StoreTxn for RedbTxn<'_> {
         );
         match self.txn.as_ref().ok_or_else(finished)? {
             Txn::Read(r) => {
-                let t = r.open_table(def).map_err(err)?;
-                scan_table(&t, range, limit, reverse).map_err(err)
+                let t = read_table(&mut self.read_tables, r, def, table)?;
+                scan_table(t, range, limit, reverse).map_err(err)
             }
             Txn::Write(w) => {
                 let t = w.open_table(def).map_err(err)?;
@@ -293,6 +318,8 @@ impl StoreTxn for RedbTxn<'_> {
     }
 
     fn commit(mut self: Box<Self>) -> Result<(), StoreError> {
+        // The kept tables reference the transaction: `close` refuses while they live.
+        self.read_tables.clear();
         let r = match self.txn.take().ok_or_else(finished)? {
             Txn::Write(w) => w.commit().map_err(err),
             Txn::Read(r) => r.close().map_err(err),
