@@ -287,28 +287,6 @@ impl WiredTigerStore {
     }
 
     /// Loads `rows` through transactions of [`pagoda_workload::BULK_BATCH`] rows.
-    fn load_batched(
-        &self,
-        table: &str,
-        rows: &mut dyn Iterator<Item = (Vec<u8>, Vec<u8>)>,
-    ) -> Result<u64, StoreError> {
-        let mut n = 0u64;
-        loop {
-            let mut txn = self.begin()?;
-            let t = txn.open(table)?;
-            let mut in_txn = 0u64;
-            for (k, v) in (&mut *rows).take(pagoda_workload::store::BULK_BATCH) {
-                txn.put(t, &k, &v)?;
-                in_txn += 1;
-            }
-            if in_txn == 0 {
-                return txn.rollback().map(|()| n);
-            }
-            txn.commit()?;
-            n += in_txn;
-        }
-    }
-
     fn start(&self, write: bool) -> Result<WtTxn<'_>, StoreError> {
         let session = self.session()?;
         let config = c"isolation=snapshot";
@@ -375,7 +353,7 @@ impl Store for WiredTigerStore {
                 return Ok(n);
             }
         }
-        self.load_batched(table, rows)
+        pagoda_workload::store::load_in_transactions(self, table, rows)
     }
 
     /// A checkpoint: every committed row (bulk-loaded ones included) is on disk after it.

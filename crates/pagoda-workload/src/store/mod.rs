@@ -49,24 +49,7 @@ pub trait Store: Send + Sync {
         table: &str,
         rows: &mut dyn Iterator<Item = (Vec<u8>, Vec<u8>)>,
     ) -> Result<u64, StoreError> {
-        let mut written = 0u64;
-        loop {
-            let mut txn = self.begin()?;
-            let t = txn.open(table)?;
-            let mut in_txn = 0usize;
-            for (k, v) in &mut *rows {
-                txn.put(t, &k, &v)?;
-                in_txn += 1;
-                if in_txn == BULK_BATCH {
-                    break;
-                }
-            }
-            if in_txn == 0 {
-                return txn.rollback().map(|()| written);
-            }
-            txn.commit()?;
-            written += in_txn as u64;
-        }
+        load_in_transactions(self, table, rows)
     }
     /// Makes everything committed so far durable on the data files (checkpoint, flush, sync),
     /// so that a load can be timed to data on disk, not only to the last acknowledged commit.
@@ -78,6 +61,31 @@ pub trait Store: Send + Sync {
 
 /// Rows per transaction in the default [`Store::bulk_load`].
 pub const BULK_BATCH: usize = 1000;
+
+/// Writes `rows` into `table` through ordinary transactions of [`BULK_BATCH`] rows and returns
+/// the rows written: the default [`Store::bulk_load`], and the fallback of engines whose own
+/// bulk path only applies to an empty table.
+pub fn load_in_transactions<S: Store + ?Sized>(
+    store: &S,
+    table: &str,
+    rows: &mut dyn Iterator<Item = (Vec<u8>, Vec<u8>)>,
+) -> Result<u64, StoreError> {
+    let mut written = 0u64;
+    loop {
+        let mut txn = store.begin()?;
+        let t = txn.open(table)?;
+        let mut in_txn = 0u64;
+        for (k, v) in (&mut *rows).take(BULK_BATCH) {
+            txn.put(t, &k, &v)?;
+            in_txn += 1;
+        }
+        if in_txn == 0 {
+            return txn.rollback().map(|()| written);
+        }
+        txn.commit()?;
+        written += in_txn;
+    }
+}
 
 /// A table opened in a transaction ([`StoreTxn::open`]): the handle its operations take,
 /// valid until that transaction ends.
